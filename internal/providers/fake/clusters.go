@@ -1,0 +1,378 @@
+package fake
+
+import (
+	"context"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+)
+
+// dnsLabel is the shape of a cluster or node pool name: what every one of
+// the real providers accepts.
+var dnsLabel = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+
+// progress tells how far an operation has come: one step per observation,
+// and with StepEvery one per interval of the injected clock.
+func (f *Fake) finished(op *Operation) bool {
+	n := op.Observed
+	if f.cfg.StepEvery > 0 {
+		n += int(f.clock.Now().Sub(op.AcceptedAt) / f.cfg.StepEvery)
+	}
+	return n >= op.Steps
+}
+
+func (f *Fake) newOp(kind string, steps int) *Operation {
+	return &Operation{Kind: kind, Steps: steps, AcceptedAt: f.clock.Now()}
+}
+
+// settleCluster finishes the cluster's operation and its pools' when they
+// are due, and reports whether the cluster still exists. Called with mu held.
+func (f *Fake) settleCluster(c *ClusterRecord) bool {
+	if c.Op != nil && f.finished(c.Op) {
+		switch c.Op.Kind {
+		case "delete":
+			delete(f.st.Clusters, c.ID)
+			delete(f.st.Grants, c.ID)
+			return false
+		case "update":
+			c.Version, c.NodeVersion = c.Op.Target, c.Op.Target
+		}
+		c.Status, c.Op = providers.ClusterRunning, nil
+	}
+	for _, name := range sortedKeys(c.NodePools) {
+		f.settlePool(c, c.NodePools[name])
+	}
+	return true
+}
+
+func (f *Fake) settlePool(c *ClusterRecord, p *NodePoolRecord) bool {
+	if p.Op == nil || !f.finished(p.Op) {
+		return true
+	}
+	if p.Op.Kind == "delete" {
+		delete(c.NodePools, p.Name)
+		return false
+	}
+	p.Status, p.Op = providers.NodePoolRunning, nil
+	return true
+}
+
+// observe counts one look at an operation.
+func observe(op *Operation) {
+	if op != nil {
+		op.Observed++
+	}
+}
+
+// Advance moves every operation one step, for tests that drive time by
+// hand rather than by reading.
+func (f *Fake) Advance() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, id := range sortedKeys(f.st.Clusters) {
+		c := f.st.Clusters[id]
+		observe(c.Op)
+		for _, p := range c.NodePools {
+			observe(p.Op)
+		}
+		f.settleCluster(c)
+	}
+	return f.persist()
+}
+
+// find looks a cluster up for an account: by ID when the ref has one, else
+// by name within the account's project. Seeded clusters are visible to
+// every account. Called with mu held.
+func (f *Fake) find(a account, ref providers.ClusterRef) *ClusterRecord {
+	visible := func(c *ClusterRecord) bool {
+		return (c.Seeded || c.Project == a.Project) && (ref.Location == "" || c.Location == ref.Location)
+	}
+	if ref.ID != "" {
+		if c := f.st.Clusters[ref.ID]; c != nil && visible(c) && (ref.Name == "" || c.Name == ref.Name) {
+			return c
+		}
+		return nil
+	}
+	for _, id := range sortedKeys(f.st.Clusters) {
+		c := f.st.Clusters[id]
+		if c.Name == ref.Name && !c.Seeded && c.Project == a.Project && visible(c) {
+			return c
+		}
+	}
+	if ref.Location != "" {
+		for _, id := range sortedKeys(f.st.Clusters) {
+			if c := f.st.Clusters[id]; c.Seeded && c.Name == ref.Name && c.Location == ref.Location {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// findSettled finds a cluster and brings its operations up to date; nil
+// when it does not exist (any more).
+func (f *Fake) findSettled(a account, ref providers.ClusterRef) *ClusterRecord {
+	c := f.find(a, ref)
+	if c == nil || !f.settleCluster(c) {
+		return nil
+	}
+	return c
+}
+
+func endpointOf(id string) string { return "https://" + id[:8] + ".k8s.fake.invalid" }
+
+func (f *Fake) view(c *ClusterRecord) providers.Cluster {
+	v := providers.Cluster{
+		Ref:          providers.ClusterRef{Location: c.Location, Name: c.Name, ID: c.ID},
+		Status:       c.Status,
+		PrivateNodes: c.PrivateNodes,
+		Labels:       maps.Clone(c.Labels),
+		Outputs:      providers.ClusterOutputs{Location: c.Location, GlobalID: "fake://clusters/" + c.ID},
+	}
+	if c.Status != providers.ClusterProvisioning {
+		v.Outputs.Endpoint = endpointOf(c.ID)
+		v.Outputs.Version = c.Version
+		v.Outputs.NodeVersion = c.NodeVersion
+	}
+	if c.Op != nil {
+		v.Message = c.Op.Kind + " in progress"
+	}
+	return v
+}
+
+// compareVersions compares dotted numeric versions.
+func compareVersions(a, b string) int {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < max(len(as), len(bs)); i++ {
+		var x, y int
+		if i < len(as) {
+			x, _ = strconv.Atoi(as[i])
+		}
+		if i < len(bs) {
+			y, _ = strconv.Atoi(bs[i])
+		}
+		if x != y {
+			return x - y
+		}
+	}
+	return 0
+}
+
+func addToken(tokens []string, t string) []string {
+	if t == "" || slices.Contains(tokens, t) {
+		return tokens
+	}
+	return append(tokens, t)
+}
+
+// EnsureCluster creates a cluster or converges the one of the same name in
+// the account's project.
+func (f *Fake) EnsureCluster(ctx context.Context, acct providers.Account, spec providers.ClusterSpec) (providers.Cluster, error) {
+	a, finish, err := f.call(ctx, "EnsureCluster", &acct)
+	if err != nil {
+		return providers.Cluster{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.ensureCluster(a, spec)
+	if err != nil {
+		return providers.Cluster{}, finish(err)
+	}
+	if err := f.persist(); err != nil {
+		return providers.Cluster{}, err
+	}
+	return f.view(c), finish(nil)
+}
+
+func (f *Fake) ensureCluster(a account, spec providers.ClusterSpec) (*ClusterRecord, error) {
+	if !dnsLabel.MatchString(spec.Name) || len(spec.Name) > 40 {
+		return nil, providers.Invalidf("", "name", "cluster name %q must be a DNS label of at most 40 characters", spec.Name)
+	}
+	region := f.cfg.region(spec.Location)
+	switch {
+	case region == "":
+		return nil, providers.Invalidf("", "location", "location %q does not exist", spec.Location)
+	case region != spec.Location && !f.cfg.ZonalClusters:
+		return nil, providers.Invalidf("", "location", "a cluster goes in a region, not the zone %q", spec.Location)
+	}
+	version := spec.Version
+	if version == "" {
+		version = f.cfg.DefaultVersion
+	}
+	if !slices.Contains(f.cfg.Versions, version) {
+		return nil, providers.Invalidf("", "version", "version %q is not offered (offered: %s)", version, strings.Join(f.cfg.Versions, ", "))
+	}
+	c := f.findSettled(a, providers.ClusterRef{Name: spec.Name})
+	if c == nil {
+		c = &ClusterRecord{
+			ID:           f.nextID("cluster", a.Project+"/"+spec.Name),
+			Project:      a.Project,
+			Location:     spec.Location,
+			Name:         spec.Name,
+			PrivateNodes: spec.PrivateNodes,
+			Version:      version,
+			NodeVersion:  version,
+			Labels:       maps.Clone(spec.Labels),
+			Status:       providers.ClusterProvisioning,
+			Op:           f.newOp("create", f.cfg.Steps.Cluster),
+			ClientTokens: addToken(nil, spec.ClientToken),
+			NodePools:    map[string]*NodePoolRecord{},
+		}
+		f.st.Clusters[c.ID] = c
+		f.settleCluster(c)
+		return c, nil
+	}
+	switch {
+	case c.Status == providers.ClusterDeleting:
+		return nil, providers.Errorf("", providers.Conflict, providers.None, "cluster %s is being deleted", spec.Name)
+	case c.Location != spec.Location || c.PrivateNodes != spec.PrivateNodes:
+		return nil, providers.Invalidf("", "modeChange", "cluster %s is in %s with privateNodes %v; its location and privateNodes never change in place", spec.Name, c.Location, c.PrivateNodes)
+	}
+	c.ClientTokens = addToken(c.ClientTokens, spec.ClientToken)
+	if spec.Labels != nil {
+		c.Labels = maps.Clone(spec.Labels)
+	}
+	if spec.Version == "" || spec.Version == c.Version {
+		return c, nil
+	}
+	if c.Op != nil {
+		if c.Op.Kind == "update" && c.Op.Target == spec.Version {
+			return c, nil
+		}
+		return nil, providers.Errorf("", providers.Conflict, providers.None, "cluster %s: a %s is in progress", spec.Name, c.Op.Kind)
+	}
+	if compareVersions(spec.Version, c.Version) < 0 {
+		return nil, providers.Invalidf("", "downgrade", "cluster %s runs %s; it cannot go down to %s", spec.Name, c.Version, spec.Version)
+	}
+	c.Status = providers.ClusterUpdating
+	c.Op = f.newOp("update", f.cfg.Steps.Update)
+	c.Op.Target = spec.Version
+	f.settleCluster(c)
+	return c, nil
+}
+
+// GetCluster reads a cluster; each read moves its operation one step.
+func (f *Fake) GetCluster(ctx context.Context, acct providers.Account, ref providers.ClusterRef) (providers.Cluster, error) {
+	a, finish, err := f.call(ctx, "GetCluster", &acct)
+	if err != nil {
+		return providers.Cluster{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.observeCluster(a, ref, finish)
+}
+
+func (f *Fake) observeCluster(a account, ref providers.ClusterRef, finish func(error) error) (providers.Cluster, error) {
+	c := f.findSettled(a, ref)
+	if c != nil {
+		observe(c.Op)
+		if !f.settleCluster(c) {
+			c = nil
+		}
+	}
+	if err := f.persist(); err != nil {
+		return providers.Cluster{}, err
+	}
+	if c == nil {
+		return providers.Cluster{}, finish(providers.NotFoundf("", "cluster %s not found", ref))
+	}
+	return f.view(c), finish(nil)
+}
+
+// DeleteCluster starts deleting a cluster and its node pools.
+func (f *Fake) DeleteCluster(ctx context.Context, acct providers.Account, ref providers.ClusterRef) (providers.Cluster, error) {
+	a, finish, err := f.call(ctx, "DeleteCluster", &acct)
+	if err != nil {
+		return providers.Cluster{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.findSettled(a, ref)
+	if c == nil {
+		return providers.Cluster{}, finish(providers.NotFoundf("", "cluster %s not found", ref))
+	}
+	if c.Status != providers.ClusterDeleting {
+		c.Status = providers.ClusterDeleting
+		c.Op = f.newOp("delete", f.cfg.Steps.Delete)
+	}
+	v := f.view(c)
+	f.settleCluster(c)
+	if err := f.persist(); err != nil {
+		return providers.Cluster{}, err
+	}
+	return v, finish(nil)
+}
+
+// ReadAdoptable reads a cluster by its adopt id: `<location>/<name>` or its
+// ID.
+func (f *Fake) ReadAdoptable(ctx context.Context, acct providers.Account, adoptID string) (providers.Cluster, error) {
+	a, finish, err := f.call(ctx, "ReadAdoptable", &acct)
+	if err != nil {
+		return providers.Cluster{}, err
+	}
+	ref := providers.ClusterRef{ID: adoptID}
+	if loc, name, ok := strings.Cut(adoptID, "/"); ok {
+		ref = providers.ClusterRef{Location: loc, Name: name}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.observeCluster(a, ref, finish)
+}
+
+// SeedAdoptable adds a cluster made by someone else, running, with its own
+// node pools. Seeding the same location and name again returns the first.
+func (f *Fake) SeedAdoptable(s SeedCluster) (providers.Cluster, error) {
+	c, err := f.seed(s)
+	if err != nil {
+		return providers.Cluster{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.persist(); err != nil {
+		return providers.Cluster{}, err
+	}
+	return f.view(c), nil
+}
+
+func (f *Fake) seed(s SeedCluster) (*ClusterRecord, error) {
+	probe := f.cfg
+	probe.Adoptable, probe.Faults = []SeedCluster{s}, nil
+	if err := probe.validate(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.st.Clusters {
+		if c.Seeded && c.Location == s.Location && c.Name == s.Name {
+			return c, nil
+		}
+	}
+	version := s.Version
+	if version == "" {
+		version = f.cfg.DefaultVersion
+	}
+	// Seeds derive their id from what they are, not from the sequence, so
+	// that the same config seeds the same ids whatever ran before.
+	c := &ClusterRecord{
+		ID: deriveID("seed:" + s.Location + "/" + s.Name), Location: s.Location, Name: s.Name,
+		PrivateNodes: s.PrivateNodes, Version: version, NodeVersion: version,
+		Status: providers.ClusterRunning, Seeded: true, NodePools: map[string]*NodePoolRecord{},
+	}
+	region := f.cfg.region(s.Location)
+	for _, p := range s.NodePools {
+		m, _ := f.cfg.machineType(region, p.MachineType)
+		np := &NodePoolRecord{Seeded: true, NodePool: providers.NodePool{
+			Name: p.Name, ID: deriveID("seed:" + s.Location + "/" + s.Name + "/" + p.Name),
+			Shape:  providers.Shape{MachineType: p.MachineType, Accelerators: describe(m, s.Location).Accelerators, DiskGiB: defaultDiskGiB, Zones: f.cfg.zonesOf(region)},
+			Size:   providers.Size{NodeCount: p.NodeCount},
+			Labels: maps.Clone(p.Labels), Status: providers.NodePoolRunning,
+		}}
+		c.NodePools[p.Name] = np
+	}
+	f.st.Clusters[c.ID] = c
+	return c, nil
+}

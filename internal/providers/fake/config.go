@@ -1,0 +1,230 @@
+package fake
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+)
+
+// Config is the fake's block of the agent config (`providers.fake`). Every
+// key is optional; DefaultConfig gives the defaults.
+//
+//	providers:
+//	  fake:
+//	    statePath: /var/lib/fleet-agent/fake.json  # [none: state in memory only]
+//	    steps: { cluster: 3, nodePool: 2, update: 1, delete: 1 }
+//	    stepEvery: 0s         # [0: only observations advance operations]
+//	    versions: ["1.33", "1.34", "1.35"]
+//	    defaultVersion: "1.34"
+//	    locations: [{ name: fake-east, zones: [fake-east-a, fake-east-b] }, ...]
+//	    zonalClusters: false  # [false]: a cluster may be put in a zone too
+//	    machineTypes: [{ name: fake-h100x8, vcpu: 208, memoryGiB: 1872,
+//	                     gpus: { type: nvidia-h100, count: 8 }, locations: [] }, ...]
+//	    zeroNodes: true       # [true]: a fixed-size pool may have 0 nodes
+//	    spot: true            # [true]: Spot node pools exist
+//	    token: secret://fake-token  # [none]: accounts' token must resolve to the same value
+//	    adoptable: [{ name: theirs, location: fake-east, version: "1.34",
+//	                  nodePools: [{ name: default, machineType: fake-cpu-4, nodeCount: 2 }] }]
+//	    faults: [{ method: EnsureCluster, count: 1, class: unavailable, sideEffect: done }]
+//
+// adoptable clusters are added to the state when it has none of that
+// location and name; faults only when the state file is new, so that a
+// restart does not fire them again.
+type Config struct {
+	// StatePath is the JSON file the fake keeps its provider-side truth in,
+	// so that it survives a restart of the agent. Empty keeps it in memory.
+	StatePath string `yaml:"statePath"`
+	Steps     Steps  `yaml:"steps"`
+	// StepEvery, when set, also advances an operation one step per interval
+	// of the injected clock since it was accepted.
+	StepEvery      time.Duration       `yaml:"stepEvery"`
+	Versions       []string            `yaml:"versions"`
+	DefaultVersion string              `yaml:"defaultVersion"`
+	Locations      []LocationConfig    `yaml:"locations"`
+	ZonalClusters  bool                `yaml:"zonalClusters"`
+	MachineTypes   []MachineTypeConfig `yaml:"machineTypes"`
+	ZeroNodes      bool                `yaml:"zeroNodes"`
+	Spot           bool                `yaml:"spot"`
+	// Token is a secret reference. When set, every call's account must carry
+	// a `token` reference that resolves to the same value, or the call is
+	// refused (Terminal, "credentialsRefused").
+	Token     string        `yaml:"token"`
+	Adoptable []SeedCluster `yaml:"adoptable"`
+	Faults    []Fault       `yaml:"faults"`
+}
+
+// Steps are how many observations (GetCluster, GetNodePool, ListNodePools,
+// ReadAdoptable, or Fake.Advance) an operation takes to finish. 0 finishes it
+// within the call that started it.
+type Steps struct {
+	Cluster  int `yaml:"cluster"`
+	NodePool int `yaml:"nodePool"`
+	Update   int `yaml:"update"`
+	Delete   int `yaml:"delete"`
+}
+
+// LocationConfig is a region and its zones.
+type LocationConfig struct {
+	Name  string   `yaml:"name"`
+	Zones []string `yaml:"zones"`
+}
+
+// MachineTypeConfig is one machine type of the catalogue.
+type MachineTypeConfig struct {
+	Name      string     `yaml:"name"`
+	VCPU      int        `yaml:"vcpu"`
+	MemoryGiB int        `yaml:"memoryGiB"`
+	GPUs      *GPUConfig `yaml:"gpus"`
+	// Locations are the regions it exists in; empty is every region.
+	Locations []string `yaml:"locations"`
+}
+
+// GPUConfig is the accelerators of a machine type.
+type GPUConfig struct {
+	Type  string `yaml:"type"`
+	Count int    `yaml:"count"`
+}
+
+// SeedCluster is a cluster someone else made, there to be adopted. Its
+// adopt id is `<location>/<name>` (or its ID), from any account.
+type SeedCluster struct {
+	Name         string         `yaml:"name"`
+	Location     string         `yaml:"location"`
+	Version      string         `yaml:"version"`
+	PrivateNodes bool           `yaml:"privateNodes"`
+	NodePools    []SeedNodePool `yaml:"nodePools"`
+}
+
+// SeedNodePool is a node pool of a seeded cluster: the owner's own.
+type SeedNodePool struct {
+	Name        string            `yaml:"name"`
+	MachineType string            `yaml:"machineType"`
+	NodeCount   int               `yaml:"nodeCount"`
+	Labels      map[string]string `yaml:"labels"`
+}
+
+// DefaultConfig is the fake as it is without a config block: two regions,
+// a CPU, an L4 and an H100 machine type, zeroNodes and Spot allowed.
+func DefaultConfig() Config {
+	return Config{
+		Steps:          Steps{Cluster: 3, NodePool: 2, Update: 1, Delete: 1},
+		Versions:       []string{"1.33", "1.34", "1.35"},
+		DefaultVersion: "1.34",
+		Locations: []LocationConfig{
+			{Name: "fake-east", Zones: []string{"fake-east-a", "fake-east-b", "fake-east-c"}},
+			{Name: "fake-west", Zones: []string{"fake-west-a"}},
+		},
+		MachineTypes: []MachineTypeConfig{
+			{Name: "fake-cpu-4", VCPU: 4, MemoryGiB: 16},
+			{Name: "fake-cpu-8", VCPU: 8, MemoryGiB: 32},
+			{Name: "fake-l4x1", VCPU: 8, MemoryGiB: 32, GPUs: &GPUConfig{Type: "nvidia-l4", Count: 1}},
+			{Name: "fake-h100x8", VCPU: 208, MemoryGiB: 1872, GPUs: &GPUConfig{Type: "nvidia-h100", Count: 8}, Locations: []string{"fake-east"}},
+		},
+		ZeroNodes: true,
+		Spot:      true,
+	}
+}
+
+// methods are the calls a fault may name.
+var methods = []string{
+	"Verify", "Locations", "MachineType", "Rules",
+	"EnsureCluster", "GetCluster", "DeleteCluster", "ReadAdoptable",
+	"EnsureNodePool", "GetNodePool", "ResizeNodePool", "ListNodePools", "DeleteNodePool",
+	"Credentials", "RevokeAccess",
+}
+
+var classes = []providers.Class{providers.Invalid, providers.NotFound, providers.Conflict, providers.Throttled, providers.Unavailable, providers.Terminal, providers.Unknown}
+
+func (c *Config) validate() error {
+	if c.Steps.Cluster < 0 || c.Steps.NodePool < 0 || c.Steps.Update < 0 || c.Steps.Delete < 0 {
+		return fmt.Errorf("steps: counts must not be negative")
+	}
+	if c.StepEvery < 0 {
+		return fmt.Errorf("stepEvery: must not be negative")
+	}
+	if len(c.Versions) == 0 {
+		return fmt.Errorf("versions: at least one is needed")
+	}
+	if c.DefaultVersion == "" {
+		c.DefaultVersion = c.Versions[len(c.Versions)-1]
+	}
+	if !slices.Contains(c.Versions, c.DefaultVersion) {
+		return fmt.Errorf("defaultVersion %q is not one of versions", c.DefaultVersion)
+	}
+	if len(c.Locations) == 0 {
+		return fmt.Errorf("locations: at least one is needed")
+	}
+	seen := map[string]bool{}
+	for _, l := range c.Locations {
+		for _, n := range append([]string{l.Name}, l.Zones...) {
+			if n == "" || seen[n] {
+				return fmt.Errorf("locations: %q is empty or repeated", n)
+			}
+			seen[n] = true
+		}
+	}
+	types := map[string]bool{}
+	for _, m := range c.MachineTypes {
+		if m.Name == "" || types[m.Name] {
+			return fmt.Errorf("machineTypes: %q is empty or repeated", m.Name)
+		}
+		types[m.Name] = true
+		if m.GPUs != nil && (m.GPUs.Type == "" || m.GPUs.Count < 1) {
+			return fmt.Errorf("machineTypes: %s: gpus needs a type and a count of at least 1", m.Name)
+		}
+		for _, l := range m.Locations {
+			if !slices.ContainsFunc(c.Locations, func(x LocationConfig) bool { return x.Name == l }) {
+				return fmt.Errorf("machineTypes: %s: unknown region %q", m.Name, l)
+			}
+		}
+	}
+	for _, s := range c.Adoptable {
+		if s.Name == "" || c.region(s.Location) == "" {
+			return fmt.Errorf("adoptable: %q needs a name and a known location", s.Name)
+		}
+		if s.Version != "" && !slices.Contains(c.Versions, s.Version) {
+			return fmt.Errorf("adoptable: %s: unknown version %q", s.Name, s.Version)
+		}
+		for _, p := range s.NodePools {
+			if p.Name == "" || !types[p.MachineType] {
+				return fmt.Errorf("adoptable: %s: node pool %q needs a name and a known machine type", s.Name, p.Name)
+			}
+		}
+	}
+	for _, f := range c.Faults {
+		if err := f.validate(); err != nil {
+			return fmt.Errorf("faults: %w", err)
+		}
+	}
+	return nil
+}
+
+// region returns the region a location is or lies in, or "".
+func (c *Config) region(loc string) string {
+	for _, l := range c.Locations {
+		if l.Name == loc || slices.Contains(l.Zones, loc) {
+			return l.Name
+		}
+	}
+	return ""
+}
+
+func (c *Config) zonesOf(region string) []string {
+	for _, l := range c.Locations {
+		if l.Name == region {
+			return slices.Clone(l.Zones)
+		}
+	}
+	return nil
+}
+
+func (c *Config) machineType(region, name string) (MachineTypeConfig, bool) {
+	for _, m := range c.MachineTypes {
+		if m.Name == name && (len(m.Locations) == 0 || slices.Contains(m.Locations, region)) {
+			return m, true
+		}
+	}
+	return MachineTypeConfig{}, false
+}

@@ -1,0 +1,166 @@
+package fake
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+)
+
+// stateVersion is the layout of the state file; a file of another version
+// is refused rather than misread.
+const stateVersion = 1
+
+// State is the fake's provider-side truth: what a real provider would hold.
+// Tests read it through Fake.Snapshot.
+type State struct {
+	Version int `json:"version"`
+	// Seq counts the objects and credentials made; ids derive from it, so
+	// the same calls give the same ids.
+	Seq      int                       `json:"seq"`
+	Clusters map[string]*ClusterRecord `json:"clusters"`
+	// Credentials are the credentials issued, by the SHA-256 of the token:
+	// the token itself is not kept, even by the fake.
+	Credentials map[string]IssuedCredential `json:"credentials"`
+	// Grants are the access the fake granted inside clusters through
+	// Credentials (the service account and binding of a real provider), by
+	// cluster id; RevokeAccess removes them.
+	Grants map[string]Grant `json:"grants"`
+	Faults []Fault          `json:"faults,omitempty"`
+}
+
+// ClusterRecord is one cluster.
+type ClusterRecord struct {
+	ID           string                     `json:"id"`
+	Project      string                     `json:"project"`
+	Location     string                     `json:"location"`
+	Name         string                     `json:"name"`
+	PrivateNodes bool                       `json:"privateNodes,omitempty"`
+	Version      string                     `json:"version"`
+	NodeVersion  string                     `json:"nodeVersion"`
+	Labels       map[string]string          `json:"labels,omitempty"`
+	Status       providers.ClusterStatus    `json:"status"`
+	Op           *Operation                 `json:"op,omitempty"`
+	ClientTokens []string                   `json:"clientTokens,omitempty"`
+	Seeded       bool                       `json:"seeded,omitempty"`
+	NodePools    map[string]*NodePoolRecord `json:"nodePools"`
+}
+
+// NodePoolRecord is one node pool.
+type NodePoolRecord struct {
+	providers.NodePool
+	Op           *Operation `json:"op,omitempty"`
+	ClientTokens []string   `json:"clientTokens,omitempty"`
+	// Seeded marks the owner's own pools of an adoptable cluster.
+	Seeded bool `json:"seeded,omitempty"`
+}
+
+// Operation is an asynchronous operation in flight.
+type Operation struct {
+	Kind string `json:"kind"` // create, update, delete
+	// Target is the version an update moves to.
+	Target     string    `json:"target,omitempty"`
+	Steps      int       `json:"steps"`
+	Observed   int       `json:"observed"`
+	AcceptedAt time.Time `json:"acceptedAt"`
+}
+
+// IssuedCredential is a credential the fake minted.
+type IssuedCredential struct {
+	ClusterID string    `json:"clusterId"`
+	Account   string    `json:"account"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	Revoked   bool      `json:"revoked,omitempty"`
+}
+
+// Grant is access the fake holds inside a cluster.
+type Grant struct {
+	Account string    `json:"account"`
+	Since   time.Time `json:"since"`
+}
+
+func newState() State {
+	return State{
+		Version:     stateVersion,
+		Clusters:    map[string]*ClusterRecord{},
+		Credentials: map[string]IssuedCredential{},
+		Grants:      map[string]Grant{},
+	}
+}
+
+// load reads the state file; ok is false when there is none yet.
+func load(path string) (st State, ok bool, err error) {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return newState(), false, nil
+	}
+	if err != nil {
+		return State{}, false, err
+	}
+	st = newState()
+	if err := json.Unmarshal(b, &st); err != nil {
+		return State{}, false, fmt.Errorf("fake state %s: %w", path, err)
+	}
+	if st.Version != stateVersion {
+		return State{}, false, fmt.Errorf("fake state %s: version %d, want %d", path, st.Version, stateVersion)
+	}
+	for _, c := range st.Clusters {
+		if c.NodePools == nil {
+			c.NodePools = map[string]*NodePoolRecord{}
+		}
+	}
+	return st, true, nil
+}
+
+// save writes the state next to its final place, syncs it and renames it
+// over the old one, then syncs the directory, so that a kill at any moment
+// leaves either the old file or the new one, never half of one.
+func save(path string, st *State) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename there is nothing left to remove
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// clone deep-copies a state through JSON: the fake is not fast code, and
+// a copy that shares nothing is what a test must read.
+func (st *State) clone() State {
+	b, err := json.Marshal(st)
+	if err != nil {
+		panic(err) // only plain data in State
+	}
+	out := newState()
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic(err)
+	}
+	return out
+}
