@@ -1,0 +1,513 @@
+// Package githubemu is a GitHub REST API emulator for tests: an httptest
+// server on 127.0.0.1 that answers the endpoints fleet-agent uses the way
+// GitHub documents them (shapes go-github decodes, Link pagination, ETags and
+// 304s, rate-limit headers and budget, secondary limits, 401/404/422, App
+// installation tokens), with state a test can drive and read.
+//
+// It is an ordinary package so that end-to-end tests elsewhere can use it;
+// only tests import it.
+package githubemu
+
+import (
+	"crypto/rsa"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/clock"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Prefix is the path the API is served under: "" like api.github.com,
+	// "/api/v3" like GitHub Enterprise Server.
+	Prefix string
+	// Clock stamps objects, runs the rate-limit window and ages tokens.
+	// Default: the wall clock.
+	Clock clock.Clock
+	// RateLimit is the budget of counted requests per hour (default 5000).
+	RateLimit int
+}
+
+// Server is the emulator. All methods are safe for concurrent use.
+type Server struct {
+	srv    *httptest.Server
+	prefix string
+	clock  clock.Clock
+
+	mu        sync.Mutex
+	tokens    map[string]tokenInfo
+	apps      map[int64]appInfo // by installation id
+	repos     map[string]*Repo
+	nextID    int64
+	limit     int
+	remaining int
+	used      int
+	reset     time.Time
+	secondary int
+	secAfter  time.Duration
+	fail5xx   int
+	outage    bool
+	log       []Request
+	minted    int
+}
+
+type tokenInfo struct {
+	login   string
+	expires time.Time // zero: never
+}
+
+type appInfo struct {
+	id  string
+	key *rsa.PublicKey
+}
+
+// Request is one request the server saw.
+type Request struct {
+	Method string
+	// Path is without the prefix; Query is the raw query.
+	Path  string
+	Query string
+	// Status is the answer; 0 when the connection was dropped (outage).
+	Status int
+	// Counted says whether it spent rate limit.
+	Counted bool
+	// Conditional says whether it carried If-None-Match.
+	Conditional bool
+}
+
+// Counters sum up the request log.
+type Counters struct {
+	Total       int
+	Counted     int
+	NotModified int
+}
+
+// New starts a server; it is closed when the test ends.
+func New(tb testing.TB, opts Options) *Server {
+	tb.Helper()
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.RateLimit <= 0 {
+		opts.RateLimit = 5000
+	}
+	s := &Server{
+		prefix: strings.TrimSuffix(opts.Prefix, "/"),
+		clock:  opts.Clock,
+		tokens: map[string]tokenInfo{},
+		apps:   map[int64]appInfo{},
+		repos:  map[string]*Repo{},
+		nextID: 1000,
+		limit:  opts.RateLimit,
+	}
+	s.remaining = s.limit
+	s.reset = s.clock.Now().Add(time.Hour)
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	tb.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL is the API root with its trailing slash, prefix included: what
+// go-github takes as BaseURL and fleet-agent as github.apiURL.
+func (s *Server) URL() string { return s.srv.URL + s.prefix + "/" }
+
+// Close stops the server (New already arranges it for the test's end).
+func (s *Server) Close() { s.srv.Close() }
+
+// AddToken accepts token for requests made as login.
+func (s *Server) AddToken(token, login string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens[token] = tokenInfo{login: login}
+}
+
+// RevokeToken makes token answer 401 from now on.
+func (s *Server) RevokeToken(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.tokens, token)
+}
+
+// AddApp registers a GitHub App (id as the JWT issuer, numeric or client id)
+// with its public key and one installation.
+func (s *Server) AddApp(appID string, installationID int64, key *rsa.PublicKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.apps[installationID] = appInfo{id: appID, key: key}
+}
+
+// TokensMinted counts installation tokens handed out.
+func (s *Server) TokensMinted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.minted
+}
+
+// SetOutage drops every connection without an answer while on.
+func (s *Server) SetOutage(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.outage = on
+}
+
+// SetRateBudget sets the requests left in the current window (until Reset).
+func (s *Server) SetRateBudget(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.roll()
+	s.remaining = n
+}
+
+// RateRemaining is the budget left.
+func (s *Server) RateRemaining() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.roll()
+	return s.remaining
+}
+
+// RateReset is when the window ends and the budget refills.
+func (s *Server) RateReset() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.roll()
+	return s.reset
+}
+
+// SecondaryLimitNext answers the next n requests with a secondary rate limit
+// (403 and Retry-After: retryAfter in whole seconds).
+func (s *Server) SecondaryLimitNext(n int, retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.secondary, s.secAfter = n, retryAfter
+}
+
+// Fail5xxNext answers the next n requests with 502 Bad Gateway.
+func (s *Server) Fail5xxNext(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail5xx = n
+}
+
+// Requests returns a copy of the request log.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.log...)
+}
+
+// Counters sums up the request log.
+func (s *Server) Counters() Counters {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var c Counters
+	for _, r := range s.log {
+		c.Total++
+		if r.Counted {
+			c.Counted++
+		}
+		if r.Status == http.StatusNotModified {
+			c.NotModified++
+		}
+	}
+	return c
+}
+
+// ResetLog empties the request log.
+func (s *Server) ResetLog() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log = nil
+}
+
+// roll starts a new rate-limit window when the current one has ended.
+// Called with s.mu held.
+func (s *Server) roll() {
+	now := s.clock.Now()
+	if !now.Before(s.reset) {
+		s.remaining, s.used = s.limit, 0
+		s.reset = now.Add(time.Hour)
+	}
+}
+
+func (s *Server) id() int64 {
+	s.nextID++
+	return s.nextID
+}
+
+// Repo returns the repository owner/name, creating it when new.
+func (s *Server) Repo(fullName string) *Repo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.repos[fullName]; ok {
+		return r
+	}
+	owner, name, _ := strings.Cut(fullName, "/")
+	r := &Repo{
+		s: s, owner: owner, name: name, id: s.id(),
+		pulls:    map[int]*pull{},
+		commits:  map[string][]int{},
+		comments: map[int][]*comment{},
+		statuses: map[string][]*status{},
+	}
+	s.repos[fullName] = r
+	return r
+}
+
+// Repo is one repository of the emulator.
+type Repo struct {
+	s           *Server
+	owner, name string
+	id          int64
+	number      int
+	pulls       map[int]*pull
+	commits     map[string][]int // sha -> pull request numbers
+	comments    map[int][]*comment
+	statuses    map[string][]*status
+}
+
+// PR is a pull request as tests set and read it.
+type PR struct {
+	Number  int
+	Title   string
+	HeadSHA string
+	HeadRef string
+	BaseRef string
+	User    string
+	// Read only:
+	State          string
+	Merged         bool
+	MergeCommitSHA string
+	MergedAt       time.Time
+}
+
+type pull struct {
+	PR
+	id                 int64
+	created, updated   time.Time
+	closedAt, mergedAt time.Time
+}
+
+// Comment is an issue comment as tests read it.
+type Comment struct {
+	ID    int64
+	Body  string
+	User  string
+	Edits int
+}
+
+type comment struct {
+	Comment
+	created, updated time.Time
+}
+
+// Status is a commit status as tests read it.
+type Status struct {
+	ID          int64
+	State       string
+	Context     string
+	Description string
+	TargetURL   string
+	Creator     string
+	Created     time.Time
+}
+
+type status struct{ Status }
+
+// OpenPR opens a pull request; Number 0 takes the next one, BaseRef ""
+// means main, User "" means octocat. It returns the number.
+func (r *Repo) OpenPR(p PR) int {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.Number == 0 {
+		r.number++
+		p.Number = r.number
+	} else if p.Number > r.number {
+		r.number = p.Number
+	}
+	if p.BaseRef == "" {
+		p.BaseRef = "main"
+	}
+	if p.HeadRef == "" {
+		p.HeadRef = fmt.Sprintf("change-%d", p.Number)
+	}
+	if p.User == "" {
+		p.User = "octocat"
+	}
+	if p.Title == "" {
+		p.Title = "Change " + p.HeadRef
+	}
+	p.State, p.Merged, p.MergeCommitSHA, p.MergedAt = "open", false, "", time.Time{}
+	now := s.clock.Now()
+	r.pulls[p.Number] = &pull{PR: p, id: s.id(), created: now, updated: now}
+	r.link(p.HeadSHA, p.Number)
+	return p.Number
+}
+
+func (r *Repo) link(sha string, number int) {
+	if sha == "" {
+		return
+	}
+	for _, n := range r.commits[sha] {
+		if n == number {
+			return
+		}
+	}
+	r.commits[sha] = append(r.commits[sha], number)
+}
+
+// PushHead moves the head of pull request number to sha.
+func (r *Repo) PushHead(number int, sha string) {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := r.mustPull(number)
+	p.HeadSHA = sha
+	p.updated = s.clock.Now()
+	r.link(sha, number)
+}
+
+// MergePR merges pull request number; mergeSHA is the commit the merge made
+// on the base branch (merge, squash or rebase).
+func (r *Repo) MergePR(number int, mergeSHA string) {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := r.mustPull(number)
+	now := s.clock.Now()
+	p.State, p.Merged, p.MergeCommitSHA = "closed", true, mergeSHA
+	p.MergedAt, p.mergedAt, p.closedAt, p.updated = now, now, now, now
+	r.link(mergeSHA, number)
+}
+
+// ClosePR closes pull request number without merging.
+func (r *Repo) ClosePR(number int) {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := r.mustPull(number)
+	now := s.clock.Now()
+	p.State, p.closedAt, p.updated = "closed", now, now
+}
+
+// AddCommit makes sha known (statuses can be set on it) and associates it
+// with pull requests, as commits/{sha}/pulls will list them.
+func (r *Repo) AddCommit(sha string, prs ...int) {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := r.commits[sha]; !ok {
+		r.commits[sha] = nil
+	}
+	for _, n := range prs {
+		r.link(sha, n)
+	}
+}
+
+// PR returns pull request number.
+func (r *Repo) PR(number int) (PR, bool) {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := r.pulls[number]
+	if !ok {
+		return PR{}, false
+	}
+	return p.PR, true
+}
+
+func (r *Repo) mustPull(number int) *pull {
+	p, ok := r.pulls[number]
+	if !ok {
+		panic(fmt.Sprintf("githubemu: %s/%s has no pull request #%d", r.owner, r.name, number))
+	}
+	return p
+}
+
+// AddComment posts a comment as user, as if from elsewhere; it returns its id.
+func (r *Repo) AddComment(pr int, user, body string) int64 {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.mustPull(pr)
+	return r.addComment(pr, user, body).ID
+}
+
+func (r *Repo) addComment(pr int, user, body string) *comment {
+	now := r.s.clock.Now()
+	c := &comment{Comment: Comment{ID: r.s.id(), Body: body, User: user}, created: now, updated: now}
+	r.comments[pr] = append(r.comments[pr], c)
+	return c
+}
+
+// DeleteComment removes a comment, as a person might.
+func (r *Repo) DeleteComment(id int64) {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pr, c := r.findComment(id); c != nil {
+		r.removeComment(pr, id)
+	}
+}
+
+// Comments returns the comments of pull request pr, oldest first.
+func (r *Repo) Comments(pr int) []Comment {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Comment
+	for _, c := range r.comments[pr] {
+		out = append(out, c.Comment)
+	}
+	return out
+}
+
+// Statuses returns the statuses set on sha, in the order they were set.
+func (r *Repo) Statuses(sha string) []Status {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Status
+	for _, st := range r.statuses[sha] {
+		out = append(out, st.Status)
+	}
+	return out
+}
+
+// sortedPulls returns the pull requests matching keep, in GitHub's order for
+// the list endpoint (sort created|updated, direction desc by default).
+func (r *Repo) sortedPulls(keep func(*pull) bool, sortBy, direction string) []*pull {
+	var out []*pull
+	for _, p := range r.pulls {
+		if keep(p) {
+			out = append(out, p)
+		}
+	}
+	key := func(p *pull) time.Time {
+		if sortBy == "updated" {
+			return p.updated
+		}
+		return p.created
+	}
+	sort.Slice(out, func(i, j int) bool {
+		ki, kj := key(out[i]), key(out[j])
+		if !ki.Equal(kj) {
+			if direction == "asc" {
+				return ki.Before(kj)
+			}
+			return ki.After(kj)
+		}
+		if direction == "asc" {
+			return out[i].Number < out[j].Number
+		}
+		return out[i].Number > out[j].Number
+	})
+	return out
+}

@@ -1,0 +1,147 @@
+package githubemu
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// The shapes below are the fields of GitHub's documented responses that
+// clients read; enough for go-github to decode what fleet-agent uses.
+
+func ts(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func (r *Repo) webURL(req *http.Request, suffix string) string {
+	return "http://" + req.Host + "/" + r.owner + "/" + r.name + suffix
+}
+
+func (r *Repo) apiURL(req *http.Request, suffix string) string {
+	return "http://" + req.Host + r.s.prefix + "/repos/" + r.owner + "/" + r.name + suffix
+}
+
+func userJSON(req *http.Request, login string) map[string]any {
+	typ := "User"
+	if strings.HasSuffix(login, "[bot]") {
+		typ = "Bot"
+	}
+	return map[string]any{
+		"login": login, "id": idOf(login), "node_id": "U_" + login, "type": typ, "site_admin": false,
+		"url":      "http://" + req.Host + "/users/" + login,
+		"html_url": "http://" + req.Host + "/" + login,
+	}
+}
+
+// idOf gives a login a stable numeric id.
+func idOf(login string) int64 {
+	var h int64 = 7
+	for _, c := range login {
+		h = h*31 + int64(c)
+	}
+	if h < 0 {
+		h = -h
+	}
+	return h%1_000_000 + 1
+}
+
+func (r *Repo) repoJSON(req *http.Request) map[string]any {
+	return map[string]any{
+		"id": r.id, "node_id": fmt.Sprintf("R_%d", r.id), "name": r.name, "full_name": r.owner + "/" + r.name,
+		"private": true, "owner": userJSON(req, r.owner), "html_url": r.webURL(req, ""),
+		"url": r.apiURL(req, ""), "default_branch": "main",
+	}
+}
+
+func (r *Repo) pullJSON(req *http.Request, p *pull, single bool) map[string]any {
+	state := p.State
+	ref := func(name, sha string) map[string]any {
+		return map[string]any{
+			"label": r.owner + ":" + name, "ref": name, "sha": sha,
+			"user": userJSON(req, r.owner), "repo": r.repoJSON(req),
+		}
+	}
+	var mergeSHA any
+	if p.MergeCommitSHA != "" {
+		mergeSHA = p.MergeCommitSHA
+	}
+	out := map[string]any{
+		"url":                 r.apiURL(req, fmt.Sprintf("/pulls/%d", p.Number)),
+		"id":                  p.id,
+		"node_id":             fmt.Sprintf("PR_%d", p.id),
+		"html_url":            r.webURL(req, fmt.Sprintf("/pull/%d", p.Number)),
+		"number":              p.Number,
+		"state":               state,
+		"locked":              false,
+		"title":               p.Title,
+		"user":                userJSON(req, p.User),
+		"body":                nil,
+		"created_at":          ts(p.created),
+		"updated_at":          ts(p.updated),
+		"closed_at":           ts(p.closedAt),
+		"merged_at":           ts(p.mergedAt),
+		"merge_commit_sha":    mergeSHA,
+		"draft":               false,
+		"head":                ref(p.HeadRef, p.HeadSHA),
+		"base":                ref(p.BaseRef, ""),
+		"author_association":  "CONTRIBUTOR",
+		"auto_merge":          nil,
+		"active_lock_reason":  nil,
+		"requested_reviewers": []any{},
+		"labels":              []any{},
+	}
+	if single {
+		out["merged"] = p.Merged
+		out["mergeable"] = nil
+		out["comments"] = len(r.comments[p.Number])
+		if p.Merged {
+			out["merged_by"] = userJSON(req, r.owner)
+		} else {
+			out["merged_by"] = nil
+		}
+	}
+	return out
+}
+
+func (r *Repo) commentJSON(req *http.Request, pr int, c *comment) map[string]any {
+	return map[string]any{
+		"id":                       c.ID,
+		"node_id":                  fmt.Sprintf("IC_%d", c.ID),
+		"url":                      r.apiURL(req, fmt.Sprintf("/issues/comments/%d", c.ID)),
+		"html_url":                 r.webURL(req, fmt.Sprintf("/pull/%d#issuecomment-%d", pr, c.ID)),
+		"issue_url":                r.apiURL(req, fmt.Sprintf("/issues/%d", pr)),
+		"body":                     c.Body,
+		"user":                     userJSON(req, c.User),
+		"created_at":               ts(c.created),
+		"updated_at":               ts(c.updated),
+		"author_association":       "NONE",
+		"performed_via_github_app": nil,
+	}
+}
+
+func (r *Repo) statusJSON(req *http.Request, sha string, st Status) map[string]any {
+	var desc, target any
+	if st.Description != "" {
+		desc = st.Description
+	}
+	if st.TargetURL != "" {
+		target = st.TargetURL
+	}
+	return map[string]any{
+		"url":         r.apiURL(req, "/statuses/"+sha),
+		"avatar_url":  nil,
+		"id":          st.ID,
+		"node_id":     fmt.Sprintf("SC_%d", st.ID),
+		"state":       st.State,
+		"description": desc,
+		"target_url":  target,
+		"context":     st.Context,
+		"created_at":  ts(st.Created),
+		"updated_at":  ts(st.Created),
+		"creator":     userJSON(req, st.Creator),
+	}
+}
