@@ -1,0 +1,730 @@
+// Package conformance holds what the substrate needs of any Kubernetes
+// provider, as Go subtests that every adapter runs against its own harness
+// (an HTTP emulator, or the fake itself):
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.Run(t, func(t *testing.T) conformance.Subject {
+//			emu := newEmulator(t)
+//			return conformance.Subject{Provider: ..., Account: ..., Location: "us-east-1", ...}
+//		})
+//	}
+//
+// Each case gets a fresh Subject, so cases never see each other's clusters.
+// The subject speaks the provider's vocabulary (location, machine types,
+// accelerators); the cases do the rest.
+package conformance
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+)
+
+// Options are where the provider differs in ways the cases must know.
+type Options struct {
+	// ZeroNodes: a fixed-size node pool may have NodeCount 0. When false it
+	// must be refused as Invalid, while autoscaling from 0 stays allowed.
+	ZeroNodes bool
+	// Spot: Spot node pools exist. When false a Spot pool must be refused as
+	// Invalid.
+	Spot bool
+}
+
+// Subject is one provider under test, with its vocabulary.
+type Subject struct {
+	Provider providers.Kubernetes
+	// Account is the provider account the cases use; its Config is what an
+	// owner would write in the document.
+	Account providers.Account
+	// SecondAccount, when set, reaches the same clusters through another
+	// account: the adoption case checks both read the same GlobalID.
+	SecondAccount *providers.Account
+	// Location is where clusters are created (a region, or a zone where the
+	// provider allows one).
+	Location string
+	// Version is the Kubernetes version to create with; "" is the default.
+	Version string
+	// UpgradeTo is a later version for the upgrade case; "" skips it.
+	UpgradeTo string
+	// NodePool is a CPU node pool: MachineType and NodeCount (at least 1).
+	// The cases set Name, Labels, Spot and ClientToken.
+	NodePool providers.NodePoolSpec
+	// GPUNodePool is a GPU node pool, with Accelerators as the provider
+	// names them.
+	GPUNodePool providers.NodePoolSpec
+	// Accepts reports whether the cluster endpoint accepts a credential.
+	Accepts func(providers.Credential) bool
+	Options Options
+	// Adoptable is the adopt id of a cluster made outside the cases, with at
+	// least one node pool of its own; "" skips the adoption case.
+	Adoptable string
+	// MissingAdoptID is an adopt id that names nothing; default
+	// `<Location>/fa-conf-missing`.
+	MissingAdoptID string
+	// Advance moves the provider's asynchronous operations one step, for
+	// emulators that do not move on reads alone; nil when reads suffice.
+	Advance func()
+	// Now is the clock credentials expire on; nil is the wall clock.
+	Now func() time.Time
+	// PoolID is the substrate pool id the node pools are labelled and named
+	// after; the default is a well-formed pool id.
+	PoolID string
+	// MaxPolls bounds each wait for an operation; default 100.
+	MaxPolls int
+}
+
+func (s *Subject) defaults(t *testing.T) {
+	t.Helper()
+	if s.Provider == nil || s.Location == "" || s.NodePool.MachineType == "" || s.GPUNodePool.MachineType == "" || s.GPUNodePool.Accelerators == nil || s.Accepts == nil {
+		t.Fatal("conformance: the subject needs Provider, Location, NodePool, GPUNodePool with Accelerators and Accepts")
+	}
+	if s.NodePool.NodeCount < 1 {
+		s.NodePool.NodeCount = 1
+	}
+	if s.GPUNodePool.NodeCount < 1 {
+		s.GPUNodePool.NodeCount = 1
+	}
+	if s.MissingAdoptID == "" {
+		s.MissingAdoptID = s.Location + "/fa-conf-missing"
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.PoolID == "" {
+		s.PoolID = "pool_conformanceconformanceabcd"
+	}
+	if s.MaxPolls == 0 {
+		s.MaxPolls = 100
+	}
+}
+
+// Case is one conformance case.
+type Case struct {
+	Name string
+	Run  func(t *testing.T, s *Subject)
+}
+
+// Run runs every case as a subtest, each with a subject of its own.
+func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
+	for _, c := range Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			s := newSubject(t)
+			s.defaults(t)
+			c.Run(t, &s)
+		})
+	}
+}
+
+// Cases lists the cases, in the order Run runs them.
+func Cases() []Case {
+	return []Case{
+		{"VerifyAndRules", verifyAndRules},
+		{"MachineTypes", machineTypes},
+		{"MissingIsNotFound", missingIsNotFound},
+		{"CreateIdempotent", createIdempotent},
+		{"ModeNeverChangesInPlace", modeNeverChanges},
+		{"UpgradeInPlace", upgradeInPlace},
+		{"LabelledGPUNodePool", labelledGPUNodePool},
+		{"SpotNodePool", spotNodePool},
+		{"ResizeInPlace", resizeInPlace},
+		{"ShapeNeverChangesInPlace", shapeNeverChanges},
+		{"ZeroNodes", zeroNodes},
+		{"Credentials", credentials},
+		{"DeleteTwice", deleteTwice},
+		{"AdoptAndExtend", adoptAndExtend},
+	}
+}
+
+// --- helpers ---
+
+func (s *Subject) clusterSpec(name string) providers.ClusterSpec {
+	return providers.ClusterSpec{
+		Name: name, Location: s.Location, Version: s.Version,
+		Labels:      map[string]string{providers.LabelSubstratePool: s.PoolID},
+		ClientToken: "conformance:" + name,
+	}
+}
+
+func (s *Subject) waitCluster(t *testing.T, ref providers.ClusterRef, what string, done func(providers.Cluster, error) bool) providers.Cluster {
+	t.Helper()
+	var c providers.Cluster
+	var err error
+	for range s.MaxPolls {
+		if s.Advance != nil {
+			s.Advance()
+		}
+		c, err = s.Provider.GetCluster(t.Context(), s.Account, ref)
+		if done(c, err) {
+			return c
+		}
+		if err != nil && !providers.Retryable(err) && !errors.Is(err, providers.ErrNotFound) {
+			t.Fatalf("waiting for cluster %s to be %s: %v", ref, what, err)
+		}
+	}
+	t.Fatalf("cluster %s not %s after %d reads: last %+v, %v", ref, what, s.MaxPolls, c, err)
+	return c
+}
+
+func running(c providers.Cluster, err error) bool {
+	return err == nil && c.Status == providers.ClusterRunning
+}
+
+// readyCluster creates a cluster and waits for it to run.
+func (s *Subject) readyCluster(t *testing.T, name string) providers.Cluster {
+	t.Helper()
+	c, err := s.Provider.EnsureCluster(t.Context(), s.Account, s.clusterSpec(name))
+	if err != nil {
+		t.Fatalf("EnsureCluster %s: %v", name, err)
+	}
+	return s.waitCluster(t, c.Ref, "running", running)
+}
+
+func (s *Subject) waitPool(t *testing.T, ref providers.ClusterRef, name, what string, done func(providers.NodePool, error) bool) providers.NodePool {
+	t.Helper()
+	var p providers.NodePool
+	var err error
+	for range s.MaxPolls {
+		if s.Advance != nil {
+			s.Advance()
+		}
+		p, err = s.Provider.GetNodePool(t.Context(), s.Account, ref, name)
+		if done(p, err) {
+			return p
+		}
+		if err != nil && !providers.Retryable(err) && !errors.Is(err, providers.ErrNotFound) {
+			t.Fatalf("waiting for node pool %s to be %s: %v", name, what, err)
+		}
+	}
+	t.Fatalf("node pool %s not %s after %d reads: last %+v, %v", name, what, s.MaxPolls, p, err)
+	return p
+}
+
+func poolRunning(p providers.NodePool, err error) bool {
+	return err == nil && p.Status == providers.NodePoolRunning
+}
+
+func gone[T any](_ T, err error) bool { return errors.Is(err, providers.ErrNotFound) }
+
+// pool makes the spec of one of our flavors' node pools.
+func (s *Subject) pool(base providers.NodePoolSpec, flavor string, spot bool) providers.NodePoolSpec {
+	p := base
+	p.Name = providers.NodePoolName(s.PoolID, flavor)
+	p.Spot = spot
+	p.Labels = providers.PoolLabels(s.PoolID, spot)
+	p.ClientToken = "conformance:" + p.Name
+	p.Zones = slices.Clone(base.Zones)
+	return p
+}
+
+func (s *Subject) readyPool(t *testing.T, ref providers.ClusterRef, spec providers.NodePoolSpec) providers.NodePool {
+	t.Helper()
+	if _, err := s.Provider.EnsureNodePool(t.Context(), s.Account, ref, spec); err != nil {
+		t.Fatalf("EnsureNodePool %s: %v", spec.Name, err)
+	}
+	return s.waitPool(t, ref, spec.Name, "running", poolRunning)
+}
+
+// refusedInvalid checks that err is an Invalid refusal that did nothing.
+func refusedInvalid(t *testing.T, what string, err error) {
+	t.Helper()
+	if providers.ClassOf(err) != providers.Invalid {
+		t.Fatalf("%s: want an Invalid error, got %v (class %q)", what, err, providers.ClassOf(err))
+	}
+	if se := providers.SideEffectOf(err); se != providers.None {
+		t.Fatalf("%s: a refusal must have no side effect, got %q", what, se)
+	}
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func sameAccelerators(a, b *providers.Accelerators) bool {
+	if a == nil || a.Count == 0 {
+		return b == nil || b.Count == 0
+	}
+	return b != nil && *a == *b
+}
+
+// --- cases ---
+
+// verifyAndRules: the account verifies, the location is one of the
+// account's and of a kind a cluster may take, and the rules agree with the
+// options the subject declares.
+func verifyAndRules(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	if err := s.Provider.Verify(ctx, s.Account); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	rules, err := s.Provider.Rules(ctx, s.Account)
+	if err != nil {
+		t.Fatalf("Rules: %v", err)
+	}
+	if rules.ZeroNodes != s.Options.ZeroNodes || rules.Spot != s.Options.Spot {
+		t.Errorf("Rules say zeroNodes %v spot %v; the subject says %v %v", rules.ZeroNodes, rules.Spot, s.Options.ZeroNodes, s.Options.Spot)
+	}
+	locs, err := s.Provider.Locations(ctx, s.Account)
+	if err != nil {
+		t.Fatalf("Locations: %v", err)
+	}
+	i := slices.IndexFunc(locs, func(l providers.Location) bool { return l.Name == s.Location })
+	if i < 0 {
+		t.Fatalf("Locations does not list %s: %+v", s.Location, locs)
+	}
+	if !rules.AllowsClusterIn(locs[i].Kind) {
+		t.Errorf("location %s is a %s, which the rules do not allow a cluster in (%v)", s.Location, locs[i].Kind, rules.ClusterLocations)
+	}
+}
+
+// machineTypes: the live check of a flavor: the CPU type has no GPUs, the
+// GPU type has exactly the subject's accelerators.
+func machineTypes(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	cpu, err := s.Provider.MachineType(ctx, s.Account, s.Location, s.NodePool.MachineType)
+	if err != nil {
+		t.Fatalf("MachineType %s: %v", s.NodePool.MachineType, err)
+	}
+	if cpu.Name != s.NodePool.MachineType || !sameAccelerators(cpu.Accelerators, s.NodePool.Accelerators) {
+		t.Errorf("MachineType %s = %+v", s.NodePool.MachineType, cpu)
+	}
+	gpu, err := s.Provider.MachineType(ctx, s.Account, s.Location, s.GPUNodePool.MachineType)
+	if err != nil {
+		t.Fatalf("MachineType %s: %v", s.GPUNodePool.MachineType, err)
+	}
+	if !sameAccelerators(s.GPUNodePool.Accelerators, gpu.Accelerators) {
+		t.Errorf("MachineType %s has %+v, want %+v", gpu.Name, gpu.Accelerators, s.GPUNodePool.Accelerators)
+	}
+}
+
+// missingIsNotFound: a read of something that does not exist is
+// ErrNotFound, never a zero value.
+func missingIsNotFound(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	check := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, providers.ErrNotFound) || providers.ClassOf(err) != providers.NotFound {
+			t.Errorf("%s: want ErrNotFound, got %v", what, err)
+		}
+	}
+	_, err := s.Provider.GetCluster(ctx, s.Account, providers.ClusterRef{Location: s.Location, Name: "fa-conf-missing"})
+	check("GetCluster", err)
+	_, err = s.Provider.ReadAdoptable(ctx, s.Account, s.MissingAdoptID)
+	check("ReadAdoptable", err)
+	_, err = s.Provider.MachineType(ctx, s.Account, s.Location, "fa-conf-no-such-type")
+	check("MachineType", err)
+	_, err = s.Provider.DeleteCluster(ctx, s.Account, providers.ClusterRef{Location: s.Location, Name: "fa-conf-missing"})
+	check("DeleteCluster", err)
+	c := s.readyCluster(t, "fa-conf-missing-pool")
+	_, err = s.Provider.GetNodePool(ctx, s.Account, c.Ref, "fa-conf-missing")
+	check("GetNodePool", err)
+}
+
+// createIdempotent: creating twice makes one cluster; a read by location
+// and name alone (what the journal has after a crash) finds it; a running
+// cluster has its outputs, and they are stable.
+func createIdempotent(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	spec := s.clusterSpec("fa-conf-create")
+	first, err := s.Provider.EnsureCluster(ctx, s.Account, spec)
+	if err != nil {
+		t.Fatalf("EnsureCluster: %v", err)
+	}
+	second, err := s.Provider.EnsureCluster(ctx, s.Account, spec)
+	if err != nil {
+		t.Fatalf("EnsureCluster again: %v", err)
+	}
+	if second.Ref.ID != first.Ref.ID || second.Ref.Name != spec.Name {
+		t.Fatalf("EnsureCluster twice gave two clusters: %+v, %+v", first.Ref, second.Ref)
+	}
+	byName := providers.ClusterRef{Location: spec.Location, Name: spec.Name}
+	c := s.waitCluster(t, byName, "running", running)
+	if c.Ref.ID != first.Ref.ID {
+		t.Errorf("read by name found %+v, created %+v", c.Ref, first.Ref)
+	}
+	o := c.Outputs
+	if !strings.HasPrefix(o.Endpoint, "https://") || o.Version == "" || o.NodeVersion == "" || o.GlobalID == "" || o.Location != s.Location {
+		t.Fatalf("running cluster's outputs incomplete: %+v", o)
+	}
+	if s.Version != "" && !strings.HasPrefix(o.Version, s.Version) {
+		t.Errorf("version %s, asked for %s", o.Version, s.Version)
+	}
+	again, err := s.Provider.EnsureCluster(ctx, s.Account, spec)
+	if err != nil {
+		t.Fatalf("EnsureCluster of a running cluster: %v", err)
+	}
+	if again.Ref.ID != c.Ref.ID || again.Outputs.GlobalID != o.GlobalID {
+		t.Errorf("EnsureCluster of a running cluster changed it: %+v, was %+v", again, c)
+	}
+	c2 := s.waitCluster(t, c.Ref, "running", running)
+	if c2.Outputs != o {
+		t.Errorf("outputs moved without a change: %+v, was %+v", c2.Outputs, o)
+	}
+}
+
+// modeNeverChanges: asking for another mode (privateNodes) of an existing
+// cluster is refused and changes nothing.
+func modeNeverChanges(t *testing.T, s *Subject) {
+	c := s.readyCluster(t, "fa-conf-mode")
+	spec := s.clusterSpec("fa-conf-mode")
+	spec.PrivateNodes = !c.PrivateNodes
+	_, err := s.Provider.EnsureCluster(t.Context(), s.Account, spec)
+	refusedInvalid(t, "privateNodes changed in place", err)
+	after := s.waitCluster(t, c.Ref, "running", running)
+	if after.PrivateNodes != c.PrivateNodes || after.Ref.ID != c.Ref.ID {
+		t.Errorf("the refused change left %+v, was %+v", after, c)
+	}
+}
+
+// upgradeInPlace: a later version upgrades the same cluster.
+func upgradeInPlace(t *testing.T, s *Subject) {
+	if s.UpgradeTo == "" {
+		t.Skip("the subject names no version to upgrade to")
+	}
+	c := s.readyCluster(t, "fa-conf-upgrade")
+	spec := s.clusterSpec("fa-conf-upgrade")
+	spec.Version = s.UpgradeTo
+	spec.ClientToken += ":upgrade"
+	up, err := s.Provider.EnsureCluster(t.Context(), s.Account, spec)
+	if err != nil {
+		t.Fatalf("EnsureCluster with version %s: %v", s.UpgradeTo, err)
+	}
+	if up.Ref.ID != c.Ref.ID {
+		t.Fatalf("an upgrade made another cluster: %+v, was %+v", up.Ref, c.Ref)
+	}
+	after := s.waitCluster(t, c.Ref, "upgraded", func(c providers.Cluster, err error) bool {
+		return running(c, err) && strings.HasPrefix(c.Outputs.Version, s.UpgradeTo)
+	})
+	if after.Outputs.GlobalID != c.Outputs.GlobalID || after.Outputs.Endpoint == "" {
+		t.Errorf("the upgrade changed the cluster's identity: %+v, was %+v", after.Outputs, c.Outputs)
+	}
+}
+
+// labelledGPUNodePool: a GPU pool carries our labels and its accelerators;
+// ensuring it twice makes one pool.
+func labelledGPUNodePool(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	c := s.readyCluster(t, "fa-conf-gpu")
+	spec := s.pool(s.GPUNodePool, "gpu", false)
+	first, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, spec)
+	if err != nil {
+		t.Fatalf("EnsureNodePool: %v", err)
+	}
+	second, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, spec)
+	if err != nil {
+		t.Fatalf("EnsureNodePool again: %v", err)
+	}
+	if first.Name != spec.Name || second.Name != spec.Name || first.ID != second.ID {
+		t.Fatalf("EnsureNodePool twice: %+v, %+v", first, second)
+	}
+	p := s.waitPool(t, c.Ref, spec.Name, "running", poolRunning)
+	pools, err := s.Provider.ListNodePools(ctx, s.Account, c.Ref)
+	if err != nil {
+		t.Fatalf("ListNodePools: %v", err)
+	}
+	var listed []string
+	for _, lp := range pools {
+		if lp.Name == spec.Name {
+			listed = append(listed, lp.Name)
+		}
+	}
+	if len(listed) != 1 {
+		t.Fatalf("ListNodePools lists %d pools named %s: %+v", len(listed), spec.Name, pools)
+	}
+	if !hasLabels(p.Labels, map[string]string{providers.LabelSubstratePool: s.PoolID}) || p.Labels[providers.LabelCapacity] != "" {
+		t.Errorf("labels %v, want %s=%s and no capacity", p.Labels, providers.LabelSubstratePool, s.PoolID)
+	}
+	if p.MachineType != spec.MachineType || !sameAccelerators(spec.Accelerators, p.Accelerators) || p.Spot {
+		t.Errorf("pool %+v, asked %+v", p, spec)
+	}
+}
+
+// spotNodePool: a Spot pool is labelled capacity=spot, or refused where
+// the provider has none.
+func spotNodePool(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	c := s.readyCluster(t, "fa-conf-spot")
+	spec := s.pool(s.NodePool, "spot", true)
+	if !s.Options.Spot {
+		_, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, spec)
+		refusedInvalid(t, "Spot pool where there is no Spot", err)
+		if _, err := s.Provider.GetNodePool(ctx, s.Account, c.Ref, spec.Name); !errors.Is(err, providers.ErrNotFound) {
+			t.Errorf("the refused Spot pool exists: %v", err)
+		}
+		return
+	}
+	p := s.readyPool(t, c.Ref, spec)
+	if !p.Spot || !hasLabels(p.Labels, map[string]string{providers.LabelSubstratePool: s.PoolID, providers.LabelCapacity: providers.CapacitySpot}) {
+		t.Errorf("Spot pool %+v", p)
+	}
+}
+
+// resizeInPlace: the count and autoscaling change on the same pool.
+func resizeInPlace(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	c := s.readyCluster(t, "fa-conf-resize")
+	spec := s.pool(s.GPUNodePool, "gpu", false)
+	p := s.readyPool(t, c.Ref, spec)
+	steps := []providers.Size{
+		{NodeCount: spec.NodeCount + 1},
+		{NodeCount: spec.NodeCount, Autoscaling: &providers.Autoscaling{MinNodes: 1, MaxNodes: spec.NodeCount + 2}},
+		{NodeCount: spec.NodeCount},
+	}
+	for _, size := range steps {
+		r, err := s.Provider.ResizeNodePool(ctx, s.Account, c.Ref, spec.Name, size)
+		if err != nil {
+			t.Fatalf("ResizeNodePool %+v: %v", size, err)
+		}
+		if r.ID != p.ID || r.Name != p.Name {
+			t.Fatalf("a resize made another pool: %+v, was %+v", r, p)
+		}
+		got := s.waitPool(t, c.Ref, spec.Name, "resized", poolRunning)
+		if got.NodeCount != size.NodeCount || (got.Autoscaling == nil) != (size.Autoscaling == nil) ||
+			(size.Autoscaling != nil && *got.Autoscaling != *size.Autoscaling) {
+			t.Errorf("after resize to %+v the pool has %+v", size, got.Size)
+		}
+		if got.ID != p.ID || got.MachineType != p.MachineType {
+			t.Errorf("a resize changed the pool: %+v, was %+v", got, p)
+		}
+	}
+	// Ensure with another size is the same in-place change.
+	spec.NodeCount++
+	if _, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, spec); err != nil {
+		t.Fatalf("EnsureNodePool with another size: %v", err)
+	}
+	if got := s.waitPool(t, c.Ref, spec.Name, "resized", poolRunning); got.NodeCount != spec.NodeCount || got.ID != p.ID {
+		t.Errorf("EnsureNodePool with count %d left %+v", spec.NodeCount, got)
+	}
+}
+
+// shapeNeverChanges: machine type, Spot, disk and zones of an existing
+// pool are refused and change nothing.
+func shapeNeverChanges(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	c := s.readyCluster(t, "fa-conf-shape")
+	spec := s.pool(s.NodePool, "cpu", false)
+	p := s.readyPool(t, c.Ref, spec)
+	rules, err := s.Provider.Rules(ctx, s.Account)
+	if err != nil {
+		t.Fatalf("Rules: %v", err)
+	}
+	changes := map[string]func(*providers.NodePoolSpec){
+		"machineType": func(n *providers.NodePoolSpec) {
+			n.MachineType, n.Accelerators = s.GPUNodePool.MachineType, s.GPUNodePool.Accelerators
+		},
+	}
+	if s.Options.Spot {
+		changes["spot"] = func(n *providers.NodePoolSpec) { n.Spot = true }
+	}
+	if rules.DiskSize {
+		changes["diskGiB"] = func(n *providers.NodePoolSpec) {
+			n.DiskGiB = 200
+			if p.DiskGiB == 200 {
+				n.DiskGiB = 300
+			}
+		}
+	}
+	if rules.NodePoolZones {
+		locs, err := s.Provider.Locations(ctx, s.Account)
+		if err != nil {
+			t.Fatalf("Locations: %v", err)
+		}
+		for _, l := range locs {
+			if l.Name == s.Location && len(l.Zones) > 1 {
+				zone := l.Zones[0]
+				if slices.Equal(p.Zones, []string{zone}) {
+					zone = l.Zones[1]
+				}
+				changes["zones"] = func(n *providers.NodePoolSpec) { n.Zones = []string{zone} }
+			}
+		}
+	}
+	for _, field := range slices.Sorted(maps.Keys(changes)) {
+		changed := spec
+		changes[field](&changed)
+		_, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, changed)
+		refusedInvalid(t, field+" changed in place", err)
+	}
+	after := s.waitPool(t, c.Ref, spec.Name, "running", poolRunning)
+	if after.ID != p.ID || after.MachineType != p.MachineType || after.Spot != p.Spot || after.DiskGiB != p.DiskGiB || !slices.Equal(after.Zones, p.Zones) {
+		t.Errorf("refused shape changes left %+v, was %+v", after, p)
+	}
+}
+
+// zeroNodes: a fixed-size pool of 0 nodes is taken or refused as the
+// options say; an autoscaled pool from 0 is always taken.
+func zeroNodes(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	c := s.readyCluster(t, "fa-conf-zero")
+	fixed := s.pool(s.NodePool, "zero", false)
+	fixed.NodeCount, fixed.Autoscaling = 0, nil
+	_, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, fixed)
+	if s.Options.ZeroNodes {
+		if err != nil {
+			t.Fatalf("a fixed pool of 0 nodes: %v", err)
+		}
+		if p := s.waitPool(t, c.Ref, fixed.Name, "running", poolRunning); p.NodeCount != 0 {
+			t.Errorf("a fixed pool of 0 nodes has %d", p.NodeCount)
+		}
+	} else {
+		refusedInvalid(t, "a fixed pool of 0 nodes", err)
+	}
+	auto := s.pool(s.NodePool, "auto", false)
+	auto.NodeCount, auto.Autoscaling = 0, &providers.Autoscaling{MinNodes: 0, MaxNodes: 1}
+	p := s.readyPool(t, c.Ref, auto)
+	if p.Autoscaling == nil || p.Autoscaling.MinNodes != 0 || p.Autoscaling.MaxNodes != 1 {
+		t.Errorf("an autoscaled pool from 0 has %+v", p.Size)
+	}
+}
+
+// credentials: a minted credential reaches the cluster's endpoint for
+// about 600 s, is accepted there, and never prints or marshals its token.
+func credentials(t *testing.T, s *Subject) {
+	c := s.readyCluster(t, "fa-conf-creds")
+	before := s.Now()
+	cred, err := s.Provider.Credentials(t.Context(), s.Account, c.Ref)
+	if err != nil {
+		t.Fatalf("Credentials: %v", err)
+	}
+	if cred.Endpoint != c.Outputs.Endpoint || len(cred.CACert) == 0 || cred.Token == "" {
+		t.Fatalf("credential for %s incomplete: endpoint %q, CA %d bytes, token set %v", c.Outputs.Endpoint, cred.Endpoint, len(cred.CACert), cred.Token != "")
+	}
+	if ttl := cred.ExpiresAt.Sub(before); ttl < providers.CredentialTTL-time.Minute || ttl > providers.CredentialTTL+time.Minute {
+		t.Errorf("credential lives %s, want about %s", ttl, providers.CredentialTTL)
+	}
+	if !s.Accepts(cred) {
+		t.Fatal("the endpoint refuses the credential it was minted for")
+	}
+	forged := cred
+	forged.Token += "x"
+	if s.Accepts(forged) {
+		t.Error("the endpoint accepts a token nobody minted")
+	}
+	if strings.Contains(cred.String(), cred.Token) {
+		t.Error("a credential prints its token")
+	}
+	if _, err := json.Marshal(cred); err == nil {
+		t.Error("a credential can be marshalled, the first step to storing it")
+	}
+}
+
+// deleteTwice: deleting a pool and a cluster twice is not an error (or is
+// ErrNotFound), and both end as ErrNotFound.
+func deleteTwice(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	c := s.readyCluster(t, "fa-conf-delete")
+	spec := s.pool(s.NodePool, "cpu", false)
+	s.readyPool(t, c.Ref, spec)
+	okOrGone := func(what string, err error) {
+		t.Helper()
+		if err != nil && !errors.Is(err, providers.ErrNotFound) {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	_, err := s.Provider.DeleteNodePool(ctx, s.Account, c.Ref, spec.Name)
+	okOrGone("DeleteNodePool", err)
+	_, err = s.Provider.DeleteNodePool(ctx, s.Account, c.Ref, spec.Name)
+	okOrGone("DeleteNodePool again", err)
+	s.waitPool(t, c.Ref, spec.Name, "gone", gone)
+	_, err = s.Provider.DeleteCluster(ctx, s.Account, c.Ref)
+	okOrGone("DeleteCluster", err)
+	_, err = s.Provider.DeleteCluster(ctx, s.Account, c.Ref)
+	okOrGone("DeleteCluster again", err)
+	s.waitCluster(t, c.Ref, "gone", gone)
+	if _, err := s.Provider.DeleteCluster(ctx, s.Account, c.Ref); !errors.Is(err, providers.ErrNotFound) {
+		t.Errorf("DeleteCluster of a deleted cluster: want ErrNotFound, got %v", err)
+	}
+	if _, err := s.Provider.ListNodePools(ctx, s.Account, c.Ref); !errors.Is(err, providers.ErrNotFound) {
+		t.Errorf("ListNodePools of a deleted cluster: want ErrNotFound, got %v", err)
+	}
+}
+
+// adoptAndExtend: an adoptable cluster reads with a global id that any
+// account sees the same; our pool is added beside the owner's, which stay
+// untouched, and goes again on its own; access is revoked idempotently.
+func adoptAndExtend(t *testing.T, s *Subject) {
+	if s.Adoptable == "" {
+		t.Skip("the subject names no adoptable cluster")
+	}
+	ctx := t.Context()
+	c, err := s.Provider.ReadAdoptable(ctx, s.Account, s.Adoptable)
+	if err != nil {
+		t.Fatalf("ReadAdoptable %s: %v", s.Adoptable, err)
+	}
+	if c.Outputs.GlobalID == "" {
+		t.Fatal("an adoptable cluster without a global id")
+	}
+	c = s.waitCluster(t, c.Ref, "running", running)
+	if s.SecondAccount != nil {
+		other, err := s.Provider.ReadAdoptable(ctx, *s.SecondAccount, s.Adoptable)
+		if err != nil {
+			t.Fatalf("ReadAdoptable through the second account: %v", err)
+		}
+		if other.Outputs.GlobalID != c.Outputs.GlobalID {
+			t.Errorf("two accounts read two global ids for one cluster: %s, %s", c.Outputs.GlobalID, other.Outputs.GlobalID)
+		}
+	}
+	theirs, err := s.Provider.ListNodePools(ctx, s.Account, c.Ref)
+	if err != nil {
+		t.Fatalf("ListNodePools: %v", err)
+	}
+	if len(theirs) == 0 {
+		t.Fatal("the adoptable cluster should have a node pool of its own")
+	}
+	spec := s.pool(s.GPUNodePool, "gpu", false)
+	for _, p := range theirs {
+		if p.Name == spec.Name {
+			t.Fatalf("the owner's pool %s has our name", p.Name)
+		}
+	}
+	s.readyPool(t, c.Ref, spec)
+	all, err := s.Provider.ListNodePools(ctx, s.Account, c.Ref)
+	if err != nil {
+		t.Fatalf("ListNodePools: %v", err)
+	}
+	if len(all) != len(theirs)+1 {
+		t.Errorf("after adding ours: %d pools, want %d", len(all), len(theirs)+1)
+	}
+	cred, err := s.Provider.Credentials(ctx, s.Account, c.Ref)
+	if err != nil {
+		t.Fatalf("Credentials: %v", err)
+	}
+	if !s.Accepts(cred) {
+		t.Error("the adopted cluster refuses the credential")
+	}
+	if _, err := s.Provider.DeleteNodePool(ctx, s.Account, c.Ref, spec.Name); err != nil {
+		t.Fatalf("DeleteNodePool: %v", err)
+	}
+	s.waitPool(t, c.Ref, spec.Name, "gone", gone)
+	for range 2 {
+		if err := s.Provider.RevokeAccess(ctx, s.Account, c.Ref); err != nil {
+			t.Fatalf("RevokeAccess: %v", err)
+		}
+	}
+	left, err := s.Provider.ListNodePools(ctx, s.Account, c.Ref)
+	if err != nil {
+		t.Fatalf("ListNodePools: %v", err)
+	}
+	if len(left) != len(theirs) {
+		t.Fatalf("teardown of ours left %d pools, the owner had %d", len(left), len(theirs))
+	}
+	for i := range theirs {
+		if left[i].Name != theirs[i].Name || left[i].ID != theirs[i].ID || left[i].NodeCount != theirs[i].NodeCount || left[i].MachineType != theirs[i].MachineType {
+			t.Errorf("the owner's pool changed: %+v, was %+v", left[i], theirs[i])
+		}
+	}
+	after := s.waitCluster(t, c.Ref, "running", running)
+	if after.Outputs.GlobalID != c.Outputs.GlobalID {
+		t.Errorf("the adopted cluster changed identity: %s, was %s", after.Outputs.GlobalID, c.Outputs.GlobalID)
+	}
+}
