@@ -112,7 +112,27 @@ func Open(cfg Config) (*Repo, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, localError("create "+cfg.Dir, err)
 	}
-	fs := osfs.New(cfg.Dir, osfs.WithBoundOS())
+	st, repo, err := openStorage(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &Repo{cfg: cfg, remote: rem, storage: st, repo: repo, want: cfg.Want}
+	if err := r.setRemote(); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	snap, err := r.localSnapshot()
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	r.last = snap
+	return r, nil
+}
+
+// openStorage opens (or creates) the bare repository in cfg.Dir.
+func openStorage(cfg Config) (*filesystem.Storage, *git.Repository, error) {
+	fs := osfs.New(cfg.Dir)
 	st := filesystem.NewStorageWithOptions(fs, cache.NewObjectLRU(cache.FileSize(cfg.CacheBytes)), filesystem.Options{
 		// The agent is the only writer of its copy; go-git may then cache
 		// what it read of packed refs and pack indexes.
@@ -129,20 +149,9 @@ func Open(cfg Config) (*Repo, error) {
 	}
 	if err != nil {
 		_ = st.Close()
-		return nil, localError("open the local copy in "+cfg.Dir, err)
+		return nil, nil, localError("open the local copy in "+cfg.Dir, err)
 	}
-	r := &Repo{cfg: cfg, remote: rem, storage: st, repo: repo, want: cfg.Want}
-	if err := r.setRemote(); err != nil {
-		_ = st.Close()
-		return nil, err
-	}
-	snap, err := r.localSnapshot()
-	if err != nil {
-		_ = st.Close()
-		return nil, err
-	}
-	r.last = snap
-	return r, nil
+	return st, repo, nil
 }
 
 // setRemote records the URL in the local copy. A copy made from another
@@ -541,6 +550,16 @@ func (r *Repo) maintain() error {
 	if err := r.repo.RepackObjects(&git.RepackConfig{}); err != nil {
 		return localError("repack the local copy", err)
 	}
+	// Start afresh: the object cache and the open descriptors still hold
+	// the deleted packs (whose disk space is freed only once closed).
+	if err := r.storage.Close(); err != nil {
+		return localError("close the repacked copy", err)
+	}
+	st, repo, err := openStorage(r.cfg)
+	if err != nil {
+		return err
+	}
+	r.storage, r.repo = st, repo
 	return nil
 }
 

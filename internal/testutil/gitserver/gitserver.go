@@ -241,6 +241,8 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	h := &cgi.Handler{
 		Path: s.gitPath,
 		Args: []string{"http-backend"},
+		// http-backend explains refusals on stderr; the client sees them too.
+		Stderr: io.Discard,
 		Env: []string{
 			"GIT_PROJECT_ROOT=" + s.Root,
 			"GIT_HTTP_EXPORT_ALL=1",
