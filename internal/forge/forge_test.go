@@ -686,3 +686,20 @@ func TestConfigRefused(t *testing.T) {
 		t.Error("New resolved a secret")
 	}
 }
+
+func TestConcurrentUpsertsMakeOneComment(t *testing.T) {
+	e := newEnv(t, githubemu.Options{})
+	n := e.repo.OpenPR(githubemu.PR{HeadSHA: sha(1)})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if _, err := e.forge.UpsertPlanComment(t.Context(), n, fmt.Sprintf("plan %d", i)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if cs := e.repo.Comments(n); len(cs) != 1 {
+		t.Errorf("%d comments from concurrent upserts, want 1", len(cs))
+	}
+}

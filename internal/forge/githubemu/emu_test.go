@@ -367,3 +367,14 @@ func TestInstallationTokens(t *testing.T) {
 		t.Error("an expired installation token was accepted")
 	}
 }
+
+func TestRateLimitEndpointIsFree(t *testing.T) {
+	s, _, c, _ := setup(t, Options{RateLimit: 10})
+	lim, _, err := c.RateLimit.Get(t.Context())
+	if err != nil || lim.GetCore().Limit != 10 || lim.GetCore().Remaining != 10 {
+		t.Fatalf("%+v %v", lim, err)
+	}
+	if s.RateRemaining() != 10 || s.Counters().Counted != 0 {
+		t.Errorf("GET /rate_limit was counted")
+	}
+}
