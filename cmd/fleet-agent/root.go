@@ -1,0 +1,40 @@
+package main
+
+import (
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// app carries what every command needs: the streams and the environment,
+// injected so tests run commands in-process.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+
+	configPath string
+	statePath  string
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "fleet-agent",
+		Short: "GitOps pull agent for a compute fleet described in fleet.json",
+		Long: `fleet-agent validates fleet.json, plans it against the fleet's state and live
+providers, and applies exactly the reviewed plan. 'fleet-agent run' is the agent;
+the other commands work on their own or through a running agent.`,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	// Accepted by every command, before or after positional arguments.
+	root.PersistentFlags().StringVar(&a.configPath, "config", "", "agent config file (default $FLEET_AGENT_CONFIG, else /etc/fleet-agent/config.yaml)")
+	root.PersistentFlags().StringVar(&a.statePath, "state", "", "state file (default $FLEET_AGENT_STATE, else the config's state)")
+	root.AddCommand(
+		a.validateCommand(),
+		a.schemaCommand(),
+		a.versionCommand(),
+	)
+	return root
+}

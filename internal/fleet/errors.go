@@ -1,0 +1,77 @@
+package fleet
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+)
+
+// MaxErrors is how many errors one validation reports before it sums up the
+// rest in one last error.
+const MaxErrors = 100
+
+// Error is one reason a document is refused: the shape `validate -o json`
+// prints and the agent posts.
+type Error struct {
+	File    string `json:"file"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Path is a JSON Pointer (RFC 6901) to the offending value; "" for the
+	// whole document.
+	Path string `json:"path"`
+
+	offset int // byte offset that orders errors as the values stand in the text
+}
+
+func (e Error) String() string { return e.File + ":" + e.Path + ": " + e.Message }
+
+// Errors is the refusal of a document. It is also an error, with the code
+// INVALID_INPUT, so commands can return it as it is.
+type Errors []Error
+
+func (es Errors) Error() string {
+	if len(es) == 0 {
+		return "no errors"
+	}
+	if len(es) == 1 {
+		return es[0].String()
+	}
+	return fmt.Sprintf("%s (and %d more)", es[0].String(), len(es)-1)
+}
+
+// Refusal wraps es as an INVALID_INPUT refusal for the command line.
+func (es Errors) Refusal() *refusal.Error {
+	return &refusal.Error{Code: refusal.InvalidInput, Message: es.Error(), Path: es[0].Path, Err: es}
+}
+
+// Text prints one `FILE:POINTER: message` line per error.
+func (es Errors) Text() string {
+	var b strings.Builder
+	for _, e := range es {
+		b.WriteString(e.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// finish orders errors as their values stand in the text, keeps the first
+// MaxErrors and sums up the rest.
+func finish(file string, es []Error) Errors {
+	sort.SliceStable(es, func(i, j int) bool { return es[i].offset < es[j].offset })
+	for i := range es {
+		es[i].File = file
+		es[i].Code = string(refusal.InvalidInput)
+	}
+	if len(es) > MaxErrors {
+		more := len(es) - MaxErrors
+		es = append(es[:MaxErrors:MaxErrors], Error{
+			File:    file,
+			Code:    string(refusal.InvalidInput),
+			Message: fmt.Sprintf("%d more errors not shown; fix the ones above and validate again", more),
+			Path:    "",
+		})
+	}
+	return es
+}

@@ -1,0 +1,266 @@
+package fleet
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+const docs = "../../testdata/documents"
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestValidDocumentsOfTheReferences(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(docs, "valid", "*.json"))
+	if len(files) < 5 {
+		t.Fatalf("expected the reference examples under %s, found %d", docs, len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			doc, errs := Validate(f, readFile(t, f))
+			if errs != nil {
+				t.Fatalf("refused:\n%s", errs.Text())
+			}
+			if doc.Version != 1 {
+				t.Errorf("version %d", doc.Version)
+			}
+			// The canonical bytes are stable and valid JSON.
+			c1, c2 := doc.Canonical(), doc.Canonical()
+			if !bytes.Equal(c1, c2) || !json.Valid(c1) {
+				t.Errorf("canonical form unstable or invalid: %s", c1)
+			}
+		})
+	}
+}
+
+// TestInvalidDocumentsGolden checks every invalid document's full error
+// output against testdata/documents/invalid/NAME.golden.
+func TestInvalidDocumentsGolden(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(docs, "invalid", "*.json"))
+	if len(files) < 15 {
+		t.Fatalf("expected the invalid set, found %d files", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data := readFile(t, f)
+			name := filepath.Join("documents", "invalid", filepath.Base(f))
+			doc, errs := Validate(name, data)
+			if doc != nil || len(errs) == 0 {
+				t.Fatal("accepted an invalid document")
+			}
+			for _, e := range errs {
+				if e.Code != "INVALID_INPUT" {
+					t.Errorf("code %q", e.Code)
+				}
+				checkPointer(t, data, e.Path)
+			}
+			golden := strings.TrimSuffix(f, ".json") + ".golden"
+			got := errs.Text()
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./internal/fleet -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("errors differ from %s:\ngot:\n%s\nwant:\n%s", golden, got, want)
+			}
+		})
+	}
+}
+
+// checkPointer asserts the fuzz property: a pointer resolves in the input,
+// or its parent does (a missing field), or it is "".
+func checkPointer(t testing.TB, data []byte, ptr string) {
+	t.Helper()
+	if ptr == "" {
+		return
+	}
+	if !strings.HasPrefix(ptr, "/") {
+		t.Errorf("pointer %q does not start with /", ptr)
+		return
+	}
+	tree, p := parseDocument(data, false)
+	if p.err != nil {
+		t.Errorf("pointer %q for a text that does not parse", ptr)
+		return
+	}
+	if _, ok := lookup(tree, splitPointer(ptr)); ok {
+		return
+	}
+	if _, ok := lookup(tree, splitPointer(parentPointer(ptr))); ok {
+		return
+	}
+	t.Errorf("pointer %q resolves neither in the input nor through its parent", ptr)
+}
+
+func TestErrorsInTextOrder(t *testing.T) {
+	// The unknown field stands before the bad kind in the text, though the
+	// schema finds them in another order; the repeated key stands last.
+	data := []byte(`{"version": 1, "sites": [{"zz": 1, "name": "a", "kind": "x", "region": "r"}], "pools": [], "version": 1}`)
+	_, errs := Validate("f", data)
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Path)
+	}
+	want := []string{"/sites/0/zz", "/sites/0/kind", "/version"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("order %v, want %v", got, want)
+	}
+}
+
+func TestMessagesSayWhatIsAllowed(t *testing.T) {
+	cases := []struct {
+		name, doc, path, msg string
+	}{
+		{"range", `{"version":1,"pools":[{"name":"p","site":"s","class":"vps-host","offers":[{"tenant":"t","priority":5000}]}]}`,
+			"/pools/0/offers/0/priority", "priority must be an integer from -1000 to 1000, got 5000"},
+		{"not an integer", `{"version":1,"flavors":[{"pool":"p","name":"f","vcpu":1.5,"memoryGiB":1,"diskGiB":1}]}`,
+			"/flavors/0/vcpu", "vcpu must be an integer from 1 to 1024, got 1.5"},
+		{"enum", `{"version":1,"sites":[{"name":"s","kind":"big","region":"r"}]}`,
+			"/sites/0/kind", `kind must be one of "shared", "dedicated", "custom", got "big"`},
+		{"unknown with suggestion", `{"version":1,"sites":[{"name":"s","kind":"shared","region":"r","regoin":"x"}]}`,
+			"/sites/0/regoin", `unknown field "regoin" (did you mean "region"?); allowed here: iamRegion, kind, name, region`},
+		{"missing", `{"version":1,"pools":[{"name":"p","class":"vps-host"}]}`,
+			"/pools/0/site", "site is required in pools[0]"},
+		{"invalid key", `{"version":1,"pools":[{"name":"p","site":"s","class":"vps-host","ownerQuota":{"1gpu":1}}]}`,
+			"/pools/0/ownerQuota/1gpu", `invalid key "1gpu": each key must be a resource name: a letter, then up to 63 letters, digits, ".", "_" or "-"`},
+		{"too long", `{"version":1,"sandboxTemplates":[{"name":"t","pool":"p","flavor":"f","imageId":"i","volumes":[` + strings.Repeat(`{"volume":"v","mountPath":"/v"},`, 8) + `{"volume":"v","mountPath":"/v"}]}]}`,
+			"/sandboxTemplates/0/volumes", "volumes has 9 items; at most 8 are allowed"},
+		{"repeat", `{"version":1,"sites":[{"name":"s","kind":"shared","region":"r"},{"name":"s","kind":"shared","region":"r"}]}`,
+			"/sites/1/name", `site "s" is repeated (first at /sites/0/name); each must be unique`},
+		{"version", `{"version":2}`, "/version", "version must be 1, got 2"},
+		{"integer spelled as a float", `{"version":1.0e0}`, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			doc, errs := Validate("f", []byte(c.doc))
+			if c.path == "" && c.msg == "" {
+				if errs != nil {
+					t.Fatalf("refused: %s", errs.Text())
+				}
+				if doc.Version != 1 {
+					t.Fatal("version not normalised")
+				}
+				return
+			}
+			for _, e := range errs {
+				if e.Path == c.path {
+					if e.Message != c.msg {
+						t.Errorf("message\n got %q\nwant %q", e.Message, c.msg)
+					}
+					return
+				}
+			}
+			t.Errorf("no error at %s; got:\n%s", c.path, errs.Text())
+		})
+	}
+}
+
+func TestNormalForm(t *testing.T) {
+	a := `{"version":1,"pools":[{"name":"p","site":"s","class":"vps-host","policy":{"w":2.0,"f":0.50,"substrate":{"kind":"kubernetes","account":"a","cluster":{"create":{"location":"l","privateNodes":false}},"flavors":[{"name":"x","machineType":"m","spot":false}]}},"offers":[{"tenant":"t"}]}],
+	  "flavors":[{"pool":"p","name":"f","vcpu":1,"memoryGiB":1e0,"diskGiB":1,"placement":{"pinned":false,"numaAffine":false}}],
+	  "sandboxTemplates":[{"name":"t","pool":"p","flavor":"f","imageId":"i"}]}`
+	b := `{"sandboxTemplates":[{"imageId":"i","network":"egress","flavor":"f","pool":"p","name":"t"}],"version":1,
+	  "flavors":[{"gpus":0,"pool":"p","name":"f","vcpu":1,"memoryGiB":1,"diskGiB":1}],
+	  "pools":[{"name":"p","site":"s","class":"vps-host","policy":{"f":0.5,"w":2,"substrate":{"flavors":[{"machineType":"m","name":"x"}],"kind":"kubernetes","account":"a","cluster":{"create":{"location":"l"}}}},"offers":[{"tenant":"t","quota":{},"includeDescendants":false,"priority":0}]}]}`
+	da, errs := Validate("a", []byte(a))
+	if errs != nil {
+		t.Fatal(errs.Text())
+	}
+	db, errs := Validate("b", []byte(b))
+	if errs != nil {
+		t.Fatal(errs.Text())
+	}
+	if ca, cb := da.Canonical(), db.Canonical(); !bytes.Equal(ca, cb) {
+		t.Errorf("normal forms differ:\n%s\n%s", ca, cb)
+	}
+	want := `{"flavors":[{"diskGiB":1,"gpus":0,"memoryGiB":1,"name":"f","pool":"p","vcpu":1}],"pools":[{"class":"vps-host","name":"p","offers":[{"includeDescendants":false,"priority":0,"quota":{},"tenant":"t"}],"policy":{"f":0.5,"substrate":{"account":"a","cluster":{"create":{"location":"l"}},"flavors":[{"machineType":"m","name":"x"}],"kind":"kubernetes"},"w":2},"site":"s"}],"sandboxTemplates":[{"flavor":"f","imageId":"i","name":"t","network":"egress","pool":"p"}],"version":1}`
+	if got := string(da.Canonical()); got != want {
+		t.Errorf("canonical\n got %s\nwant %s", got, want)
+	}
+	if da.Pools[0].Substrate() == nil || da.Pools[0].Substrate().Flavors[0].Name != "x" {
+		t.Error("substrate not typed")
+	}
+}
+
+// TestBadInputBounded feeds the inputs a careless or hostile user sends:
+// each gets exactly one error with the pointer "", quickly.
+func TestBadInputBounded(t *testing.T) {
+	big := bytes.Repeat([]byte(" "), MaxDocumentBytes+1)
+	cases := map[string][]byte{
+		"not json":            []byte("version: 1"),
+		"empty":               nil,
+		"only space":          []byte(" \n\t "),
+		"over 16 MiB":         big,
+		"million arrays":      bytes.Repeat([]byte("["), 1_000_000),
+		"million objects":     bytes.Repeat([]byte(`{"a":`), 1_000_000),
+		"invalid utf-8":       []byte("{\"version\":1,\"x\":\"\xc3\x28\"}"),
+		"nul byte":            []byte("{\"version\":1}\x00"),
+		"huge exponent":       []byte(`{"version":1e999999999}`),
+		"trailing":            []byte(`{"version":1}x`),
+		"lone surrogate ok":   nil,
+		"unterminated string": []byte(`{"version":1,"sites":"abc`),
+	}
+	delete(cases, "lone surrogate ok")
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, errs := Validate("f", data)
+			if len(errs) != 1 || errs[0].Path != "" {
+				t.Fatalf("want one error at \"\", got %d: %v", len(errs), errs)
+			}
+		})
+	}
+}
+
+func TestTooManyErrorsAreSummed(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"version":1,"sites":[`)
+	for i := range 150 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"name":"s","kind":"x","region":"r"}`)
+	}
+	b.WriteString(`]}`)
+	_, errs := Validate("f", []byte(b.String()))
+	if len(errs) != MaxErrors+1 {
+		t.Fatalf("%d errors", len(errs))
+	}
+	last := errs[len(errs)-1]
+	// 150 bad kinds and 149 repeated names: 299 in all.
+	if last.Path != "" || !strings.HasPrefix(last.Message, "199 more errors") {
+		t.Errorf("last error %+v", last)
+	}
+}
+
+func TestSecretValuesNeverEchoed(t *testing.T) {
+	const canary = "CANARY-3f9a1c"
+	doc := `{"version":1,"providerAccounts":[{"name":"a","provider":"x","config":{"token":"` + canary + `","deep":{"accessKey":"` + canary + `"}}}],
+	"sandboxTemplates":[{"name":"t","pool":"p","flavor":"f","imageId":"i","env":{"A":"` + canary + `"},"userData":"secret://` + canary + `"}]}`
+	_, errs := Validate("f", []byte(doc))
+	if len(errs) != 4 {
+		t.Fatalf("want 4 errors, got:\n%s", errs.Text())
+	}
+	out, _ := json.Marshal(errs)
+	if strings.Contains(errs.Text(), canary) || strings.Contains(string(out), canary) {
+		t.Errorf("a secret value was echoed:\n%s", errs.Text())
+	}
+}
