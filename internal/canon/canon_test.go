@@ -51,11 +51,11 @@ func TestMarshalSortsAndDoesNotEscapeHTML(t *testing.T) {
 		A int    `json:"a,omitempty"`
 	}
 	v := map[string]any{
-		"b":    []any{json.Number("2.0"), json.Number("1e2"), json.Number("0.5"), true, nil},
-		"a":    "pool -> tenant <&>",
-		"c":    inner{Z: "x"},
+		"b":      []any{json.Number("2.0"), json.Number("1e2"), json.Number("0.5"), true, nil},
+		"a":      "pool -> tenant <&>",
+		"c":      inner{Z: "x"},
 		"\u00e9": 1,
-		"é2":   "\u2028\n\"",
+		"é2":     "\u2028\n\"",
 	}
 	got := string(MustMarshal(v))
 	want := `{"a":"pool -> tenant <&>","b":[2,100,0.5,true,null],"c":{"z":"x"},"é":1,"é2":"` + "\u2028" + `\n\""}`
