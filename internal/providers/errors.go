@@ -203,7 +203,8 @@ func Code(err error) refusal.Code {
 }
 
 // Refusal wraps a provider error as a refusal with the code of Code and a
-// message that says what to do; err's text is appended.
+// message that says what to do; err's text is appended. err must not be
+// nil (a nil err gives a nil *refusal.Error, which is a non-nil error).
 func Refusal(err error, format string, args ...any) *refusal.Error {
 	if err == nil {
 		return nil

@@ -627,3 +627,43 @@ func TestCorruptStateIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestZonalClusters: with zonalClusters a cluster may sit in a zone (as on
+// GKE), its pools default to that zone's region's zones, and the rules say
+// so.
+func TestZonalClusters(t *testing.T) {
+	cfg := config(t)
+	cfg.ZonalClusters, cfg.Steps = true, fake.Steps{}
+	f := open(t, cfg, clock.NewFake(epoch))
+	ctx := t.Context()
+	rules, err := f.Rules(ctx, acct)
+	if err != nil || !rules.AllowsClusterIn(providers.Zone) || !rules.AllowsClusterIn(providers.Region) {
+		t.Fatalf("rules: %+v, %v", rules, err)
+	}
+	locs, err := f.Locations(ctx, acct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range locs {
+		names = append(names, string(l.Kind)+":"+l.Name+"<"+l.Region)
+	}
+	want := "region:fake-east<,region:fake-west<,zone:fake-east-a<fake-east,zone:fake-east-b<fake-east,zone:fake-east-c<fake-east,zone:fake-west-a<fake-west"
+	if strings.Join(names, ",") != want {
+		t.Errorf("locations %v", names)
+	}
+	c, err := f.EnsureCluster(ctx, acct, providers.ClusterSpec{Name: "zonal", Location: "fake-east-b"})
+	if err != nil || c.Outputs.Location != "fake-east-b" {
+		t.Fatalf("zonal cluster: %+v, %v", c, err)
+	}
+	p, err := f.EnsureNodePool(ctx, acct, c.Ref, providers.NodePoolSpec{Name: "p", Shape: providers.Shape{MachineType: "fake-h100x8", Zones: []string{"fake-east-c", "fake-east-a"}}, Size: providers.Size{NodeCount: 1}})
+	if err != nil || strings.Join(p.Zones, ",") != "fake-east-a,fake-east-c" || p.Accelerators == nil || p.Accelerators.Count != 8 || p.DiskGiB != 100 {
+		t.Fatalf("pool in a zonal cluster: %+v, %v", p, err)
+	}
+	// The same shape written differently (zones in another order, GPUs and
+	// disk spelled out) is no change.
+	same := providers.NodePoolSpec{Name: "p", Shape: providers.Shape{MachineType: "fake-h100x8", Zones: []string{"fake-east-a", "fake-east-c"}, DiskGiB: 100, Accelerators: &providers.Accelerators{Type: "nvidia-h100", Count: 8}}, Size: providers.Size{NodeCount: 1}}
+	if _, err := f.EnsureNodePool(ctx, acct, c.Ref, same); err != nil {
+		t.Errorf("the same shape spelled out: %v", err)
+	}
+}
