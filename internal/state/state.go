@@ -1,0 +1,332 @@
+// Package state is the store: one bbolt file that holds the fleet's objects,
+// the names fleet gave them, the applied document, drift, the audit log and
+// the agent's own records (reviewed plans, proposals, the outbox, the
+// journal). bbolt has one writer: every change is one transaction, so a kill
+// at any moment leaves either the old fleet or the new one.
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+)
+
+// FormatVersion is the store format this build writes. A file written by a
+// newer build is refused rather than misread.
+const FormatVersion = 1
+
+var (
+	bucketMeta      = []byte("meta")
+	bucketObjects   = []byte("objects")
+	bucketNames     = []byte("names")
+	bucketApplied   = []byte("applied")
+	bucketDrift     = []byte("drift")
+	bucketAudit     = []byte("audit")
+	bucketReviewed  = []byte("reviewed")
+	bucketProposals = []byte("proposals")
+	bucketOutbox    = []byte("outbox")
+	bucketJournal   = []byte("journal")
+	bucketKV        = []byte("kv")
+
+	keyFormat  = []byte("format")
+	keyCreated = []byte("created")
+	keyCurrent = []byte("current")
+)
+
+var allBuckets = [][]byte{bucketMeta, bucketObjects, bucketNames, bucketApplied, bucketDrift, bucketAudit,
+	bucketReviewed, bucketProposals, bucketOutbox, bucketJournal, bucketKV}
+
+// Store is an open state file.
+type Store struct {
+	db   *bolt.DB
+	path string
+}
+
+// Options tune Open.
+type Options struct {
+	// LockTimeout is how long Open waits for another process to let go of
+	// the file. Short by default: a running agent holds it for its whole
+	// life, so waiting longer would only hang the command line.
+	LockTimeout time.Duration
+	// ReadOnly opens the file for reading (it must exist).
+	ReadOnly bool
+	// Now stamps the creation record; tests inject it.
+	Now func() time.Time
+}
+
+// Open opens (or creates, mode 0600) the state file at path.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.LockTimeout == 0 {
+		opts.LockTimeout = 200 * time.Millisecond
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if dir := filepath.Dir(path); !opts.ReadOnly {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, refusal.Wrap(refusal.InvalidState, err, "cannot create the state directory %s", dir)
+		}
+	}
+	if opts.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, refusal.Wrap(refusal.InvalidState, err, "cannot open the state file %s", path)
+		}
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, ReadOnly: opts.ReadOnly})
+	if err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, refusal.New(refusal.InvalidState,
+				"the state file %s is in use by another process (a running fleet-agent holds it); use the command through the running agent, or stop it first", path)
+		}
+		return nil, refusal.Wrap(refusal.InvalidState, err, "cannot open the state file %s", path)
+	}
+	s := &Store{db: db, path: path}
+	if opts.ReadOnly {
+		if err := s.checkFormat(); err != nil {
+			db.Close()
+			return nil, err
+		}
+		return s, nil
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if meta.Get(keyFormat) == nil {
+			if err := meta.Put(keyFormat, []byte(strconv.Itoa(FormatVersion))); err != nil {
+				return err
+			}
+			return meta.Put(keyCreated, []byte(strconv.FormatInt(opts.Now().UnixMilli(), 10)))
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, refusal.Wrap(refusal.InvalidState, err, "cannot prepare the state file %s", path)
+	}
+	if err := s.checkFormat(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) checkFormat() error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			return refusal.New(refusal.InvalidState, "%s is not a fleet-agent state file (no meta bucket)", s.path)
+		}
+		v, err := strconv.Atoi(string(meta.Get(keyFormat)))
+		if err != nil {
+			return refusal.New(refusal.InvalidState, "%s has no readable format version; it is not a fleet-agent state file", s.path)
+		}
+		if v > FormatVersion {
+			return refusal.New(refusal.InvalidState, "%s was written by a newer fleet-agent (store format %d; this build reads up to %d); upgrade fleet-agent", s.path, v, FormatVersion)
+		}
+		return nil
+	})
+}
+
+// Path is the file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// View runs fn in a read transaction.
+func (s *Store) View(fn func(*Tx) error) error {
+	return s.db.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
+}
+
+// Update runs fn in the one write transaction; an error rolls it all back.
+func (s *Store) Update(fn func(*Tx) error) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
+}
+
+// Snapshot reads the fleet in one read transaction.
+func (s *Store) Snapshot() (*inventory.Snapshot, error) {
+	var snap *inventory.Snapshot
+	err := s.View(func(tx *Tx) error {
+		var err error
+		snap, err = tx.Snapshot()
+		return err
+	})
+	return snap, err
+}
+
+// Backup writes a consistent copy of the file to w while others read and
+// write (bbolt copies inside a read transaction).
+func (s *Store) Backup(path string) error {
+	return s.db.View(func(tx *bolt.Tx) error { return tx.CopyFile(path, 0o600) })
+}
+
+// Check runs bbolt's consistency check over the whole file.
+func (s *Store) Check() error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		var errs []error
+		for err := range tx.Check() {
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// Tx is a transaction on the store.
+type Tx struct{ tx *bolt.Tx }
+
+// Writable reports whether tx can write.
+func (t *Tx) Writable() bool { return t.tx.Writable() }
+
+func nameKey(k inventory.Kind, name string) []byte {
+	return append(append([]byte(k), 0), name...)
+}
+
+// Snapshot reads every object with its fleet name.
+func (t *Tx) Snapshot() (*inventory.Snapshot, error) {
+	root := t.tx.Bucket(bucketObjects)
+	names := t.tx.Bucket(bucketNames)
+	idToName := map[string]string{}
+	if err := names.ForEach(func(k, v []byte) error {
+		_, name, ok := bytes.Cut(k, []byte{0})
+		if ok {
+			idToName[string(v)] = string(name)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var objects []inventory.Object
+	for _, kind := range inventory.Kinds {
+		b := root.Bucket([]byte(kind))
+		if b == nil {
+			continue
+		}
+		err := b.ForEach(func(k, v []byte) error {
+			o, err := decodeObject(v)
+			if err != nil {
+				return fmt.Errorf("object %s/%s: %w", kind, k, err)
+			}
+			o.Kind, o.ID = kind, string(k)
+			o.Name = o.ID
+			if n, ok := idToName[o.ID]; ok {
+				o.Name = n
+			}
+			objects = append(objects, o)
+			return nil
+		})
+		if err != nil {
+			return nil, refusal.Wrap(refusal.InvalidState, err, "the state file is damaged; restore a backup")
+		}
+	}
+	return inventory.NewSnapshot(objects), nil
+}
+
+// storedObject is what one object record holds; kind, id and name live in
+// the keys.
+type storedObject struct {
+	Spec     map[string]any `json:"spec"`
+	Archived bool           `json:"archived,omitempty"`
+}
+
+func decodeObject(v []byte) (inventory.Object, error) {
+	var so storedObject
+	d := json.NewDecoder(bytes.NewReader(v))
+	d.UseNumber()
+	if err := d.Decode(&so); err != nil {
+		return inventory.Object{}, err
+	}
+	spec, _ := inventory.Normalize(so.Spec).(map[string]any)
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	return inventory.Object{Spec: spec, Archived: so.Archived}, nil
+}
+
+// PutObject writes an object and, when name is not "", the name fleet gave it.
+func (t *Tx) PutObject(o inventory.Object, name string) error {
+	b, err := t.tx.Bucket(bucketObjects).CreateBucketIfNotExists([]byte(o.Kind))
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(storedObject{Spec: o.Spec, Archived: o.Archived})
+	if err != nil {
+		return err
+	}
+	if err := b.Put([]byte(o.ID), data); err != nil {
+		return err
+	}
+	if name != "" {
+		return t.tx.Bucket(bucketNames).Put(nameKey(o.Kind, name), []byte(o.ID))
+	}
+	return nil
+}
+
+// GetObject reads one object by kind and id.
+func (t *Tx) GetObject(k inventory.Kind, id string) (inventory.Object, bool, error) {
+	b := t.tx.Bucket(bucketObjects).Bucket([]byte(k))
+	if b == nil {
+		return inventory.Object{}, false, nil
+	}
+	v := b.Get([]byte(id))
+	if v == nil {
+		return inventory.Object{}, false, nil
+	}
+	o, err := decodeObject(v)
+	o.Kind, o.ID = k, id
+	return o, true, err
+}
+
+// DeleteObject removes an object and its name.
+func (t *Tx) DeleteObject(k inventory.Kind, id string, name string) error {
+	if b := t.tx.Bucket(bucketObjects).Bucket([]byte(k)); b != nil {
+		if err := b.Delete([]byte(id)); err != nil {
+			return err
+		}
+	}
+	if name != "" {
+		names := t.tx.Bucket(bucketNames)
+		if v := names.Get(nameKey(k, name)); v != nil && string(v) == id {
+			return names.Delete(nameKey(k, name))
+		}
+	}
+	return nil
+}
+
+// putJSON and getJSON keep single records.
+func (t *Tx) putJSON(bucket, key []byte, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return t.tx.Bucket(bucket).Put(key, data)
+}
+
+func (t *Tx) getJSON(bucket, key []byte, v any) (bool, error) {
+	data := t.tx.Bucket(bucket).Get(key)
+	if data == nil {
+		return false, nil
+	}
+	return true, json.Unmarshal(data, v)
+}
+
+func u64(n uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], n)
+	return b[:]
+}
