@@ -1,0 +1,161 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Change is one key whose value differs between two configs, for a reload
+// (SIGHUP) to log and act on.
+type Change struct {
+	Key string
+	// Old and New are the values as text, "" when unset. For a
+	// secret-bearing key and a provider block they are empty: the log
+	// says that it changed, not to what.
+	Old, New string
+	// Secret marks a secret-bearing key (its reference changed).
+	Secret bool
+}
+
+func (c Change) String() string {
+	switch {
+	case c.Secret:
+		return c.Key + " changed"
+	case strings.HasPrefix(c.Key, "providers."):
+		return c.Key + " changed"
+	}
+	show := func(s string) string {
+		if s == "" {
+			return "(unset)"
+		}
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s: %s -> %s", c.Key, show(c.Old), show(c.New))
+}
+
+// NeedsRestart reports whether the agent must restart to take the change:
+// its identity, its files and sockets, its listener and its adapters are
+// set up once. Everything else can be read again at the next poll.
+func (c Change) NeedsRestart() bool {
+	switch c.Key {
+	case "tenant", "state", "socket", "socketGroup", "listen", "pprof":
+		return true
+	}
+	return strings.HasPrefix(c.Key, "providers.")
+}
+
+// Changes lists the keys whose values differ from old, sorted by key. A nil
+// old is a config with no keys at all.
+func (c *Config) Changes(old *Config) []Change {
+	a, b := flatten(old), flatten(c)
+	keys := slices.Sorted(maps.Keys(a))
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var out []Change
+	for _, k := range keys {
+		va, vb := a[k], b[k]
+		if va.text == vb.text {
+			continue
+		}
+		ch := Change{Key: k, Secret: va.secret || vb.secret}
+		if !ch.Secret && !strings.HasPrefix(k, "providers.") {
+			ch.Old, ch.New = va.text, vb.text
+		}
+		out = append(out, ch)
+	}
+	return out
+}
+
+type flat struct {
+	text   string
+	secret bool
+}
+
+// flatten spells a config as dotted keys and texts; unset keys are absent.
+func flatten(c *Config) map[string]flat {
+	m := map[string]flat{}
+	if c == nil {
+		return m
+	}
+	put := func(k, v string) {
+		if v != "" {
+			m[k] = flat{text: v}
+		}
+	}
+	ref := func(k, v string) {
+		if v != "" {
+			m[k] = flat{text: v, secret: true}
+		}
+	}
+	put("tenant", c.Tenant)
+	put("state", c.State)
+	put("socket", c.Socket)
+	put("socketGroup", c.SocketGroup)
+	put("listen", c.Listen)
+	put("pprof", strconv.FormatBool(c.Pprof))
+	put("git.url", c.Git.URL)
+	put("git.branch", c.Git.Branch)
+	put("git.path", c.Git.Path)
+	put("git.interval", c.Git.Interval.String())
+	ref("git.auth.token", c.Git.Auth.Token)
+	put("git.auth.username", c.Git.Auth.Username)
+	ref("git.auth.password", c.Git.Auth.Password)
+	ref("git.auth.sshKey", c.Git.Auth.SSHKey)
+	put("git.auth.knownHosts", c.Git.Auth.KnownHosts)
+	if c.Git.Verify != nil {
+		put("git.verify.keyring", c.Git.Verify.Keyring)
+	}
+	if g := c.GitHub; g != nil {
+		put("github.repository", g.Repository)
+		put("github.apiURL", g.APIURL)
+		ref("github.token", g.Token)
+		if g.App != nil {
+			put("github.app.id", strconv.FormatInt(g.App.ID, 10))
+			put("github.app.installationId", strconv.FormatInt(g.App.InstallationID, 10))
+			ref("github.app.privateKey", g.App.PrivateKey)
+		}
+		ref("github.webhookSecret", g.WebhookSecret)
+		put("github.statusContext", g.StatusContext)
+	}
+	put("apply.prune", strconv.FormatBool(c.Apply.Prune))
+	put("apply.requireReviewedPlan", strconv.FormatBool(c.Apply.RequireReviewedPlan))
+	put("drift.every", c.Drift.Every.String())
+	put("drift.heal", strconv.FormatBool(c.Drift.Heal))
+	put("secrets.dir", c.Secrets.Dir)
+	for id, n := range c.Providers {
+		// Compared as re-encoded YAML: comments and layout do not count,
+		// values do.
+		text := "null"
+		if n != nil {
+			if b, err := yaml.Marshal(bare(n, 0)); err == nil {
+				text = string(b)
+			}
+		}
+		m["providers."+id] = flat{text: text}
+	}
+	return m
+}
+
+// bare copies a node without its comments and styles (flow or block,
+// quoting), which yaml.Marshal would keep; tags keep "1" apart from 1.
+// Aliases are kept as aliases (their anchors are copied where they stand),
+// so a block built to expand enormously is not expanded here.
+func bare(n *yaml.Node, depth int) *yaml.Node {
+	if n == nil || depth > 10000 {
+		return nil
+	}
+	c := &yaml.Node{Kind: n.Kind, Tag: n.Tag, Value: n.Value, Anchor: n.Anchor, Alias: n.Alias}
+	for _, k := range n.Content {
+		c.Content = append(c.Content, bare(k, depth+1))
+	}
+	return c
+}
