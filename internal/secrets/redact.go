@@ -100,8 +100,12 @@ func (r *Redactor) Redact(s string) string {
 // zerolog writes each event with a single Write, so a logger whose writer is
 // this wrapper (NewLogger) is covered; put any buffering (bufio, diodes)
 // between the logger and this wrapper, never after it. If w is a
-// zerolog.LevelWriter the level is passed on.
+// zerolog.LevelWriter the level is passed on. A nil Redactor returns a
+// writer that masks nothing, so that tests may pass none.
 func (r *Redactor) Writer(w io.Writer) io.Writer {
+	if r == nil {
+		r = NewRedactor()
+	}
 	return &redactingWriter{r: r, w: w}
 }
 
@@ -147,8 +151,9 @@ func mask(p []byte, needles []string) ([]byte, bool) {
 	type span struct{ from, to int }
 	var spans []span
 	for _, n := range needles {
+		nb := []byte(n)
 		for at := 0; at < len(p); {
-			i := bytes.Index(p[at:], []byte(n))
+			i := bytes.Index(p[at:], nb)
 			if i < 0 {
 				break
 			}

@@ -104,6 +104,11 @@ func TestWriterKeepsLevelAndLength(t *testing.T) {
 	if strings.Contains(lw.buf.String(), "topsecret") {
 		t.Errorf("leak: %q", lw.buf.String())
 	}
+	var plain bytes.Buffer
+	var nilR *Redactor
+	if _, err := nilR.Writer(&plain).Write([]byte("as is")); err != nil || plain.String() != "as is" {
+		t.Errorf("nil Redactor writer: %q, %v", plain.String(), err)
+	}
 	failing := r.Writer(errWriter{})
 	if n, err := failing.Write([]byte("x")); err == nil || n != 0 {
 		t.Errorf("a failing writer must report its error: %d, %v", n, err)
