@@ -1,0 +1,132 @@
+package plan
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/fleet-agent/fleet-agent/internal/canon"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
+)
+
+// Export turns the fleet back into a document: every live object, by name,
+// references by name (or by id for objects fleet did not create). Archived
+// pools and what hangs off them are left out. Planning the export with
+// prune against the same fleet is empty.
+func Export(snap *inventory.Snapshot) (*fleet.Document, error) {
+	nameOf := func(id string) string {
+		if o, ok := snap.ByID(id); ok {
+			return o.Name
+		}
+		return id
+	}
+	archived := func(poolID string) bool {
+		o, ok := snap.ByID(poolID)
+		return ok && o.Archived
+	}
+	// Build the document as JSON in its own shape and validate it: the
+	// export is then exactly what a user could commit, in normal form.
+	doc := map[string]any{"version": int64(1)}
+	var accounts, sites, pools, flavors, templates []any
+	for _, o := range snap.Objects(inventory.ProviderAccount) {
+		m := copySpec(o.Spec, "name")
+		m["name"] = o.Name
+		accounts = append(accounts, m)
+	}
+	for _, o := range snap.Objects(inventory.Site) {
+		m := copySpec(o.Spec, "name")
+		m["name"] = o.Name
+		sites = append(sites, m)
+	}
+	quotas := map[string]map[string]any{}
+	for _, o := range snap.Objects(inventory.OwnerQuota) {
+		pool, _ := o.Spec["pool"].(string)
+		res, _ := o.Spec["resource"].(string)
+		if quotas[pool] == nil {
+			quotas[pool] = map[string]any{}
+		}
+		quotas[pool][res] = o.Spec["max"]
+	}
+	offers := map[string][]any{}
+	for _, o := range snap.Objects(inventory.Offer) {
+		pool, _ := o.Spec["pool"].(string)
+		offers[pool] = append(offers[pool], copySpec(o.Spec, "pool"))
+	}
+	for _, o := range snap.Objects(inventory.Pool) {
+		if o.Archived {
+			continue
+		}
+		m := copySpec(o.Spec, "name")
+		m["name"] = o.Name
+		if s, ok := m["site"].(string); ok {
+			m["site"] = nameOf(s)
+		}
+		if a, ok := m["providerAccount"].(string); ok {
+			m["providerAccount"] = nameOf(a)
+		}
+		if q := quotas[o.ID]; q != nil {
+			m["ownerQuota"] = q
+		}
+		if offs := offers[o.ID]; len(offs) > 0 {
+			m["offers"] = offs
+		}
+		pools = append(pools, m)
+	}
+	for _, o := range snap.Objects(inventory.Flavor) {
+		pool, _ := o.Spec["pool"].(string)
+		if archived(pool) {
+			continue
+		}
+		m := copySpec(o.Spec)
+		m["pool"] = nameOf(pool)
+		if m["name"] == nil {
+			_, short, _ := strings.Cut(o.Name, "/")
+			m["name"] = short
+		}
+		flavors = append(flavors, m)
+	}
+	for _, o := range snap.Objects(inventory.SandboxTemplate) {
+		m := copySpec(o.Spec, "name")
+		m["name"] = o.Name
+		if p, ok := m["pool"].(string); ok {
+			m["pool"] = nameOf(p)
+		}
+		templates = append(templates, m)
+	}
+	for k, v := range map[string][]any{"providerAccounts": accounts, "sites": sites, "pools": pools, "flavors": flavors, "sandboxTemplates": templates} {
+		if len(v) > 0 {
+			doc[k] = v
+		}
+	}
+	data, err := canon.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	d, errs := fleet.Validate("export", data)
+	if errs != nil {
+		return nil, errs.Refusal()
+	}
+	return d, nil
+}
+
+func copySpec(spec map[string]any, drop ...string) map[string]any {
+	m := inventory.CloneValue(spec).(map[string]any)
+	for _, k := range drop {
+		delete(m, k)
+	}
+	return m
+}
+
+// Pretty renders a document for people and for commits: indented JSON in a
+// stable order (fields in the document's order, lists sorted by name, map
+// keys sorted). Canonical bytes are for hashing and comparing only.
+func Pretty(d *fleet.Document) ([]byte, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(d); err != nil {
+		return nil, err
+	}
+	return []byte(b.String()), nil
+}

@@ -1,0 +1,121 @@
+package plan
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+)
+
+// NoteNotChecked marks a change whose provider was not asked.
+const NoteNotChecked = "not checked live"
+
+// Account is a provider account as a live check sees it.
+type Account struct {
+	Name     string
+	Provider string
+	// Config is the account's config (secret fields are references).
+	Config json.RawMessage
+}
+
+// Verdict is what the live world says of one account or one substrate.
+type Verdict struct {
+	// Offline: no adapter was asked (none in this build, or --offline).
+	Offline bool
+	// Blocked are reasons that block the change.
+	Blocked []string
+	// Notes are shown to the reviewer.
+	Notes []string
+}
+
+// Live is what a plan asks of the live world. The provider registry
+// satisfies it; Offline answers without asking anyone. An error means the
+// provider could not be reached: the plan is then an error (UNAVAILABLE),
+// not a blocked plan.
+type Live interface {
+	CheckAccount(ctx context.Context, acc Account) (Verdict, error)
+	CheckSubstrate(ctx context.Context, pool string, sub *fleet.Substrate, acc Account) (Verdict, error)
+}
+
+// Offline is the Live of a plan with no provider adapters (or --offline).
+type Offline struct{}
+
+// CheckAccount answers offline.
+func (Offline) CheckAccount(context.Context, Account) (Verdict, error) {
+	return Verdict{Offline: true}, nil
+}
+
+// CheckSubstrate answers offline.
+func (Offline) CheckSubstrate(context.Context, string, *fleet.Substrate, Account) (Verdict, error) {
+	return Verdict{Offline: true}, nil
+}
+
+// Facts are the live verdicts gathered for one plan, by account name and by
+// pool name.
+type Facts struct {
+	Accounts   map[string]Verdict
+	Substrates map[string]Verdict
+}
+
+// Gather asks the live world about every account and substrate of the
+// document, once each. It is called before Make, outside any transaction.
+func Gather(ctx context.Context, doc *fleet.Document, snap *inventory.Snapshot, live Live) (*Facts, error) {
+	if live == nil {
+		live = Offline{}
+	}
+	f := &Facts{Accounts: map[string]Verdict{}, Substrates: map[string]Verdict{}}
+	accounts := map[string]Account{}
+	for _, a := range doc.ProviderAccounts {
+		cfg, _ := json.Marshal(a.Config)
+		accounts[a.Name] = Account{Name: a.Name, Provider: a.Provider, Config: cfg}
+	}
+	lookup := func(name string) (Account, bool) {
+		if a, ok := accounts[name]; ok {
+			return a, true
+		}
+		if o, ok := snap.ByName(inventory.ProviderAccount, name); ok {
+			p, _ := o.Spec["provider"].(string)
+			cfg, _ := json.Marshal(o.Spec["config"])
+			return Account{Name: name, Provider: p, Config: cfg}, true
+		}
+		return Account{}, false
+	}
+	var errs []error
+	names := make([]string, 0, len(accounts))
+	for n := range accounts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		v, err := live.CheckAccount(ctx, accounts[n])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		f.Accounts[n] = v
+	}
+	for _, p := range doc.Pools {
+		sub := p.Substrate()
+		if sub == nil {
+			continue
+		}
+		acc, ok := lookup(sub.Account)
+		if !ok {
+			continue // the plan blocks an unknown account by itself
+		}
+		v, err := live.CheckSubstrate(ctx, p.Name, sub, acc)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		f.Substrates[p.Name] = v
+	}
+	if len(errs) > 0 {
+		return nil, refusal.Wrap(refusal.Unavailable, errors.Join(errs...), "a provider could not be reached; the plan was not made (try again, or plan with --offline)")
+	}
+	return f, nil
+}

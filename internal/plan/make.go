@@ -1,0 +1,572 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
+)
+
+// Options shape a plan.
+type Options struct {
+	// Tenant owns the fleet (config tenant, default root): ids derive from
+	// it and its pools are never offered to it.
+	Tenant string
+	// Prune deletes what the document leaves out.
+	Prune bool
+	// Facts are the live verdicts (Gather); nil plans offline.
+	Facts *Facts
+}
+
+// Call groups, in the order calls run (reference "Calls run in dependency
+// order").
+const (
+	gAccounts = iota
+	gSites
+	gPoolCreates
+	gPoolUpdatesAndQuotas
+	gOffers
+	gFlavors
+	gTemplates
+	gTemplateDeletes
+	gFlavorDeletes
+	gUnoffers
+	gPoolArchives
+	gAccountDeletes
+)
+
+// substrateProviders are the providers a Kubernetes substrate may use.
+var substrateProviders = []string{"aws", "gcp", "digitalocean", "fake"}
+
+// rule says what a kind may change.
+type rule struct {
+	kind       inventory.Kind
+	create     string
+	update     string
+	delete     string // "" when never deleted
+	updatable  []string
+	fixed      []string
+	onlyListed bool // compare only the fields the document lists
+	group      int  // group of its creates and updates
+	delGroup   int
+}
+
+var rules = map[inventory.Kind]rule{
+	inventory.ProviderAccount: {kind: inventory.ProviderAccount, create: "providerAccounts.create", update: "providerAccounts.update", delete: "providerAccounts.delete",
+		updatable: []string{"config"}, fixed: []string{"provider"}, group: gAccounts, delGroup: gAccountDeletes},
+	inventory.Site: {kind: inventory.Site, create: "sites.create", fixed: []string{"iamRegion", "kind", "region"}, group: gSites},
+	inventory.Pool: {kind: inventory.Pool, create: "pools.create", update: "pools.update", delete: "pools.archive",
+		updatable: []string{"gpuModel", "policy"}, fixed: []string{"agent", "class", "providerAccount", "sharing", "site"}, group: gPoolCreates, delGroup: gPoolArchives},
+	inventory.OwnerQuota: {kind: inventory.OwnerQuota, create: "quotas.set", update: "quotas.set", updatable: []string{"max"}, group: gPoolUpdatesAndQuotas},
+	inventory.Offer: {kind: inventory.Offer, create: "pools.offer", update: "pools.offer", delete: "pools.unoffer",
+		updatable: []string{"includeDescendants", "priority", "quota"}, group: gOffers, delGroup: gUnoffers},
+	inventory.Flavor: {kind: inventory.Flavor, create: "flavors.create", update: "flavors.update", delete: "flavors.delete",
+		updatable: []string{"diskGiB", "gpus", "memoryGiB", "offerId", "placement", "vcpu"}, group: gFlavors, delGroup: gFlavorDeletes},
+	inventory.SandboxTemplate: {kind: inventory.SandboxTemplate, create: "sandboxTemplates.create", update: "sandboxTemplates.update", delete: "sandboxTemplates.delete",
+		updatable: []string{"defaultTtlSeconds", "env", "flavor", "imageId", "maxTtlSeconds", "network", "userData", "volumes", "warm"},
+		fixed: []string{"pool", "runtime"}, onlyListed: true, group: gTemplates, delGroup: gTemplateDeletes},
+}
+
+type entry struct {
+	change Change
+	call   *Call
+}
+
+type planner struct {
+	doc   *fleet.Document
+	snap  *inventory.Snapshot
+	opts  Options
+	out   []entry
+	seen  map[inventory.Kind]map[string]bool // document objects, by fleet name
+	pools map[string]*fleet.Pool             // document pools by name
+	sites map[string]bool
+	accts map[string]*fleet.ProviderAccount
+
+	storedFlavors map[string]string // pool id + "/" + flavor name -> fleet name
+}
+
+// Make plans doc against snap. It never fails: what cannot be done is a
+// blocked change with its reason.
+func Make(doc *fleet.Document, snap *inventory.Snapshot, opts Options) *Plan {
+	if opts.Tenant == "" {
+		opts.Tenant = "root"
+	}
+	if snap == nil {
+		snap = inventory.NewSnapshot(nil)
+	}
+	p := &planner{doc: doc, snap: snap, opts: opts, seen: map[inventory.Kind]map[string]bool{},
+		pools: map[string]*fleet.Pool{}, sites: map[string]bool{}, accts: map[string]*fleet.ProviderAccount{}}
+	for _, k := range inventory.Kinds {
+		p.seen[k] = map[string]bool{}
+	}
+	for i := range doc.Pools {
+		p.pools[doc.Pools[i].Name] = &doc.Pools[i]
+	}
+	for _, s := range doc.Sites {
+		p.sites[s.Name] = true
+	}
+	for i := range doc.ProviderAccounts {
+		p.accts[doc.ProviderAccounts[i].Name] = &doc.ProviderAccounts[i]
+	}
+	p.accounts()
+	p.sitesPlan()
+	p.poolsPlan()
+	p.flavors()
+	p.templates()
+	p.prune()
+	return p.finish()
+}
+
+// idOf returns the id of an object: the stored one's, else the derived one.
+func (p *planner) idOf(k inventory.Kind, name string) string {
+	if o, ok := p.snap.ByName(k, name); ok {
+		return o.ID
+	}
+	return inventory.ID(p.opts.Tenant, k, name)
+}
+
+func (p *planner) siteID(name string) (string, bool) {
+	if p.sites[name] {
+		return p.idOf(inventory.Site, name), true
+	}
+	if o, ok := p.snap.ByName(inventory.Site, name); ok {
+		return o.ID, true
+	}
+	return "", false
+}
+
+func (p *planner) accountID(name string) (string, bool) {
+	if _, ok := p.accts[name]; ok {
+		return p.idOf(inventory.ProviderAccount, name), true
+	}
+	if o, ok := p.snap.ByName(inventory.ProviderAccount, name); ok {
+		return o.ID, true
+	}
+	return "", false
+}
+
+func (p *planner) accountProvider(name string) string {
+	if a, ok := p.accts[name]; ok {
+		return a.Provider
+	}
+	if o, ok := p.snap.ByName(inventory.ProviderAccount, name); ok {
+		s, _ := o.Spec["provider"].(string)
+		return s
+	}
+	return ""
+}
+
+// poolID resolves a pool reference: a pool of the document, a live pool of
+// the fleet by name, or (for templates) by id. Archived pools do not count.
+func (p *planner) poolID(ref string, byID bool) (string, string) {
+	if _, ok := p.pools[ref]; ok {
+		if o, ok := p.snap.ByName(inventory.Pool, ref); ok && o.Archived {
+			return "", fmt.Sprintf("pool %q is archived", ref)
+		}
+		return p.idOf(inventory.Pool, ref), ""
+	}
+	if o, ok := p.snap.ByName(inventory.Pool, ref); ok {
+		if o.Archived {
+			return "", fmt.Sprintf("pool %q is archived", ref)
+		}
+		return o.ID, ""
+	}
+	if byID {
+		if o, ok := p.snap.ByID(ref); ok && o.Kind == inventory.Pool && !o.Archived {
+			return o.ID, ""
+		}
+	}
+	return "", fmt.Sprintf("unknown pool %q", ref)
+}
+
+// compare plans one document object against its stored version.
+func (p *planner) compare(k inventory.Kind, name, order string, want map[string]any, blocked []string, group int) *entry {
+	r := rules[k]
+	p.seen[k][name] = true
+	e := entry{change: Change{Kind: k, Name: name, counted: true, group: group, order: order}}
+	existing, exists := p.snap.ByName(k, name)
+	if exists && k == inventory.Pool && existing.Archived {
+		blocked = append(blocked, "archived; choose a new name")
+	}
+	id := p.idOf(k, name)
+	if !exists || (k == inventory.Pool && existing.Archived) {
+		e.change.Action = Create
+		params := map[string]any{"id": id}
+		for f, v := range want {
+			params[f] = v
+		}
+		e.call = &Call{Method: r.create, Params: params, kind: k, name: name}
+	} else {
+		var changed, fixed []string
+		keys := map[string]bool{}
+		for f := range want {
+			keys[f] = true
+		}
+		if !r.onlyListed {
+			for f := range existing.Spec {
+				keys[f] = true
+			}
+		}
+		for f := range keys {
+			if equal(want[f], existing.Spec[f]) {
+				continue
+			}
+			switch {
+			case slices.Contains(r.fixed, f):
+				fixed = append(fixed, f)
+			case slices.Contains(r.updatable, f):
+				changed = append(changed, f)
+			}
+		}
+		slices.Sort(changed)
+		slices.Sort(fixed)
+		switch {
+		case len(fixed) > 0:
+			e.change.Action = Update
+			e.change.Fields = slices.Sorted(slices.Values(append(changed, fixed...)))
+			blocked = append(blocked, fmt.Sprintf("%s cannot change once created; create a new %s under another name instead", strings.Join(fixed, ", "), k))
+		case len(changed) > 0:
+			e.change.Action = Update
+			e.change.Fields = changed
+			params := map[string]any{"id": id}
+			for _, f := range changed {
+				params[f] = want[f]
+			}
+			e.call = &Call{Method: r.update, Params: params, kind: k, name: name}
+		default:
+			e.change.Action = Unchanged
+		}
+	}
+	if len(blocked) > 0 {
+		e.change.Blocked = strings.Join(blocked, "; ")
+		e.call = nil
+	}
+	p.out = append(p.out, e)
+	return &p.out[len(p.out)-1]
+}
+
+// note attaches notes to a change. "not checked live" on an object that
+// does not change is noise and is dropped; other notes (the substrate
+// kept) matter even then.
+func (p *planner) note(e *entry, notes []string) {
+	if e.change.Action == Unchanged && e.change.Blocked == "" {
+		notes = slices.DeleteFunc(slices.Clone(notes), func(s string) bool { return s == NoteNotChecked })
+	}
+	if len(notes) > 0 {
+		e.change.Note = strings.Join(notes, "; ")
+	}
+}
+
+func (p *planner) verdict(v Verdict, ok bool) (blocked, notes []string) {
+	if !ok || v.Offline {
+		notes = append(notes, NoteNotChecked)
+	}
+	return append(blocked, v.Blocked...), append(notes, v.Notes...)
+}
+
+func (p *planner) facts() *Facts {
+	if p.opts.Facts == nil {
+		return &Facts{}
+	}
+	return p.opts.Facts
+}
+
+func (p *planner) accounts() {
+	for i := range p.doc.ProviderAccounts {
+		a := &p.doc.ProviderAccounts[i]
+		v, ok := p.facts().Accounts[a.Name]
+		blocked, notes := p.verdict(v, ok)
+		e := p.compare(inventory.ProviderAccount, a.Name, a.Name, accountSpec(a), nil, gAccounts)
+		// Live verdicts block only what would change.
+		if len(blocked) > 0 && e.change.Action != Unchanged {
+			p.block(e, blocked...)
+		}
+		p.note(e, notes)
+	}
+}
+
+func (p *planner) block(e *entry, reasons ...string) {
+	if e.change.Blocked != "" {
+		reasons = append([]string{e.change.Blocked}, reasons...)
+	}
+	e.change.Blocked = strings.Join(reasons, "; ")
+	e.call = nil
+}
+
+func (p *planner) sitesPlan() {
+	for i := range p.doc.Sites {
+		s := &p.doc.Sites[i]
+		p.compare(inventory.Site, s.Name, s.Name, siteSpec(s), nil, gSites)
+	}
+}
+
+func (p *planner) poolsPlan() {
+	claims := map[string]string{} // account + adopted id -> pool
+	for _, o := range p.snap.Objects(inventory.Pool) {
+		if o.Archived || p.pools[o.Name] != nil {
+			continue
+		}
+		if key := adoptKey(o.Spec["policy"]); key != "" {
+			claims[key] = o.Name
+		}
+	}
+	names := make([]string, 0, len(p.pools))
+	for n := range p.pools {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		pool := p.pools[name]
+		var blocked, notes []string
+		siteID, ok := p.siteID(pool.Site)
+		if !ok {
+			blocked = append(blocked, fmt.Sprintf("unknown site %q", pool.Site))
+		}
+		var accountID string
+		if pool.ProviderAccount != "" {
+			if accountID, ok = p.accountID(pool.ProviderAccount); !ok {
+				blocked = append(blocked, fmt.Sprintf("unknown provider account %q", pool.ProviderAccount))
+			}
+		}
+		want := poolSpec(pool, siteID, accountID)
+		existing, exists := p.snap.ByName(inventory.Pool, name)
+		stored, _ := existing.Spec["policy"].(map[string]any)
+		if sub := pool.Substrate(); sub != nil {
+			provider := p.accountProvider(sub.Account)
+			switch {
+			case provider == "":
+				blocked = append(blocked, fmt.Sprintf("unknown provider account %q (policy.substrate.account)", sub.Account))
+			case !slices.Contains(substrateProviders, provider):
+				blocked = append(blocked, fmt.Sprintf("substrate account %q is a %s account; a Kubernetes substrate needs an aws, gcp, digitalocean or fake account", sub.Account, provider))
+			}
+			if exists && !existing.Archived {
+				if old, ok := stored["substrate"].(map[string]any); ok && !sameIdentity(old, substrateValue(sub)) {
+					blocked = append(blocked, "the substrate's account and cluster (location, private nodes or adopted id) cannot change; create a new pool instead")
+				}
+			}
+			if key := adoptKey(want["policy"]); key != "" {
+				if other, taken := claims[key]; taken {
+					blocked = append(blocked, fmt.Sprintf("cluster %q of account %q is already claimed by pool %q; one cluster backs one pool", sub.Cluster.Adopt, sub.Account, other))
+				} else {
+					claims[key] = name
+				}
+			}
+			v, ok := p.facts().Substrates[name]
+			b, n := p.verdict(v, ok)
+			blocked = append(blocked, b...)
+			notes = append(notes, n...)
+		} else if exists && !existing.Archived && !p.opts.Prune {
+			if old, ok := stored["substrate"]; ok {
+				// Without prune a pool keeps its substrate: the
+				// comparison leaves it out.
+				pol := want["policy"].(map[string]any)
+				pol["substrate"] = old
+				notes = append(notes, "substrate kept: removing it needs prune")
+			}
+		}
+		e := p.compare(inventory.Pool, name, name, want, nil, gPoolCreates)
+		if e.change.Action == Update {
+			e.change.group, e.change.order = gPoolUpdatesAndQuotas, name+"\x00"
+		}
+		if e.change.Action != Unchanged && len(blocked) > 0 {
+			p.block(e, blocked...)
+		} else if e.change.Action == Unchanged && len(blocked) > 0 && !onlyLive(blocked, p.facts().Substrates[name]) {
+			p.block(e, blocked...)
+		}
+		p.note(e, notes)
+		p.quotas(pool)
+		p.offers(pool)
+	}
+}
+
+// onlyLive reports whether every reason came from the live verdict: those
+// block only what would change.
+func onlyLive(blocked []string, v Verdict) bool {
+	for _, b := range blocked {
+		if !slices.Contains(v.Blocked, b) {
+			return false
+		}
+	}
+	return true
+}
+
+func adoptKey(policy any) string {
+	pol, _ := policy.(map[string]any)
+	sub, _ := pol["substrate"].(map[string]any)
+	cl, _ := sub["cluster"].(map[string]any)
+	id, _ := cl["adopt"].(string)
+	acc, _ := sub["account"].(string)
+	if id == "" {
+		return ""
+	}
+	return acc + "\x00" + id
+}
+
+// sameIdentity compares a substrate's identity: its account and cluster.
+func sameIdentity(a, b map[string]any) bool {
+	return equal(a["account"], b["account"]) && equal(a["cluster"], b["cluster"])
+}
+
+func (p *planner) quotas(pool *fleet.Pool) {
+	poolID, _ := p.poolID(pool.Name, false)
+	if poolID == "" {
+		poolID = p.idOf(inventory.Pool, pool.Name)
+	}
+	for _, res := range inventory.SortedKeys(pool.OwnerQuota) {
+		name := inventory.OwnerQuotaName(pool.Name, res)
+		p.compare(inventory.OwnerQuota, name, pool.Name+"\x01"+res, quotaSpec(poolID, res, pool.OwnerQuota[res]), nil, gPoolUpdatesAndQuotas)
+	}
+}
+
+func (p *planner) offers(pool *fleet.Pool) {
+	poolID := p.idOf(inventory.Pool, pool.Name)
+	for i := range pool.Offers {
+		o := &pool.Offers[i]
+		var blocked []string
+		if o.Tenant == p.opts.Tenant {
+			blocked = append(blocked, fmt.Sprintf("a pool is never offered to its owner tenant %q; set ownerQuota instead", p.opts.Tenant))
+		}
+		name := inventory.OfferName(pool.Name, o.Tenant)
+		p.compare(inventory.Offer, name, name, offerSpec(poolID, o), blocked, gOffers)
+	}
+}
+
+func (p *planner) flavors() {
+	for i := range p.doc.Flavors {
+		f := &p.doc.Flavors[i]
+		var blocked []string
+		poolID, why := p.poolID(f.Pool, false)
+		if why != "" {
+			blocked = append(blocked, why)
+		}
+		name := inventory.FlavorName(f.Pool, f.Name)
+		p.compare(inventory.Flavor, name, name, flavorSpec(poolID, f), blocked, gFlavors)
+	}
+}
+
+// flavorExists reports whether the pool (as the template writes it, with
+// its id) has the flavor: in the document, or in the fleet unless prune is
+// about to delete it.
+func (p *planner) flavorExists(pool, poolID, name string) bool {
+	if p.seen[inventory.Flavor][inventory.FlavorName(pool, name)] {
+		return true
+	}
+	if p.storedFlavors == nil {
+		p.storedFlavors = map[string]string{}
+		for _, o := range p.snap.Objects(inventory.Flavor) {
+			pid, _ := o.Spec["pool"].(string)
+			n, _ := o.Spec["name"].(string)
+			p.storedFlavors[pid+"/"+n] = o.Name
+		}
+	}
+	stored, ok := p.storedFlavors[poolID+"/"+name]
+	return ok && (!p.opts.Prune || p.seen[inventory.Flavor][stored])
+}
+
+func (p *planner) templates() {
+	for i := range p.doc.SandboxTemplates {
+		t := &p.doc.SandboxTemplates[i]
+		var blocked []string
+		poolID, why := p.poolID(t.Pool, true)
+		if why != "" {
+			blocked = append(blocked, why)
+		} else if !p.flavorExists(t.Pool, poolID, t.Flavor) {
+			blocked = append(blocked, fmt.Sprintf("unknown flavor %q in pool %q", t.Flavor, t.Pool))
+		}
+		p.compare(inventory.SandboxTemplate, t.Name, t.Name, templateSpec(poolID, t), blocked, gTemplates)
+	}
+}
+
+// prune plans what the document leaves out: deletes with prune, nothing
+// without (those objects count nowhere).
+func (p *planner) prune() {
+	if !p.opts.Prune {
+		return
+	}
+	archived := map[string]bool{} // pool ids archived by this plan or before
+	for _, o := range p.snap.Objects(inventory.Pool) {
+		if o.Archived || !p.seen[inventory.Pool][o.Name] {
+			archived[o.ID] = true
+		}
+	}
+	// Accounts still in use by a pool that stays.
+	inUse := map[string]string{}
+	use := func(acct, pool string) {
+		if acct != "" && inUse[acct] == "" {
+			inUse[acct] = pool
+		}
+	}
+	for _, pool := range p.doc.Pools {
+		use(pool.ProviderAccount, pool.Name)
+		if s := pool.Substrate(); s != nil {
+			use(s.Account, pool.Name)
+		}
+	}
+	for _, kind := range []inventory.Kind{inventory.SandboxTemplate, inventory.Flavor, inventory.Offer, inventory.Pool, inventory.OwnerQuota, inventory.ProviderAccount} {
+		r := rules[kind]
+		for _, o := range p.snap.Objects(kind) {
+			if p.seen[kind][o.Name] || (kind == inventory.Pool && o.Archived) {
+				continue
+			}
+			if pool, _ := o.Spec["pool"].(string); pool != "" && kind != inventory.SandboxTemplate && archived[pool] && (kind == inventory.OwnerQuota || isArchivedBefore(p.snap, pool)) {
+				continue // belongs to a pool archived earlier
+			}
+			e := entry{change: Change{Kind: kind, Name: o.Name, Action: Delete, group: r.delGroup, order: o.Name}}
+			switch kind {
+			case inventory.OwnerQuota:
+				e.change.Action = Unchanged
+				e.change.group = gPoolUpdatesAndQuotas
+				e.change.Note = "owner quotas are never deleted; set 0 to stop"
+				p.out = append(p.out, e)
+				continue
+			case inventory.ProviderAccount:
+				if user := inUse[o.Name]; user != "" {
+					e.change.Blocked = fmt.Sprintf("still used by pool %q; remove or change that pool first", user)
+					p.out = append(p.out, e)
+					continue
+				}
+			}
+			e.call = &Call{Method: r.delete, Params: map[string]any{"id": o.ID}, kind: kind, name: o.Name}
+			p.out = append(p.out, e)
+		}
+	}
+}
+
+func isArchivedBefore(snap *inventory.Snapshot, poolID string) bool {
+	o, ok := snap.ByID(poolID)
+	return ok && o.Archived
+}
+
+func (p *planner) finish() *Plan {
+	slices.SortStableFunc(p.out, func(a, b entry) int {
+		if a.change.group != b.change.group {
+			return a.change.group - b.change.group
+		}
+		return strings.Compare(a.change.order, b.change.order)
+	})
+	pl := &Plan{Changes: make([]Change, 0, len(p.out)), Calls: []Call{}}
+	for _, e := range p.out {
+		c := e.change
+		pl.Changes = append(pl.Changes, c)
+		switch {
+		case c.Blocked != "":
+			pl.Summary.Blocked++
+		case c.Action == Delete:
+			pl.Summary.Delete++
+		case !c.counted:
+		case c.Action == Create:
+			pl.Summary.Create++
+		case c.Action == Update:
+			pl.Summary.Update++
+		default:
+			pl.Summary.Unchanged++
+		}
+		if e.call != nil && c.Blocked == "" {
+			pl.Calls = append(pl.Calls, *e.call)
+		}
+	}
+	pl.PlanHash = hashCalls(pl.Calls)
+	return pl
+}

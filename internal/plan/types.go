@@ -1,0 +1,146 @@
+// Package plan is the plan: the diff of a document against a snapshot of
+// the fleet and the live facts, as plain data (changes, the ordered calls,
+// counts and the planHash), with one renderer per format beside it.
+//
+// Make is a pure function of its inputs: the same document, snapshot and
+// facts give the same plan, byte for byte, on any machine. Live facts are
+// gathered before (Gather), so that an apply can plan again inside its write
+// transaction without calling out.
+package plan
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/fleet-agent/fleet-agent/internal/canon"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
+)
+
+// Action is what a change does.
+type Action string
+
+// The actions.
+const (
+	Create    Action = "create"
+	Update    Action = "update"
+	Delete    Action = "delete"
+	Unchanged Action = "unchanged"
+)
+
+// Change is one object's entry in a plan.
+type Change struct {
+	Kind   inventory.Kind `json:"kind"`
+	Name   string         `json:"name"`
+	Action Action         `json:"action"`
+	// Fields are the differing fields, in alphabetical order.
+	Fields []string `json:"fields,omitempty"`
+	// Blocked gives the reasons the change cannot be applied ("; "-joined).
+	Blocked string `json:"blocked,omitempty"`
+	// Note is information for the reviewer ("; "-joined).
+	Note string `json:"note,omitempty"`
+
+	counted bool   // an object of the document (counts in the summary)
+	group   int    // call group (call order)
+	order   string // order within the group
+}
+
+// Symbol is the change's mark in text and markdown: + ~ - for what it does,
+// ! when blocked, = for an unchanged object that carries a note.
+func (c Change) Symbol() string {
+	switch {
+	case c.Blocked != "":
+		return "!"
+	case c.Action == Create:
+		return "+"
+	case c.Action == Update:
+		return "~"
+	case c.Action == Delete:
+		return "-"
+	}
+	return "="
+}
+
+// Shown reports whether the change has a line in text and markdown: it does
+// something, is blocked, or carries a note.
+func (c Change) Shown() bool { return c.Action != Unchanged || c.Blocked != "" || c.Note != "" }
+
+// Call is one operation an apply makes: a method and its canonical params
+// (the object's id and the fields it sets).
+type Call struct {
+	Method string         `json:"method"`
+	Params map[string]any `json:"params"`
+
+	kind inventory.Kind
+	name string // fleet name, recorded when the call creates the object
+}
+
+// Kind and Name say which object the call is about.
+func (c Call) Kind() inventory.Kind { return c.kind }
+
+// Name is the object's fleet name.
+func (c Call) Name() string { return c.name }
+
+// ID is the object's id.
+func (c Call) ID() string { id, _ := c.Params["id"].(string); return id }
+
+// Summary counts the changes (CONTRACT.md section 3).
+type Summary struct {
+	Create    int `json:"create"`
+	Update    int `json:"update"`
+	Delete    int `json:"delete"`
+	Unchanged int `json:"unchanged"`
+	Blocked   int `json:"blocked"`
+}
+
+// Plan is a document planned against a fleet.
+type Plan struct {
+	Changes  []Change `json:"changes"`
+	Calls    []Call   `json:"calls"`
+	Summary  Summary  `json:"summary"`
+	PlanHash string   `json:"planHash"`
+}
+
+// Blocked reports whether any change is blocked.
+func (p *Plan) Blocked() bool { return p.Summary.Blocked > 0 }
+
+// Empty reports whether the plan makes no call.
+func (p *Plan) Empty() bool { return len(p.Calls) == 0 }
+
+// hashCalls is the planHash: SHA-256 over the canonical call list.
+func hashCalls(calls []Call) string {
+	list := make([]any, len(calls))
+	for i, c := range calls {
+		list[i] = map[string]any{"method": c.Method, "params": c.Params}
+	}
+	sum := sha256.Sum256(canon.MustMarshal(list))
+	return hex.EncodeToString(sum[:])
+}
+
+// DriftHash tells drifts apart: the hash over the calls and the blocked
+// (kind, name, reason) list.
+func (p *Plan) DriftHash() string {
+	calls := make([]any, len(p.Calls))
+	for i, c := range p.Calls {
+		calls[i] = map[string]any{"method": c.Method, "params": c.Params}
+	}
+	var blocked []any
+	for _, c := range p.Changes {
+		if c.Blocked != "" {
+			blocked = append(blocked, []any{string(c.Kind), c.Name, c.Blocked})
+		}
+	}
+	sum := sha256.Sum256(canon.MustMarshal(map[string]any{"calls": calls, "blocked": blocked}))
+	return hex.EncodeToString(sum[:])
+}
+
+// Doing returns the changes that do something, are blocked or carry a note:
+// what text, markdown and a drift report show.
+func (p *Plan) Doing() []Change {
+	var out []Change
+	for _, c := range p.Changes {
+		if c.Shown() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
