@@ -66,7 +66,7 @@ var rules = map[inventory.Kind]rule{
 		updatable: []string{"diskGiB", "gpus", "memoryGiB", "offerId", "placement", "vcpu"}, group: gFlavors, delGroup: gFlavorDeletes},
 	inventory.SandboxTemplate: {kind: inventory.SandboxTemplate, create: "sandboxTemplates.create", update: "sandboxTemplates.update", delete: "sandboxTemplates.delete",
 		updatable: []string{"defaultTtlSeconds", "env", "flavor", "imageId", "maxTtlSeconds", "network", "userData", "volumes", "warm"},
-		fixed: []string{"pool", "runtime"}, onlyListed: true, group: gTemplates, delGroup: gTemplateDeletes},
+		fixed:     []string{"pool", "runtime"}, onlyListed: true, group: gTemplates, delGroup: gTemplateDeletes},
 }
 
 type entry struct {
