@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"runtime"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,13 +16,13 @@ import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/testutil/gitserver"
+	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/filesystem"
-	"github.com/go-git/go-billy/v5/osfs"
 )
 
 // The generated repository: benchCommits commits over a tree of benchFiles
@@ -351,9 +351,9 @@ func BenchmarkIncrementalFetch(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		// One new commit that changes one file, made in the bare remote.
-		blob := gitserver.GitInput(b, remo.Dir, strings.NewReader(fmt.Sprintf("change %d %d\n", i, time.Now().UnixNano())), "hash-object", "-w", "--stdin")
+		blob := gitserver.GitInput(b, remo.Dir, strings.NewReader(fmt.Sprintf("change %d\n", i)), "hash-object", "-w", "--stdin")
 		tree := gitserver.GitInput(b, remo.Dir, strings.NewReader(
-			strings.Replace(gitserver.Git(b, remo.Dir, "ls-tree", "main"), "", "", 0)+"\n100644 blob "+blob+"\tnew.txt\n"), "mktree")
+			gitserver.Git(b, remo.Dir, "ls-tree", "main")+fmt.Sprintf("\n100644 blob %s\tnew%d.txt\n", blob, i)), "mktree")
 		commit := gitserver.Git(b, remo.Dir, "commit-tree", tree, "-p", "main", "-m", "one more")
 		remo.UpdateRef(b, "refs/heads/main", commit)
 		srv.Reset()
