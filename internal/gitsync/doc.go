@@ -26,9 +26,9 @@
 // some moved, it fetches only those refs, with full history, sending what
 // the copy has so that only new objects come. Full history rather than a
 // shallow copy: ancestry checks and merge bases need it, and a shallow copy
-// re-downloads the whole snapshot on every change (measured in the
-// benchmarks and in shared/FACTS.md: one new commit costs 639 B full, 2.8 MB
-// shallow). A ref that moves to a commit already in the copy is updated
+// re-downloads the whole snapshot on every change (BenchmarkIncrementalFetch
+// on 2,000 commits and a 5 MB tree: one new commit costs 1.6 KB and 98 ms
+// full, 2.9 MB and 219 ms at depth 1). A ref that moves to a commit already in the copy is updated
 // without any fetch.
 //
 // Every network call has a deadline (ListTimeout, FetchTimeout) and ends
