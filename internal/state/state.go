@@ -40,7 +40,8 @@ var (
 	bucketJournal   = []byte("journal")
 	bucketKV        = []byte("kv")
 
-	keyFormat  = []byte("format")
+	keyFormat     = []byte("format")
+	keyGeneration = []byte("generation")
 	keyCreated = []byte("created")
 	keyCurrent = []byte("current")
 )
@@ -161,13 +162,21 @@ func (s *Store) Update(fn func(*Tx) error) error {
 
 // Snapshot reads the fleet in one read transaction.
 func (s *Store) Snapshot() (*inventory.Snapshot, error) {
+	snap, _, err := s.SnapshotAt()
+	return snap, err
+}
+
+// SnapshotAt reads the fleet and the generation it was read at.
+func (s *Store) SnapshotAt() (*inventory.Snapshot, uint64, error) {
 	var snap *inventory.Snapshot
+	var gen uint64
 	err := s.View(func(tx *Tx) error {
 		var err error
 		snap, err = tx.Snapshot()
+		gen = tx.Generation()
 		return err
 	})
-	return snap, err
+	return snap, gen, err
 }
 
 // Backup writes a consistent copy of the file to w while others read and
@@ -188,7 +197,31 @@ func (s *Store) Check() error {
 }
 
 // Tx is a transaction on the store.
-type Tx struct{ tx *bolt.Tx }
+type Tx struct {
+	tx     *bolt.Tx
+	bumped bool
+}
+
+// Generation counts the transactions that changed an object. Two reads at
+// the same generation saw the same fleet, so a plan made from the first is
+// the plan of the second: an apply uses this to know, inside its write
+// transaction, that the fleet did not move since it checked its calls.
+func (t *Tx) Generation() uint64 {
+	v := t.tx.Bucket(bucketMeta).Get(keyGeneration)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// touch moves the generation on, once per transaction.
+func (t *Tx) touch() error {
+	if t.bumped {
+		return nil
+	}
+	t.bumped = true
+	return t.tx.Bucket(bucketMeta).Put(keyGeneration, u64(t.Generation()+1))
+}
 
 // Writable reports whether tx can write.
 func (t *Tx) Writable() bool { return t.tx.Writable() }
@@ -260,6 +293,9 @@ func decodeObject(v []byte) (inventory.Object, error) {
 
 // PutObject writes an object and, when name is not "", the name fleet gave it.
 func (t *Tx) PutObject(o inventory.Object, name string) error {
+	if err := t.touch(); err != nil {
+		return err
+	}
 	b, err := t.tx.Bucket(bucketObjects).CreateBucketIfNotExists([]byte(o.Kind))
 	if err != nil {
 		return err
@@ -294,6 +330,9 @@ func (t *Tx) GetObject(k inventory.Kind, id string) (inventory.Object, bool, err
 
 // DeleteObject removes an object and its name.
 func (t *Tx) DeleteObject(k inventory.Kind, id string, name string) error {
+	if err := t.touch(); err != nil {
+		return err
+	}
 	if b := t.tx.Bucket(bucketObjects).Bucket([]byte(k)); b != nil {
 		if err := b.Delete([]byte(id)); err != nil {
 			return err

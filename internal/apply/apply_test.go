@@ -1,0 +1,303 @@
+package apply_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/state/statetest"
+)
+
+func doc(t testing.TB, text string) *fleet.Document {
+	t.Helper()
+	d, errs := fleet.Validate("test", []byte(text))
+	if errs != nil {
+		t.Fatal(errs.Text())
+	}
+	return d
+}
+
+func docFile(t testing.TB, name string) *fleet.Document {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("../../testdata/documents/valid", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, errs := fleet.Validate(name, data)
+	if errs != nil {
+		t.Fatal(errs.Text())
+	}
+	return d
+}
+
+var fixed = func() time.Time { return time.UnixMilli(1790251200000) }
+
+func audit(t testing.TB, s *state.Store) []state.AuditRow {
+	t.Helper()
+	var rows []state.AuditRow
+	if err := s.View(func(tx *state.Tx) (err error) { rows, err = tx.Audit(); return }); err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+func applied(t testing.TB, s *state.Store) *state.Applied {
+	t.Helper()
+	var a *state.Applied
+	if err := s.View(func(tx *state.Tx) (err error) { a, err = tx.Applied(); return }); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestApplyThenPlanIsEmptyWithAudit(t *testing.T) {
+	s := statetest.Open(t)
+	d := docFile(t, "everything.json")
+	res, err := apply.Apply(t.Context(), s, d, apply.Options{AppliedBy: "ops@box", Commit: "c1", Now: fixed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Applied != 15 || !res.Recorded {
+		t.Fatalf("applied %d recorded %v", res.Applied, res.Recorded)
+	}
+	rows := audit(t, s)
+	if len(rows) != 16 || rows[15].Action != "apply" || rows[15].Calls != 15 || rows[0].Who != "ops@box" || rows[0].Commit != "c1" {
+		t.Fatalf("audit: %d rows, last %+v", len(rows), rows[len(rows)-1])
+	}
+	a := applied(t, s)
+	if a == nil || a.PlanHash != res.Plan.PlanHash || a.AppliedAt != 1790251200000 || string(a.Document) != string(d.Canonical()) {
+		t.Fatalf("applied record %+v", a)
+	}
+	snap, _ := s.Snapshot()
+	again := plan.Make(d, snap, plan.Options{})
+	if !again.Empty() || again.Summary.Unchanged != 15 {
+		t.Fatalf("plan after apply:\n%s", strings.Join(again.TextLines(true), "\n"))
+	}
+	// Apply again without a plan hash: nothing to change, nothing recorded.
+	res, err = apply.Apply(t.Context(), s, d, apply.Options{AppliedBy: "ops@box", Now: fixed})
+	if err != nil || res.Applied != 0 || res.Recorded || len(audit(t, s)) != 16 {
+		t.Fatalf("empty apply: %+v %v", res, err)
+	}
+	// With the plan hash, the unchanged document becomes the baseline.
+	res, err = apply.Apply(t.Context(), s, d, apply.Options{AppliedBy: "agent", PlanHash: again.PlanHash, Commit: "c2", Now: fixed})
+	if err != nil || !res.Recorded || applied(t, s).Commit != "c2" || len(audit(t, s)) != 17 {
+		t.Fatalf("empty apply with hash: %+v %v", res, err)
+	}
+}
+
+func TestRefusalsWriteNothing(t *testing.T) {
+	base := `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"}],"pools":[{"name":"p","site":"fra","class":"vps-host"}]}`
+	cases := []struct {
+		name string
+		doc  string
+		opts apply.Options
+		code refusal.Code
+	}{
+		{"blocked", `{"version":1,"pools":[{"name":"p","site":"nowhere","class":"vps-host"}]}`, apply.Options{}, refusal.PlanBlocked},
+		{"stale plan hash", base, apply.Options{PlanHash: strings.Repeat("0", 64)}, refusal.ConfigDrift},
+		{"a call that cannot be made", base, apply.Options{Checker: refuse{"pools.create"}}, refusal.InvalidState},
+		{"provider unreachable during checks", base, apply.Options{Checker: refuse{"unavailable"}}, refusal.Unavailable},
+		{"the fleet moves between check and write", base, apply.Options{}, refusal.ConfigDrift},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := statetest.Open(t)
+			if c.name == "the fleet moves between check and write" {
+				c.opts.Checker = mover{s}
+			}
+			_, err := apply.Apply(t.Context(), s, doc(t, c.doc), c.opts)
+			if refusal.CodeOf(err) != c.code {
+				t.Fatalf("got %v, want %s", err, c.code)
+			}
+			snap, _ := s.Snapshot()
+			moved := 0
+			if c.name == "the fleet moves between check and write" {
+				moved = 1 // the object the mover wrote
+			}
+			if snap.Len() != moved || len(audit(t, s)) != 0 || applied(t, s) != nil {
+				t.Fatalf("something was written: %d objects", snap.Len())
+			}
+		})
+	}
+}
+
+// TestFleetMovedButPlanSame: a write between check and apply that does not
+// change the plan (an unrelated object) lets the apply through, planned again.
+func TestFleetMovedButPlanSame(t *testing.T) {
+	s := statetest.Open(t)
+	d := doc(t, `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"}]}`)
+	res, err := apply.Apply(t.Context(), s, d, apply.Options{Checker: unrelated{s}})
+	if err != nil || res.Applied != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+type unrelated struct{ s *state.Store }
+
+func (u unrelated) CheckCall(context.Context, plan.Call) error {
+	return u.s.Update(func(tx *state.Tx) error {
+		return tx.PutObject(inventory.Object{Kind: inventory.Site, ID: "site_elsewhere", Spec: map[string]any{"kind": "shared"}}, "")
+	})
+}
+
+type refuse struct{ method string }
+
+func (r refuse) CheckCall(_ context.Context, c plan.Call) error {
+	if r.method == "unavailable" {
+		return refusal.New(refusal.Unavailable, "provider down")
+	}
+	if c.Method == r.method {
+		return errors.New("permission denied")
+	}
+	return nil
+}
+
+// mover changes the fleet while the apply checks its calls.
+type mover struct{ s *state.Store }
+
+func (m mover) CheckCall(context.Context, plan.Call) error {
+	return m.s.Update(func(tx *state.Tx) error {
+		return tx.PutObject(inventory.Object{Kind: inventory.Site, ID: inventory.ID("root", inventory.Site, "fra"),
+			Spec: map[string]any{"name": "fra", "kind": "dedicated", "region": "eu"}}, "fra")
+	})
+}
+
+func TestPruneDeletesAndArchives(t *testing.T) {
+	s := statetest.Open(t)
+	full := docFile(t, "everything.json")
+	if _, err := apply.Apply(t.Context(), s, full, apply.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	small := doc(t, `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu-central","iamRegion":"eu-central"}]}`)
+	res, err := apply.Apply(t.Context(), s, small, apply.Options{Prune: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Plan.Summary.Delete == 0 {
+		t.Fatal("nothing deleted")
+	}
+	snap, _ := s.Snapshot()
+	for _, o := range snap.Objects(inventory.Pool) {
+		if !o.Archived {
+			t.Errorf("pool %s not archived", o.Name)
+		}
+	}
+	if len(snap.Objects(inventory.Flavor))+len(snap.Objects(inventory.Offer))+len(snap.Objects(inventory.SandboxTemplate))+len(snap.Objects(inventory.ProviderAccount)) != 0 {
+		t.Error("prune left deletable objects")
+	}
+	if p := plan.Make(small, snap, plan.Options{Prune: true}); !p.Empty() {
+		t.Fatalf("not converged:\n%s", strings.Join(p.TextLines(true), "\n"))
+	}
+	// Re-creating an archived pool's name is blocked.
+	_, err = apply.Apply(t.Context(), s, full, apply.Options{})
+	if !refusal.Is(err, refusal.PlanBlocked) || !strings.Contains(err.Error(), "archived; choose a new name") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestKillDuringApply kills a child process in the middle of the apply's
+// transaction: the state holds the old fleet, never a mix; a run left to
+// finish holds the new one.
+func TestKillDuringApply(t *testing.T) {
+	for _, kill := range []bool{true, false} {
+		t.Run(fmt.Sprintf("kill=%v", kill), func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "fleet.db")
+			// The old fleet: one site.
+			s, err := state.Open(path, state.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			old := doc(t, `{"version":1,"sites":[{"name":"old","kind":"shared","region":"eu"}]}`)
+			if _, err := apply.Apply(t.Context(), s, old, apply.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			cmd := exec.CommandContext(t.Context(), os.Args[0])
+			cmd.Env = append(os.Environ(), "FLEET_APPLY_CHILD="+path, "FLEET_APPLY_STOP="+strconv.FormatBool(kill))
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				if strings.Contains(sc.Text(), "MID-APPLY") && kill {
+					_ = cmd.Process.Signal(syscall.SIGKILL)
+					break
+				}
+			}
+			_ = cmd.Wait()
+			s2 := statetest.OpenAt(t, path)
+			snap, err := s2.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, hasOld := snap.ByName(inventory.Site, "old")
+			n := len(snap.Objects(inventory.Site))
+			if kill && (n != 1 || !hasOld) {
+				t.Fatalf("after a kill: %d sites (old present %v); want the old fleet", n, hasOld)
+			}
+			if !kill && n != 501 {
+				t.Fatalf("after a full apply: %d sites, want 501", n)
+			}
+		})
+	}
+}
+
+// TestMain runs the child of TestKillDuringApply when asked to.
+func TestMain(m *testing.M) {
+	if path := os.Getenv("FLEET_APPLY_CHILD"); path != "" {
+		if err := applyChild(path, os.Getenv("FLEET_APPLY_STOP") == "true"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// applyChild applies 500 new sites, pausing (to be killed) half way
+// through the write transaction when stop is set.
+func applyChild(path string, stop bool) error {
+	s, err := state.Open(path, state.Options{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var b strings.Builder
+	b.WriteString(`{"version":1,"sites":[{"name":"old","kind":"shared","region":"eu"}`)
+	for i := range 500 {
+		fmt.Fprintf(&b, `,{"name":"s%d","kind":"shared","region":"eu"}`, i)
+	}
+	b.WriteString(`]}`)
+	d, errs := fleet.Validate("child", []byte(b.String()))
+	if errs != nil {
+		return errs
+	}
+	_, err = apply.Apply(context.Background(), s, d, apply.Options{AfterCall: func(i int) {
+		if i == 250 && stop {
+			fmt.Println("MID-APPLY")
+			time.Sleep(time.Minute) // killed here, half the calls written in the open transaction
+		}
+	}})
+	return err
+}
