@@ -42,8 +42,8 @@ var (
 
 	keyFormat     = []byte("format")
 	keyGeneration = []byte("generation")
-	keyCreated = []byte("created")
-	keyCurrent = []byte("current")
+	keyCreated    = []byte("created")
+	keyCurrent    = []byte("current")
 )
 
 var allBuckets = [][]byte{bucketMeta, bucketObjects, bucketNames, bucketApplied, bucketDrift, bucketAudit,
