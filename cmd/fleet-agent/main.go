@@ -21,7 +21,7 @@ var (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv))
 }
 
 // exitCode is returned by a command that has already printed what it must
@@ -32,14 +32,14 @@ func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) 
 
 // run executes one command line and returns the exit status: 0 success, 1 a
 // refusal with a code, 2 a usage error.
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) (status int) {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) (status int) {
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(stderr, "fleet-agent: %s: unexpected failure: %v; please report it\n", refusal.Internal, r)
 			status = 1
 		}
 	}()
-	app := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	app := &app{stdin: stdin, stdout: stdout, stderr: stderr, lookupEnv: lookupEnv}
 	root := app.rootCommand()
 	root.SetArgs(args)
 	root.SetIn(stdin)

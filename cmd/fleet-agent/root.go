@@ -11,7 +11,7 @@ import (
 type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
-	getenv         func(string) string
+	lookupEnv      func(string) (string, bool)
 
 	configPath string
 	statePath  string
@@ -33,6 +33,10 @@ the other commands work on their own or through a running agent.`,
 	root.PersistentFlags().StringVar(&a.statePath, "state", "", "state file (default $FLEET_AGENT_STATE, else the config's state)")
 	root.AddCommand(
 		a.validateCommand(),
+		a.planCommand(),
+		a.applyCommand(),
+		a.exportCommand(),
+		a.statusCommand(),
 		a.schemaCommand(),
 		a.versionCommand(),
 	)

@@ -1,0 +1,433 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/config"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// loadConfig reads the agent config when one is named (--config,
+// FLEET_AGENT_CONFIG) or exists at the default path; the commands other
+// than run work without one, on the contract's defaults.
+func (a *app) loadConfig() (*config.Config, error) {
+	path, explicit := config.Path(a.configPath, a.lookupEnv)
+	if !explicit {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return config.Defaults(a.lookupEnv), nil
+		}
+	}
+	return config.Load(path, a.lookupEnv)
+}
+
+// stateFile says which state file: --state, FLEET_AGENT_STATE, the config's.
+func (a *app) stateFile(cfg *config.Config) string {
+	if a.statePath != "" {
+		return a.statePath
+	}
+	if v, ok := a.lookupEnv("FLEET_AGENT_STATE"); ok && v != "" {
+		return v
+	}
+	return cfg.State
+}
+
+// snapshot reads the fleet without writing: a state file that does not
+// exist yet is an empty fleet.
+func snapshot(path string) (*inventory.Snapshot, *state.Applied, *state.Drift, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return inventory.NewSnapshot(nil), nil, nil, nil
+	}
+	s, err := state.Open(path, state.Options{ReadOnly: true})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer s.Close()
+	var snap *inventory.Snapshot
+	var ap *state.Applied
+	var dr *state.Drift
+	err = s.View(func(tx *state.Tx) error {
+		var err error
+		if snap, err = tx.Snapshot(); err != nil {
+			return err
+		}
+		if ap, err = tx.Applied(); err != nil {
+			return err
+		}
+		dr, err = tx.Drift()
+		return err
+	})
+	return snap, ap, dr, err
+}
+
+// readDocument reads and validates a document, printing its errors the way
+// validate does.
+func (a *app) readDocument(path string) (*fleet.Document, error) {
+	data, errs := fleet.ReadFile(path)
+	var doc *fleet.Document
+	if errs == nil {
+		doc, errs = fleet.Validate(path, data)
+	}
+	if errs != nil {
+		fmt.Fprint(a.stdout, errs.Text())
+		return nil, refusal.New(refusal.InvalidInput, "%s is not a valid document (%d error(s))", path, len(errs))
+	}
+	return doc, nil
+}
+
+// live is what plans ask of providers. Until the provider adapters are
+// wired in, every account plans offline with the note "not checked live".
+func (a *app) live(cfg *config.Config, offline bool) plan.Live {
+	return plan.Offline{}
+}
+
+func (a *app) planCommand() *cobra.Command {
+	var prune, calls, failOnDrift, offline bool
+	var output string
+	cmd := &cobra.Command{
+		Use:   "plan FILE",
+		Short: "Show what applying a document would change",
+		Long: `Plans FILE against the fleet (the state file and the live providers) and prints
+one line per change, then the counts. Exits 1 with PLAN_BLOCKED when a change is
+blocked, and with --fail-on-drift, FLEET_DRIFTED when any call would run.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" && output != "markdown" {
+				return fmt.Errorf("-o must be text, json or markdown, got %q", output)
+			}
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("prune") {
+				prune = cfg.Apply.Prune
+			}
+			doc, err := a.readDocument(args[0])
+			if err != nil {
+				return err
+			}
+			snap, _, _, err := snapshot(a.stateFile(cfg))
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
+			defer cancel()
+			facts, err := plan.Gather(ctx, doc, snap, a.live(cfg, offline))
+			if err != nil {
+				return err
+			}
+			p := plan.Make(doc, snap, plan.Options{Tenant: cfg.Tenant, Prune: prune, Facts: facts})
+			switch output {
+			case "json":
+				err = p.WriteJSON(a.stdout)
+			case "markdown":
+				_, err = fmt.Fprint(a.stdout, p.Markdown(plan.MarkdownOptions{Branch: cfg.Git.Branch}))
+			default:
+				err = p.WriteText(a.stdout, calls)
+			}
+			if err != nil {
+				return refusal.Wrap(refusal.Internal, err, "cannot write the plan")
+			}
+			if p.Blocked() {
+				return apply.Blocked(p)
+			}
+			if failOnDrift && !p.Empty() {
+				return refusal.New(refusal.FleetDrifted, "%d call(s) would run: the fleet does not match %s", len(p.Calls), args[0])
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&prune, "prune", false, "delete what the document leaves out (default: the config's apply.prune)")
+	cmd.Flags().BoolVar(&calls, "calls", false, "print the calls after the counts")
+	cmd.Flags().BoolVar(&failOnDrift, "fail-on-drift", false, "exit FLEET_DRIFTED when any call would run")
+	cmd.Flags().BoolVar(&offline, "offline", false, "skip the live checks")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, json or markdown")
+	return cmd
+}
+
+// who is USER@HOST, the command line's appliedBy.
+func who() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return name + "@" + host
+}
+
+func (a *app) applyCommand() *cobra.Command {
+	var prune, yes, offline bool
+	var planHash string
+	cmd := &cobra.Command{
+		Use:   "apply FILE",
+		Short: "Apply a document to the fleet, exactly as planned",
+		Long: `Plans FILE and prints the plan. Without --yes or --plan-hash it stops there and
+prints the --plan-hash that applies exactly this plan later. With --yes it applies
+what it just planned; with --plan-hash it applies a plan reviewed earlier and
+refuses with CONFIG_DRIFT when the fleet moved since.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("prune") {
+				prune = cfg.Apply.Prune
+			}
+			doc, err := a.readDocument(args[0])
+			if err != nil {
+				return err
+			}
+			path := a.stateFile(cfg)
+			live := a.live(cfg, offline)
+			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Minute)
+			defer cancel()
+			if !yes && planHash == "" {
+				snap, _, _, err := snapshot(path)
+				if err != nil {
+					return err
+				}
+				facts, err := plan.Gather(ctx, doc, snap, live)
+				if err != nil {
+					return err
+				}
+				p := plan.Make(doc, snap, plan.Options{Tenant: cfg.Tenant, Prune: prune, Facts: facts})
+				if err := p.WriteText(a.stdout, false); err != nil {
+					return err
+				}
+				if p.Blocked() {
+					return apply.Blocked(p)
+				}
+				fmt.Fprintf(a.stdout, "Nothing was applied. To apply exactly this plan:\n  fleet-agent apply %s --plan-hash %s\n", args[0], p.PlanHash)
+				return nil
+			}
+			store, err := state.Open(path, state.Options{})
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			opts := apply.Options{Tenant: cfg.Tenant, Prune: prune, PlanHash: planHash, AppliedBy: who(), Live: live}
+			if yes && planHash == "" {
+				// Apply what is printed now: plan, then hold the apply to
+				// that plan's hash so a fleet that moves in between is
+				// refused, not applied unseen.
+				snap, err := store.Snapshot()
+				if err != nil {
+					return err
+				}
+				facts, err := plan.Gather(ctx, doc, snap, live)
+				if err != nil {
+					return err
+				}
+				p := plan.Make(doc, snap, plan.Options{Tenant: cfg.Tenant, Prune: prune, Facts: facts})
+				if p.Empty() && !p.Blocked() {
+					if err := p.WriteText(a.stdout, false); err != nil {
+						return err
+					}
+					fmt.Fprintln(a.stdout, "Nothing to change; nothing recorded (pass --plan-hash to record this document as the drift baseline).")
+					return nil
+				}
+				opts.PlanHash = p.PlanHash
+			}
+			res, err := apply.Apply(ctx, store, doc, opts)
+			if res != nil {
+				if werr := res.Plan.WriteText(a.stdout, false); werr != nil {
+					return werr
+				}
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "Applied %d call(s); planHash %s.\n", res.Applied, res.Plan.PlanHash)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&prune, "prune", false, "delete what the document leaves out (default: the config's apply.prune)")
+	cmd.Flags().BoolVar(&yes, "yes", false, "apply what was just planned")
+	cmd.Flags().StringVar(&planHash, "plan-hash", "", "apply only if the plan still has this hash")
+	cmd.Flags().BoolVar(&offline, "offline", false, "skip the live checks")
+	return cmd
+}
+
+func (a *app) exportCommand() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "export",
+		Short: "Print the current fleet as a document",
+		Long: `Writes the fleet as a fleet.json document: every live object by name (objects
+fleet did not create under their id). With --out it writes a new file and refuses
+to overwrite one.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			snap, _, _, err := snapshot(a.stateFile(cfg))
+			if err != nil {
+				return err
+			}
+			doc, err := plan.Export(snap)
+			if err != nil {
+				return err
+			}
+			data, err := plan.Pretty(doc)
+			if err != nil {
+				return refusal.Wrap(refusal.Internal, err, "cannot render the document")
+			}
+			if out == "" {
+				_, err = a.stdout.Write(data)
+				return err
+			}
+			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			if err != nil {
+				if errors.Is(err, fs.ErrExist) {
+					return refusal.New(refusal.InvalidInput, "%s exists; export never overwrites a file: choose another --out or remove it", out)
+				}
+				return refusal.Wrap(refusal.InvalidInput, err, "cannot create %s", out)
+			}
+			if _, err := f.Write(data); err != nil {
+				f.Close()
+				return refusal.Wrap(refusal.Internal, err, "cannot write %s", out)
+			}
+			return f.Close()
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "write to a new file instead of standard output")
+	return cmd
+}
+
+// statusView is the contract's status JSON (section 2).
+type statusView struct {
+	TenantID  string          `json:"tenantId"`
+	Applied   *appliedView    `json:"applied,omitempty"`
+	Drift     *driftView      `json:"drift,omitempty"`
+	Proposals json.RawMessage `json:"proposals,omitempty"`
+}
+
+type appliedView struct {
+	PlanHash  string `json:"planHash"`
+	Commit    string `json:"commit,omitempty"`
+	AppliedBy string `json:"appliedBy"`
+	AppliedAt int64  `json:"appliedAt"`
+	Prune     bool   `json:"prune"`
+	CheckedAt int64  `json:"checkedAt,omitempty"`
+}
+
+type driftView struct {
+	Changes  json.RawMessage `json:"changes"`
+	Summary  json.RawMessage `json:"summary"`
+	Blocked  bool            `json:"blocked"`
+	PlanHash string          `json:"planHash"`
+	Error    string          `json:"error,omitempty"`
+}
+
+func makeStatus(tenant string, ap *state.Applied, dr *state.Drift) statusView {
+	v := statusView{TenantID: tenant}
+	if ap != nil {
+		v.Applied = &appliedView{PlanHash: ap.PlanHash, Commit: ap.Commit, AppliedBy: ap.AppliedBy, AppliedAt: ap.AppliedAt, Prune: ap.Prune, CheckedAt: ap.CheckedAt}
+		if dr != nil {
+			v.Applied.CheckedAt = dr.CheckedAt
+			v.Drift = &driftView{Changes: dr.Changes, Summary: dr.Summary, Blocked: dr.Blocked, PlanHash: dr.PlanHash, Error: dr.Error}
+		}
+	}
+	return v
+}
+
+// drifted reports whether the recorded drift is a drift: calls to make or
+// a blocked plan.
+func drifted(dr *state.Drift) bool {
+	if dr == nil || dr.Error != "" {
+		return false
+	}
+	return dr.Blocked || (len(dr.Changes) > 0 && string(dr.Changes) != "[]" && string(dr.Changes) != "null")
+}
+
+func (a *app) statusCommand() *cobra.Command {
+	var failOnDrift bool
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the applied document and the drift",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("-o must be text or json, got %q", output)
+			}
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			_, ap, dr, err := snapshot(a.stateFile(cfg))
+			if err != nil {
+				return err
+			}
+			v := makeStatus(cfg.Tenant, ap, dr)
+			if output == "json" {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetEscapeHTML(false)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(v); err != nil {
+					return err
+				}
+			} else {
+				a.statusText(v, dr)
+			}
+			if failOnDrift && drifted(dr) {
+				return refusal.New(refusal.FleetDrifted, "the fleet has drifted from the applied document")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&failOnDrift, "fail-on-drift", false, "exit FLEET_DRIFTED while drift is recorded")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}
+
+func ms(t int64) string { return time.UnixMilli(t).UTC().Format(time.RFC3339) }
+
+func (a *app) statusText(v statusView, dr *state.Drift) {
+	w := a.stdout
+	fmt.Fprintf(w, "tenant: %s\n", v.TenantID)
+	if v.Applied == nil {
+		fmt.Fprintln(w, "applied: nothing yet")
+		return
+	}
+	ap := v.Applied
+	commit := ""
+	if ap.Commit != "" {
+		commit = " from commit " + ap.Commit
+	}
+	fmt.Fprintf(w, "applied: plan %s%s by %s at %s (prune %v)\n", ap.PlanHash, commit, ap.AppliedBy, ms(ap.AppliedAt), ap.Prune)
+	switch {
+	case dr == nil:
+		fmt.Fprintln(w, "drift: not checked since the apply")
+	case dr.Error != "":
+		fmt.Fprintf(w, "drift: the last check at %s failed: %s\n", ms(dr.CheckedAt), dr.Error)
+	case !drifted(dr):
+		fmt.Fprintf(w, "drift: none (checked at %s)\n", ms(dr.CheckedAt))
+	default:
+		var changes []plan.Change
+		_ = json.Unmarshal(dr.Changes, &changes)
+		fmt.Fprintf(w, "drift: %d change(s) (checked at %s)\n", len(changes), ms(dr.CheckedAt))
+		for _, c := range changes {
+			fmt.Fprintln(w, "  "+c.Line())
+		}
+	}
+}
