@@ -45,6 +45,10 @@ type Options struct {
 	// AfterCall, when set, runs inside the write transaction after each
 	// call. Tests use it to kill the process mid-apply; nil in production.
 	AfterCall func(i int)
+	// InTx, when set, runs inside the write transaction after every call
+	// and record: what it writes (the agent's result posts) lands with the
+	// apply or not at all.
+	InTx func(tx *state.Tx, p *plan.Plan) error
 }
 
 // Result is what an apply did.
@@ -135,7 +139,13 @@ func Apply(ctx context.Context, store *state.Store, doc *fleet.Document, opts Op
 			return err
 		}
 		// Applying again resets the drift.
-		return tx.SetDrift(nil)
+		if err := tx.SetDrift(nil); err != nil {
+			return err
+		}
+		if opts.InTx != nil {
+			return opts.InTx(tx, p)
+		}
+		return nil
 	})
 	if err != nil {
 		if refusal.CodeOf(err) == refusal.Internal && !isRefusal(err) {

@@ -1,0 +1,334 @@
+// Package agent is the loop: it polls the repository, plans every proposal
+// (a pull request head, or without GitHub any other branch) and posts the
+// plan, applies each new tip of the branch under the trust rules, and
+// serves the local API the command line uses while it runs.
+//
+// It declares what it needs of GitHub (Forge) and of the outbox (Outbox);
+// the binary passes the implementations in, so this package never reaches
+// go-github or a cloud SDK.
+package agent
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/clock"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/gitsync"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// PullRequest is what the agent knows of a pull request.
+type PullRequest struct {
+	Number         int
+	HeadSHA        string
+	HeadRef        string
+	Author         string
+	Merged         bool
+	MergeCommitSHA string
+}
+
+// Forge is what the agent asks of GitHub. Reads only: every post goes
+// through the Outbox.
+type Forge interface {
+	// OpenPullRequests lists the open pull requests into base; an idle
+	// poll must cost no rate limit (a conditional request answered 304).
+	OpenPullRequests(ctx context.Context, base string) ([]PullRequest, error)
+	// MergedPullRequest finds the pull request that merged sha.
+	MergedPullRequest(ctx context.Context, sha string) (PullRequest, bool, error)
+}
+
+// PostKind says what a post is.
+type PostKind string
+
+// The kinds of post.
+const (
+	PostStatus PostKind = "status" // a commit status
+	PostSticky PostKind = "sticky" // the one comment per pull request and marker, edited in place
+	PostOnce   PostKind = "once"   // a comment created once (result, drift)
+)
+
+// Post is one post to GitHub.
+type Post struct {
+	Kind        PostKind
+	SHA         string // status
+	Context     string // status: the suffix (plan, apply, drift); the outbox adds the prefix
+	State       string // status: pending, success, failure, error
+	Description string // status, at most 140 code points (cut by the forge)
+	PR          int    // comments
+	Marker      string // comments: the full hidden marker
+	Body        string // comments
+}
+
+// Outbox queues posts inside the caller's transaction; they are delivered
+// later, in order, and survive a restart.
+type Outbox interface {
+	Enqueue(tx *state.Tx, p Post) error
+}
+
+// Config is what the agent follows and how.
+type Config struct {
+	Tenant string
+	// Branch is the only branch ever applied; Path the document in it.
+	Branch, Path string
+	Interval     time.Duration
+	Prune        bool
+	// RequireReviewedPlan: the tip's plan must be the one recorded for the
+	// head that was reviewed.
+	RequireReviewedPlan bool
+	// Verify: only signed commits are applied.
+	Verify bool
+	// Prefix is the status context prefix and the comment marker's name
+	// (github.statusContext, default fleet-agent).
+	Prefix string
+	// DriftEvery is how often the applied document is planned again.
+	DriftEvery time.Duration
+	// Heal re-applies the applied document when it drifts.
+	Heal bool
+}
+
+// Agent is one running agent.
+type Agent struct {
+	cfg     Config
+	store   *state.Store
+	repo    *gitsync.Repo
+	forge   Forge  // nil without github
+	outbox  Outbox // nil without github
+	live    plan.Live
+	checker apply.Checker
+	clock   clock.Clock
+	log     zerolog.Logger
+
+	// applyMu makes applies one at a time: the loop's and the local API's.
+	applyMu sync.Mutex
+	waker   waker
+
+	mu        sync.Mutex
+	prs       []PullRequest // the last good list
+	lastPoll  time.Time
+	lastError error
+	ticks     int
+	metrics   Metrics
+}
+
+// Options wire an agent.
+type Options struct {
+	Store   *state.Store
+	Repo    *gitsync.Repo
+	Forge   Forge
+	Outbox  Outbox
+	Live    plan.Live
+	Checker apply.Checker
+	Clock   clock.Clock
+	Log     zerolog.Logger
+	Metrics Metrics
+}
+
+// New makes an agent.
+func New(cfg Config, o Options) *Agent {
+	if cfg.Tenant == "" {
+		cfg.Tenant = "root"
+	}
+	if cfg.Branch == "" {
+		cfg.Branch = "main"
+	}
+	if cfg.Path == "" {
+		cfg.Path = "fleet.json"
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "fleet-agent"
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Live == nil {
+		o.Live = plan.Offline{}
+	}
+	if o.Metrics == nil {
+		o.Metrics = nopMetrics{}
+	}
+	a := &Agent{cfg: cfg, store: o.Store, repo: o.Repo, forge: o.Forge, outbox: o.Outbox, live: o.Live,
+		checker: o.Checker, clock: o.Clock, log: o.Log, metrics: o.Metrics}
+	if a.forge == nil {
+		// Without GitHub every other branch is a proposal.
+		a.repo.SetWant(gitsync.Patterns("refs/heads/*"))
+	}
+	return a
+}
+
+// Marker is the hidden marker of a comment kind (plan, result, drift).
+func (a *Agent) Marker(kind string, key string) string {
+	if key != "" {
+		return "<!-- " + a.cfg.Prefix + ":" + kind + ":" + key + " -->"
+	}
+	return "<!-- " + a.cfg.Prefix + ":" + kind + " -->"
+}
+
+// Records kept in the state's kv space.
+const (
+	spaceReviewed  = "reviewed"  // head commit -> reviewed plan
+	spaceProposals = "proposals" // ref -> proposal
+	spaceRefused   = "refused"   // commit -> why it was not applied
+	spaceAgent     = "agent"     // cursors
+)
+
+// Reviewed is the plan recorded for a proposal's head: what "reviewed"
+// means for requireReviewedPlan.
+type Reviewed struct {
+	Head     string `json:"head"`
+	PlanHash string `json:"planHash"`
+	PR       int    `json:"pr,omitempty"`
+	Ref      string `json:"ref,omitempty"`
+	At       int64  `json:"at"`
+	Valid    bool   `json:"valid"`
+}
+
+// Proposal is the last plan of a proposal, shown by status.
+type Proposal struct {
+	Ref      string       `json:"ref"`
+	Commit   string       `json:"commit"`
+	PlanHash string       `json:"planHash,omitempty"`
+	Summary  plan.Summary `json:"summary"`
+	Blocked  bool         `json:"blocked"`
+	Errors   []string     `json:"errors"`
+	// Tip and Applied are the branch tip and applied commit the plan was
+	// made against: when either moves, the proposal is planned again.
+	Tip     string `json:"-"`
+	Applied string `json:"-"`
+	PR      int    `json:"-"`
+}
+
+// stored is Proposal with its bookkeeping fields kept.
+type storedProposal struct {
+	Proposal
+	Tip     string `json:"tip"`
+	Applied string `json:"applied"`
+	PR      int    `json:"pr,omitempty"`
+}
+
+// Tick is one iteration: poll, apply the tip, plan the proposals.
+func (a *Agent) Tick(ctx context.Context) error {
+	a.mu.Lock()
+	a.ticks++
+	a.mu.Unlock()
+	var prs []PullRequest
+	if a.forge != nil {
+		list, err := a.forge.OpenPullRequests(ctx, a.cfg.Branch)
+		a.mu.Lock()
+		if err != nil {
+			// Keep planning what we knew; GitHub's outage shows in metrics.
+			a.log.Warn().Err(err).Msg("cannot list open pull requests; using the last list")
+			a.metrics.ForgeError()
+			list = a.prs
+		} else {
+			a.prs = list
+		}
+		a.mu.Unlock()
+		prs = list
+		want := map[string]bool{}
+		for _, pr := range prs {
+			want["refs/pull/"+strconv.Itoa(pr.Number)+"/head"] = true
+		}
+		a.repo.SetWant(func(ref string) bool { return want[ref] })
+	}
+	start := a.clock.Now()
+	snap, err := a.repo.Poll(ctx)
+	a.metrics.Poll(err, a.clock.Now().Sub(start), snap.Fetched)
+	a.mu.Lock()
+	if err != nil {
+		a.lastError = err
+	} else {
+		a.lastPoll, a.lastError = a.clock.Now(), nil
+	}
+	a.mu.Unlock()
+	if err != nil {
+		a.log.Warn().Err(err).Msg("poll failed; the last good state is kept")
+		if snap.Tip == "" {
+			return err
+		}
+	}
+	if snap.Tip != "" {
+		if err := a.applyTip(ctx, snap.Tip); err != nil {
+			a.log.Warn().Err(err).Str("commit", snap.Tip).Msg("the tip was not applied this time")
+		}
+	}
+	a.planProposals(ctx, snap, prs)
+	return err
+}
+
+// LastPoll is when a poll last succeeded.
+func (a *Agent) LastPoll() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lastPoll
+}
+
+func (a *Agent) applied() (*state.Applied, error) {
+	var ap *state.Applied
+	err := a.store.View(func(tx *state.Tx) (err error) { ap, err = tx.Applied(); return })
+	return ap, err
+}
+
+// readDocument reads and validates the document at a commit.
+func (a *Agent) readDocument(commit string) (*fleet.Document, fleet.Errors, error) {
+	data, err := a.repo.ReadFile(commit, a.cfg.Path)
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, errs := fleet.Validate(a.cfg.Path, data)
+	return doc, errs, nil
+}
+
+// makePlan plans doc against the fleet with live checks.
+func (a *Agent) makePlan(ctx context.Context, doc *fleet.Document) (*plan.Plan, error) {
+	snap, err := a.store.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	start := a.clock.Now()
+	facts, err := plan.Gather(ctx, doc, snap, a.live)
+	if err != nil {
+		a.metrics.Plan(err, a.clock.Now().Sub(start))
+		return nil, err
+	}
+	p := plan.Make(doc, snap, plan.Options{Tenant: a.cfg.Tenant, Prune: a.cfg.Prune, Facts: facts})
+	a.metrics.Plan(nil, a.clock.Now().Sub(start))
+	return p, nil
+}
+
+// enqueue posts inside tx when GitHub is configured.
+func (a *Agent) enqueue(tx *state.Tx, posts ...Post) error {
+	if a.outbox == nil {
+		return nil
+	}
+	for _, p := range posts {
+		if err := a.outbox.Enqueue(tx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func errText(err error) string {
+	var r *refusal.Error
+	if errors.As(err, &r) {
+		return string(r.Code) + ": " + r.Message
+	}
+	return err.Error()
+}
+
+func shortSHA(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+

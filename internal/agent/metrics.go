@@ -1,0 +1,21 @@
+package agent
+
+import "time"
+
+// Metrics receives what the agent does; the binary passes a Prometheus
+// implementation, tests nothing.
+type Metrics interface {
+	Poll(err error, took time.Duration, fetched bool)
+	Plan(err error, took time.Duration)
+	Apply(err error, took time.Duration)
+	ForgeError()
+	Drift(drifted bool, err error)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) Poll(error, time.Duration, bool) {}
+func (nopMetrics) Plan(error, time.Duration)       {}
+func (nopMetrics) Apply(error, time.Duration)      {}
+func (nopMetrics) ForgeError()                     {}
+func (nopMetrics) Drift(bool, error)               {}

@@ -1,0 +1,196 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/gitsync"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// proposal is one head to plan.
+type proposal struct {
+	ref  string
+	head string
+	pr   int
+}
+
+// planProposals plans every proposal whose head moved, and all of them
+// when the branch's tip moved or an apply happened since their last plan.
+func (a *Agent) planProposals(ctx context.Context, snap gitsync.Snapshot, prs []PullRequest) {
+	var todo []proposal
+	if a.forge != nil {
+		for _, pr := range prs {
+			ref := "refs/pull/" + strconv.Itoa(pr.Number) + "/head"
+			head, ok := snap.Heads[ref]
+			if !ok {
+				continue // not fetched yet: next poll
+			}
+			todo = append(todo, proposal{ref: ref, head: head, pr: pr.Number})
+		}
+	} else {
+		for ref, head := range snap.Heads {
+			if ref == "refs/heads/"+a.cfg.Branch {
+				continue
+			}
+			todo = append(todo, proposal{ref: ref, head: head})
+		}
+	}
+	sort.Slice(todo, func(i, j int) bool { return todo[i].ref < todo[j].ref })
+	ap, err := a.applied()
+	if err != nil {
+		a.log.Error().Err(err).Msg("cannot read the applied record")
+		return
+	}
+	appliedCommit := ""
+	if ap != nil {
+		appliedCommit = ap.Commit + "/" + ap.PlanHash + "/" + strconv.FormatInt(ap.AppliedAt, 10)
+	}
+	open := map[string]bool{}
+	for _, p := range todo {
+		open[p.ref] = true
+		var prev storedProposal
+		var found bool
+		_ = a.store.View(func(tx *state.Tx) (err error) { found, err = tx.Get(spaceProposals, p.ref, &prev); return })
+		if found && prev.Commit == p.head && prev.Tip == snap.Tip && prev.Applied == appliedCommit {
+			continue // nothing moved for this proposal
+		}
+		a.planOne(ctx, p, snap.Tip, appliedCommit)
+	}
+	// Forget proposals that are gone (closed pull requests, deleted branches).
+	_ = a.store.Update(func(tx *state.Tx) error {
+		var gone []string
+		_ = tx.ForEach(spaceProposals, func(k string, _ []byte) error {
+			if !open[k] {
+				gone = append(gone, k)
+			}
+			return nil
+		})
+		for _, k := range gone {
+			if err := tx.Delete(spaceProposals, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// planOne plans one head, records the plan (that record is what
+// "reviewed" means) and posts it.
+func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit string) {
+	rec := storedProposal{Proposal: Proposal{Ref: p.ref, Commit: p.head, Errors: []string{}}, Tip: tip, Applied: appliedCommit, PR: p.pr}
+	var posts []Post
+	status := func(state, desc string) Post {
+		return Post{Kind: PostStatus, SHA: p.head, Context: "plan", State: state, Description: desc}
+	}
+	comment := func(body string) Post {
+		return Post{Kind: PostSticky, PR: p.pr, Marker: a.Marker("plan", ""), Body: body}
+	}
+	doc, errs, err := a.readDocument(p.head)
+	var pl *plan.Plan
+	switch {
+	case err != nil && refusal.CodeOf(err) == refusal.InvalidInput:
+		// A missing or oversized document is the proposal's fault.
+		rec.Errors = []string{errText(err)}
+		posts = append(posts, status("failure", "no valid document: "+errText(err)), comment(a.errorBody(p.head, []string{errText(err)})))
+	case err != nil:
+		a.log.Warn().Err(err).Str("ref", p.ref).Msg("cannot read the proposal's document")
+		return
+	case errs != nil:
+		for _, e := range errs {
+			rec.Errors = append(rec.Errors, e.String())
+		}
+		posts = append(posts, status("failure", fmt.Sprintf("invalid document: %d error(s); first %s %s", len(errs), errs[0].Path, errs[0].Message)),
+			comment(a.invalidBody(p.head, errs)))
+	default:
+		pl, err = a.makePlan(ctx, doc)
+		if err != nil {
+			rec.Errors = []string{errText(err)}
+			posts = append(posts, status("error", "the plan could not be made: "+errText(err)), comment(a.errorBody(p.head, []string{errText(err)})))
+			break
+		}
+		rec.PlanHash, rec.Summary, rec.Blocked = pl.PlanHash, pl.Summary, pl.Blocked()
+		state := "success"
+		desc := pl.Summary.Counts()
+		if pl.Blocked() {
+			state = "failure"
+			desc = fmt.Sprintf("blocked: %d change(s) cannot be applied; %s", pl.Summary.Blocked, pl.Summary.Counts())
+		}
+		posts = append(posts, status(state, desc), comment(pl.Markdown(plan.MarkdownOptions{Marker: a.Marker("plan", ""), Head: p.head, Branch: a.cfg.Branch})))
+	}
+	a.log.Info().Str("ref", p.ref).Str("commit", p.head).Str("planHash", rec.PlanHash).Bool("blocked", rec.Blocked).Int("errors", len(rec.Errors)).Msg("planned proposal")
+	err = a.store.Update(func(tx *state.Tx) error {
+		if err := tx.Put(spaceProposals, p.ref, rec); err != nil {
+			return err
+		}
+		if pl != nil {
+			rv := Reviewed{Head: p.head, PlanHash: pl.PlanHash, PR: p.pr, Ref: p.ref, At: a.clock.Now().UnixMilli(), Valid: !pl.Blocked()}
+			if err := tx.Put(spaceReviewed, p.head, rv); err != nil {
+				return err
+			}
+		}
+		if p.pr > 0 {
+			return a.enqueue(tx, posts...)
+		}
+		return nil
+	})
+	if err != nil {
+		a.log.Error().Err(err).Str("ref", p.ref).Msg("cannot record the proposal's plan")
+	}
+}
+
+func (a *Agent) invalidBody(head string, errs fleet.Errors) string {
+	var b strings.Builder
+	b.WriteString(a.Marker("plan", "") + "\n")
+	b.WriteString("### fleet-agent plan: invalid document\n\n")
+	fmt.Fprintf(&b, "Checked at commit `%s`. `%s` is refused with %d error(s):\n\n", head, a.cfg.Path, len(errs))
+	b.WriteString("| pointer | error |\n| --- | --- |\n")
+	for _, e := range errs {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", e.Path, strings.ReplaceAll(e.Message, "|", "\\|"))
+	}
+	fmt.Fprintf(&b, "\nNothing applies on merge to `%s` until the document is valid.\n", a.cfg.Branch)
+	return b.String()
+}
+
+func (a *Agent) errorBody(head string, reasons []string) string {
+	var b strings.Builder
+	b.WriteString(a.Marker("plan", "") + "\n")
+	b.WriteString("### fleet-agent plan: not made\n\n")
+	fmt.Fprintf(&b, "At commit `%s` the plan could not be made:\n\n", head)
+	for _, r := range reasons {
+		fmt.Fprintf(&b, "- %s\n", r)
+	}
+	b.WriteString("\nThe agent tries again when the head or the branch moves.\n")
+	return b.String()
+}
+
+// Proposals lists the recorded proposals for status.
+func (a *Agent) Proposals() ([]Proposal, error) {
+	return Proposals(a.store)
+}
+
+// Proposals reads the recorded proposals from a store.
+func Proposals(s *state.Store) ([]Proposal, error) {
+	var out []Proposal
+	err := s.View(func(tx *state.Tx) error {
+		return tx.ForEach(spaceProposals, func(_ string, v []byte) error {
+			var p storedProposal
+			if err := json.Unmarshal(v, &p); err != nil {
+				return err
+			}
+			if p.Errors == nil {
+				p.Errors = []string{}
+			}
+			out = append(out, p.Proposal)
+			return nil
+		})
+	})
+	return out, err
+}
