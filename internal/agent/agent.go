@@ -331,4 +331,3 @@ func shortSHA(s string) string {
 	}
 	return s
 }
-

@@ -146,4 +146,3 @@ func (a *Agent) applyByHand(ctx context.Context, commit string, doc *fleet.Docum
 	a.log.Info().Str("commit", commit).Str("by", by).Msg(fmt.Sprintf("applied by hand (%d calls)", len(p.Calls)))
 	return p, len(p.Calls), nil
 }
-
