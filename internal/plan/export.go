@@ -86,6 +86,9 @@ func Export(snap *inventory.Snapshot) (*fleet.Document, error) {
 		flavors = append(flavors, m)
 	}
 	for _, o := range snap.Objects(inventory.SandboxTemplate) {
+		if pool, _ := o.Spec["pool"].(string); archived(pool) {
+			continue
+		}
 		m := copySpec(o.Spec, "name")
 		m["name"] = o.Name
 		if p, ok := m["pool"].(string); ok {

@@ -159,22 +159,39 @@ func (p *planner) accountProvider(name string) string {
 }
 
 // poolID resolves a pool reference: a pool of the document, a live pool of
-// the fleet by name, or (for templates) by id. Archived pools do not count.
+// the fleet by name, or (for templates) by id. Archived pools, and with
+// prune live pools the document leaves out, do not count: the reason says
+// why, and the id, when the pool exists, still comes back so that the
+// blocked change compares against the right pool.
 func (p *planner) poolID(ref string, byID bool) (string, string) {
 	if _, ok := p.pools[ref]; ok {
 		if o, ok := p.snap.ByName(inventory.Pool, ref); ok && o.Archived {
-			return "", fmt.Sprintf("pool %q is archived", ref)
+			return o.ID, fmt.Sprintf("pool %q is archived", ref)
 		}
 		return p.idOf(inventory.Pool, ref), ""
 	}
+	// A live pool the document leaves out is archived by a plan with
+	// prune: what still uses it would be blocked by the next plan.
+	pruned := func(o inventory.Object) string {
+		if p.opts.Prune && p.pools[o.Name] == nil {
+			return fmt.Sprintf("pool %q is left out of the document, so prune archives it; list it or remove what uses it", o.Name)
+		}
+		return ""
+	}
 	if o, ok := p.snap.ByName(inventory.Pool, ref); ok {
 		if o.Archived {
-			return "", fmt.Sprintf("pool %q is archived", ref)
+			return o.ID, fmt.Sprintf("pool %q is archived", ref)
+		}
+		if why := pruned(o); why != "" {
+			return o.ID, why
 		}
 		return o.ID, ""
 	}
 	if byID {
 		if o, ok := p.snap.ByID(ref); ok && o.Kind == inventory.Pool && !o.Archived {
+			if why := pruned(o); why != "" {
+				return o.ID, why
+			}
 			return o.ID, ""
 		}
 	}
@@ -254,9 +271,7 @@ func (p *planner) note(e *entry, notes []string) {
 	if e.change.Action == Unchanged && e.change.Blocked == "" {
 		notes = slices.DeleteFunc(slices.Clone(notes), func(s string) bool { return s == NoteNotChecked })
 	}
-	if len(notes) > 0 {
-		e.change.Note = strings.Join(notes, "; ")
-	}
+	e.change.addNotes(notes...)
 }
 
 func (p *planner) verdict(v Verdict, ok bool) (blocked, notes []string) {
@@ -303,14 +318,23 @@ func (p *planner) sitesPlan() {
 }
 
 func (p *planner) poolsPlan() {
-	claims := map[string]string{} // account + adopted id -> pool
+	// account + adopted id -> pool. A stored pool that keeps its cluster
+	// holds the claim, so a new pool that adopts the same cluster is the
+	// one blocked, whatever the names' order.
+	claims := map[string]string{}
 	for _, o := range p.snap.Objects(inventory.Pool) {
-		if o.Archived || p.pools[o.Name] != nil {
+		key := adoptKey(o.Spec["policy"])
+		if o.Archived || key == "" {
 			continue
 		}
-		if key := adoptKey(o.Spec["policy"]); key != "" {
-			claims[key] = o.Name
+		if dp := p.pools[o.Name]; dp != nil {
+			sub := dp.Substrate()
+			kept := sub == nil && !p.opts.Prune
+			if !kept && (sub == nil || sub.Account+"\x00"+sub.Cluster.Adopt != key) {
+				continue
+			}
 		}
+		claims[key] = o.Name
 	}
 	names := make([]string, 0, len(p.pools))
 	for n := range p.pools {
@@ -347,7 +371,7 @@ func (p *planner) poolsPlan() {
 				}
 			}
 			if key := adoptKey(want["policy"]); key != "" {
-				if other, taken := claims[key]; taken {
+				if other, taken := claims[key]; taken && other != name {
 					blocked = append(blocked, fmt.Sprintf("cluster %q of account %q is already claimed by pool %q; one cluster backs one pool", sub.Cluster.Adopt, sub.Account, other))
 				} else {
 					claims[key] = name
@@ -510,15 +534,24 @@ func (p *planner) prune() {
 			if p.seen[kind][o.Name] || (kind == inventory.Pool && o.Archived) {
 				continue
 			}
-			if pool, _ := o.Spec["pool"].(string); pool != "" && kind != inventory.SandboxTemplate && archived[pool] && (kind == inventory.OwnerQuota || isArchivedBefore(p.snap, pool)) {
-				continue // belongs to a pool archived earlier
+			// What belongs to a pool archived earlier (and the owner
+			// quotas of a pool archived now) stays with it: the export
+			// leaves it out, so prune leaves it alone.
+			if pool, _ := o.Spec["pool"].(string); pool != "" && archived[pool] && (kind == inventory.OwnerQuota || isArchivedBefore(p.snap, pool)) {
+				continue
 			}
 			e := entry{change: Change{Kind: kind, Name: o.Name, Action: Delete, group: r.delGroup, order: o.Name}}
 			switch kind {
 			case inventory.OwnerQuota:
 				e.change.Action = Unchanged
 				e.change.group = gPoolUpdatesAndQuotas
-				e.change.Note = "owner quotas are never deleted; set 0 to stop"
+				// With its pool, after the pool's update, by resource.
+				poolID, _ := o.Spec["pool"].(string)
+				if pool, ok := p.snap.ByID(poolID); ok {
+					res, _ := o.Spec["resource"].(string)
+					e.change.order = pool.Name + "\x01" + res
+				}
+				e.change.addNotes("owner quotas are never deleted; set 0 to stop")
 				p.out = append(p.out, e)
 				continue
 			case inventory.ProviderAccount:

@@ -48,10 +48,8 @@ func (p *Plan) TextLines(calls bool) []string {
 	var lines []string
 	for _, c := range p.Doing() {
 		lines = append(lines, c.Line())
-		if c.Note != "" {
-			for _, n := range strings.Split(c.Note, "; ") {
-				lines = append(lines, "  note: "+n)
-			}
+		for _, n := range c.NoteLines() {
+			lines = append(lines, "  note: "+n)
 		}
 	}
 	lines = append(lines, p.Summary.Counts())
@@ -127,10 +125,8 @@ func (p *Plan) Markdown(o MarkdownOptions) string {
 	var diff []string
 	for _, c := range p.Doing() {
 		diff = append(diff, c.Line())
-		if c.Note != "" {
-			for _, n := range strings.Split(c.Note, "; ") {
-				diff = append(diff, "  note: "+n)
-			}
+		for _, n := range c.NoteLines() {
+			diff = append(diff, "  note: "+n)
 		}
 	}
 	var blocked []string

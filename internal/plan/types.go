@@ -11,6 +11,7 @@ package plan
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 
 	"github.com/fleet-agent/fleet-agent/internal/canon"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
@@ -39,9 +40,10 @@ type Change struct {
 	// Note is information for the reviewer ("; "-joined).
 	Note string `json:"note,omitempty"`
 
-	counted bool   // an object of the document (counts in the summary)
-	group   int    // call group (call order)
-	order   string // order within the group
+	notes   []string // the notes one by one (a note may itself hold "; ")
+	counted bool     // an object of the document (counts in the summary)
+	group   int      // call group (call order)
+	order   string   // order within the group
 }
 
 // Symbol is the change's mark in text and markdown: + ~ - for what it does,
@@ -58,6 +60,23 @@ func (c Change) Symbol() string {
 		return "-"
 	}
 	return "="
+}
+
+// addNotes appends notes to the change.
+func (c *Change) addNotes(notes ...string) {
+	if len(notes) == 0 {
+		return
+	}
+	c.notes = append(c.notes, notes...)
+	c.Note = strings.Join(c.notes, "; ")
+}
+
+// NoteLines are the change's notes, one per line of text and markdown.
+func (c Change) NoteLines() []string {
+	if c.notes == nil && c.Note != "" {
+		return []string{c.Note}
+	}
+	return c.notes
 }
 
 // Shown reports whether the change has a line in text and markdown: it does
