@@ -114,6 +114,7 @@ type Agent struct {
 	mu        sync.Mutex
 	prs       []PullRequest // the last good list
 	lastPoll  time.Time
+	lastDrift time.Time
 	lastError error
 	ticks     int
 	metrics   Metrics
@@ -261,6 +262,7 @@ func (a *Agent) Tick(ctx context.Context) error {
 		}
 	}
 	a.planProposals(ctx, snap, prs)
+	a.maybeDrift(ctx)
 	return err
 }
 

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -173,24 +172,6 @@ func (a *Agent) errorBody(head string, reasons []string) string {
 
 // Proposals lists the recorded proposals for status.
 func (a *Agent) Proposals() ([]Proposal, error) {
-	return Proposals(a.store)
-}
-
-// Proposals reads the recorded proposals from a store.
-func Proposals(s *state.Store) ([]Proposal, error) {
-	var out []Proposal
-	err := s.View(func(tx *state.Tx) error {
-		return tx.ForEach(spaceProposals, func(_ string, v []byte) error {
-			var p storedProposal
-			if err := json.Unmarshal(v, &p); err != nil {
-				return err
-			}
-			if p.Errors == nil {
-				p.Errors = []string{}
-			}
-			out = append(out, p.Proposal)
-			return nil
-		})
-	})
-	return out, err
+	v, err := Status(a.store, a.cfg.Tenant)
+	return v.Proposals, err
 }

@@ -189,6 +189,9 @@ func (a *Agent) runApply(ctx context.Context, tip string, d *fleet.Document, p *
 			if err := tx.Delete(spaceRefused, tip); err != nil {
 				return err
 			}
+			if err := tx.Put(spaceAgent, keyAppliedPR, appliedPR{Commit: tip, PR: pr}); err != nil {
+				return err
+			}
 			desc := fmt.Sprintf("applied %d call(s)", len(applied.Calls))
 			posts := []Post{
 				{Kind: PostStatus, SHA: tip, Context: "apply", State: "success", Description: desc},

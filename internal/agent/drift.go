@@ -1,0 +1,176 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// appliedPR remembers which pull request the applied commit came from, so
+// drift is reported where the change was reviewed.
+type appliedPR struct {
+	Commit string `json:"commit"`
+	PR     int    `json:"pr"`
+}
+
+const keyAppliedPR = "applied-pr"
+const reportedConverged = ""
+
+// maybeDrift runs a drift check when drift.every has passed since the last.
+func (a *Agent) maybeDrift(ctx context.Context) {
+	if a.cfg.DriftEvery <= 0 {
+		return
+	}
+	a.mu.Lock()
+	due := a.lastDrift.IsZero() || !a.clock.Now().Before(a.lastDrift.Add(a.cfg.DriftEvery))
+	a.mu.Unlock()
+	if !due {
+		return
+	}
+	if err := a.DriftCheck(ctx); err != nil {
+		a.log.Warn().Err(err).Msg("drift check failed")
+	}
+}
+
+// DriftCheck plans the applied document again (with live checks) and
+// records the result. A non-empty call list or a blocked plan is drift,
+// reported once per distinct drift; its clearing is reported once too.
+func (a *Agent) DriftCheck(ctx context.Context) error {
+	a.mu.Lock()
+	a.lastDrift = a.clock.Now()
+	a.mu.Unlock()
+	var ap *state.Applied
+	var prev *state.Drift
+	var from appliedPR
+	err := a.store.View(func(tx *state.Tx) error {
+		var err error
+		if ap, err = tx.Applied(); err != nil {
+			return err
+		}
+		if prev, err = tx.Drift(); err != nil {
+			return err
+		}
+		_, err = tx.Get(spaceAgent, keyAppliedPR, &from)
+		return err
+	})
+	if err != nil || ap == nil {
+		return err
+	}
+	if from.Commit != ap.Commit {
+		from = appliedPR{}
+	}
+	now := a.clock.Now().UnixMilli()
+	reported := ""
+	if prev != nil {
+		reported = prev.Reported
+	}
+	doc, errs := fleet.Validate("applied", ap.Document)
+	if errs != nil {
+		return a.recordDriftError(now, reported, "the applied document no longer validates: "+errs.Error())
+	}
+	snap, err := a.store.Snapshot()
+	if err != nil {
+		return err
+	}
+	facts, err := plan.Gather(ctx, doc, snap, a.live)
+	if err != nil {
+		// An unreachable provider is an error of the check, not a new drift.
+		a.metrics.Drift(false, err)
+		return a.recordDriftError(now, reported, errText(err))
+	}
+	p := plan.Make(doc, snap, plan.Options{Tenant: a.cfg.Tenant, Prune: ap.Prune, Facts: facts})
+	drifted := !p.Empty() || p.Blocked()
+	a.metrics.Drift(drifted, nil)
+	if drifted && a.cfg.Heal && !p.Blocked() {
+		return a.heal(ctx, ap, doc, p)
+	}
+	changes, _ := json.Marshal(p.Doing())
+	summary, _ := json.Marshal(p.Summary)
+	rec := &state.Drift{Changes: changes, Summary: summary, Blocked: p.Blocked(), PlanHash: p.PlanHash, DriftHash: p.DriftHash(), CheckedAt: now, Reported: reported}
+	var posts []Post
+	switch {
+	case drifted && reported != rec.DriftHash:
+		rec.Reported = rec.DriftHash
+		a.log.Warn().Str("commit", ap.Commit).Str("driftHash", rec.DriftHash).Int("calls", len(p.Calls)).Bool("blocked", p.Blocked()).
+			Msg("the fleet drifted from the applied document: " + strings.Join(p.TextLines(false), " | "))
+		posts = append(posts, Post{Kind: PostStatus, SHA: ap.Commit, Context: "drift", State: "failure",
+			Description: fmt.Sprintf("drifted: %s", p.Summary.Counts())})
+		if from.PR > 0 {
+			posts = append(posts, Post{Kind: PostOnce, PR: from.PR, Marker: a.Marker("drift", rec.DriftHash), Body: a.driftBody(ap.Commit, rec.DriftHash, p)})
+		}
+	case !drifted && reported != reportedConverged:
+		rec.Reported = reportedConverged
+		a.log.Info().Str("commit", ap.Commit).Msg("the fleet matches the applied document again")
+		posts = append(posts, Post{Kind: PostStatus, SHA: ap.Commit, Context: "drift", State: "success", Description: "no drift: the fleet matches the applied document"})
+		if from.PR > 0 {
+			marker := a.Marker("converged", reported)
+			posts = append(posts, Post{Kind: PostOnce, PR: from.PR, Marker: marker, Body: a.convergedBody(marker, ap.Commit)})
+		}
+	}
+	return a.store.Update(func(tx *state.Tx) error {
+		// The applied record carries when drift was last checked.
+		cur, err := tx.Applied()
+		if err != nil || cur == nil || cur.Commit != ap.Commit || cur.AppliedAt != ap.AppliedAt {
+			return err // an apply happened meanwhile: this check is stale
+		}
+		cur.CheckedAt = now
+		if err := tx.SetApplied(*cur); err != nil {
+			return err
+		}
+		if err := tx.SetDrift(rec); err != nil {
+			return err
+		}
+		return a.enqueue(tx, posts...)
+	})
+}
+
+func (a *Agent) recordDriftError(now int64, reported, msg string) error {
+	return a.store.Update(func(tx *state.Tx) error {
+		prev, err := tx.Drift()
+		if err != nil {
+			return err
+		}
+		rec := &state.Drift{Error: msg, CheckedAt: now, Reported: reported, Changes: json.RawMessage("[]"), Summary: json.RawMessage("{}")}
+		if prev != nil {
+			// Keep what the last good check found; only say it failed.
+			rec.Changes, rec.Summary, rec.Blocked, rec.PlanHash, rec.DriftHash = prev.Changes, prev.Summary, prev.Blocked, prev.PlanHash, prev.DriftHash
+		}
+		return tx.SetDrift(rec)
+	})
+}
+
+// heal re-applies the applied document (drift.heal), audited as a heal.
+func (a *Agent) heal(ctx context.Context, ap *state.Applied, doc *fleet.Document, p *plan.Plan) error {
+	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
+	res, err := apply.Apply(ctx, a.store, doc, apply.Options{Tenant: a.cfg.Tenant, Prune: ap.Prune, PlanHash: p.PlanHash,
+		AppliedBy: "agent (heal)", Commit: ap.Commit, Live: a.live, Checker: a.checker, Now: a.clock.Now,
+		InTx: func(tx *state.Tx, healed *plan.Plan) error {
+			return tx.AppendAudit(state.AuditRow{At: a.clock.Now().UnixMilli(), Who: "agent", Action: "heal", PlanHash: healed.PlanHash, Commit: ap.Commit, Calls: len(healed.Calls)})
+		}})
+	if err != nil {
+		return err
+	}
+	a.log.Warn().Str("commit", ap.Commit).Int("calls", res.Applied).Msg("healed drift by re-applying the applied document")
+	return nil
+}
+
+func (a *Agent) driftBody(commit, hash string, p *plan.Plan) string {
+	var b strings.Builder
+	b.WriteString(a.Marker("drift", hash) + "\n")
+	fmt.Fprintf(&b, "### fleet-agent: the fleet drifted from `%s`\n\n", commit)
+	b.WriteString("Someone changed the fleet outside the document. Planning the applied document again gives:\n\n")
+	b.WriteString(p.Markdown(plan.MarkdownOptions{Branch: a.cfg.Branch, Limit: plan.CommentTarget - 500}))
+	b.WriteString("\nTo converge, apply the document again (merge a change, or `fleet-agent apply --commit` on the ops box), or undo the hand edit.\n")
+	return b.String()
+}
+
+func (a *Agent) convergedBody(marker, commit string) string {
+	return fmt.Sprintf("%s\n### fleet-agent: no drift\n\nThe fleet matches the document applied at `%s` again.\n", marker, commit)
+}

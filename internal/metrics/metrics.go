@@ -1,0 +1,121 @@
+// Package metrics is the agent's Prometheus instrumentation: counters of
+// polls, fetches, plans, applies and posts, the outbox depth, drift as a
+// gauge, last-success timestamps, and durations as histograms, all named
+// fleet_agent_*.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics implements agent.Metrics on a private registry.
+type Metrics struct {
+	reg         *prometheus.Registry
+	polls       *prometheus.CounterVec
+	fetches     prometheus.Counter
+	plans       *prometheus.CounterVec
+	applies     *prometheus.CounterVec
+	posts       *prometheus.CounterVec
+	forgeErrors prometheus.Counter
+	drift       prometheus.Gauge
+	driftChecks *prometheus.CounterVec
+	lastSuccess *prometheus.GaugeVec
+	durations   *prometheus.HistogramVec
+	now         func() time.Time
+}
+
+// New registers the metrics. depth reports the outbox depth at scrape time
+// (nil when there is no outbox).
+func New(depth func() int) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), now: time.Now}
+	f := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleet_agent_" + name, Help: help}, labels)
+		m.reg.MustRegister(c)
+		return c
+	}
+	m.polls = f("polls_total", "Polls of the git remote, by result.", "result")
+	m.plans = f("plans_total", "Plans made (proposals, tips, drift), by result.", "result")
+	m.applies = f("applies_total", "Applies of a tip or by hand, by result.", "result")
+	m.posts = f("posts_total", "Posts delivered to GitHub, by kind and result.", "kind", "result")
+	m.driftChecks = f("drift_checks_total", "Drift checks, by result (clean, drifted, error).", "result")
+	m.fetches = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleet_agent_fetches_total", Help: "Polls that fetched objects from the remote."})
+	m.forgeErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleet_agent_forge_errors_total", Help: "Failed GitHub reads (pull request lists, merged pull request lookups)."})
+	m.drift = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleet_agent_drift", Help: "1 while the fleet has drifted from the applied document."})
+	m.lastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_last_success_timestamp_seconds", Help: "Unix time of the last success, by operation."}, []string{"op"})
+	m.durations = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fleet_agent_duration_seconds", Help: "Durations of polls, plans and applies.",
+		Buckets: []float64{0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}}, []string{"op"})
+	m.reg.MustRegister(m.fetches, m.forgeErrors, m.drift, m.lastSuccess, m.durations,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if depth != nil {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleet_agent_outbox_depth", Help: "Posts waiting in the outbox."},
+			func() float64 { return float64(depth()) }))
+	}
+	return m
+}
+
+// Handler serves /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+func result(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}
+
+func (m *Metrics) done(op string, err error, took time.Duration) {
+	m.durations.WithLabelValues(op).Observe(took.Seconds())
+	if err == nil {
+		m.lastSuccess.WithLabelValues(op).Set(float64(m.now().UnixMilli()) / 1000)
+	}
+}
+
+// Poll counts a poll.
+func (m *Metrics) Poll(err error, took time.Duration, fetched bool) {
+	m.polls.WithLabelValues(result(err)).Inc()
+	if fetched {
+		m.fetches.Inc()
+	}
+	m.done("poll", err, took)
+}
+
+// Plan counts a plan.
+func (m *Metrics) Plan(err error, took time.Duration) {
+	m.plans.WithLabelValues(result(err)).Inc()
+	m.done("plan", err, took)
+}
+
+// Apply counts an apply.
+func (m *Metrics) Apply(err error, took time.Duration) {
+	m.applies.WithLabelValues(result(err)).Inc()
+	m.done("apply", err, took)
+}
+
+// ForgeError counts a failed GitHub read.
+func (m *Metrics) ForgeError() { m.forgeErrors.Inc() }
+
+// Drift records a drift check.
+func (m *Metrics) Drift(drifted bool, err error) {
+	switch {
+	case err != nil:
+		m.driftChecks.WithLabelValues("error").Inc()
+		return
+	case drifted:
+		m.driftChecks.WithLabelValues("drifted").Inc()
+		m.drift.Set(1)
+	default:
+		m.driftChecks.WithLabelValues("clean").Inc()
+		m.drift.Set(0)
+	}
+	m.lastSuccess.WithLabelValues("drift").Set(float64(m.now().UnixMilli()) / 1000)
+}
+
+// Post counts a delivered (or dropped) post.
+func (m *Metrics) Post(kind string, err error) { m.posts.WithLabelValues(kind, result(err)).Inc() }
