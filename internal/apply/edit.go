@@ -94,4 +94,3 @@ func ApplyEdit(store *state.Store, e Edit) error {
 		return tx.AppendAudit(row)
 	})
 }
-
