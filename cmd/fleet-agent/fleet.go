@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/user"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,8 +19,12 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/config"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/livecheck"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/secrets"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -88,10 +95,50 @@ func (a *app) readDocument(path string) (*fleet.Document, error) {
 	return doc, nil
 }
 
-// live is what plans ask of providers. Until the provider adapters are
-// wired in, every account plans offline with the note "not checked live".
-func (a *app) live(cfg *config.Config, offline bool) plan.Live {
-	return plan.Offline{}
+// live is what plans ask of providers, and the preflight of apply's calls.
+// The registry holds the adapters this build links in (only the fake
+// today: aws, gcp and digitalocean have none yet, so their accounts plan
+// offline). Only the adapters the config has a `providers.<id>` block for
+// are opened (`fake: {}` opens the fake on its defaults): a provider
+// without configuration is checked offline, as is everything with
+// --offline. A bad block is INVALID_INPUT with its line.
+func (a *app) live(cfg *config.Config, offline bool) (plan.Live, apply.Checker, error) {
+	if offline || len(cfg.Providers) == 0 {
+		return plan.Offline{}, nil, nil
+	}
+	reg := providers.NewRegistry()
+	if err := reg.Register(providers.FakeID, fake.Factory()); err != nil {
+		return nil, nil, refusal.Wrap(refusal.Internal, err, "cannot register the provider adapters")
+	}
+	resolver := secrets.NewResolver(secrets.Options{Env: a.lookupEnv, Dir: cfg.Secrets.Dir})
+	adapters := map[string]livecheck.Adapter{}
+	for _, id := range slices.Sorted(maps.Keys(cfg.Providers)) {
+		ad, err := reg.Open(id, cfg.Providers[id], resolver)
+		switch {
+		case errors.Is(err, providers.ErrNoAdapter):
+			continue // checked offline
+		case err != nil:
+			var r *refusal.Error
+			if !errors.As(err, &r) {
+				return nil, nil, refusal.Wrap(refusal.InvalidInput, err, "%s: providers.%s", cfg.Where("providers."+id), id)
+			}
+			where := cfg.File
+			if !strings.Contains(r.Message, "line ") {
+				// The adapter's own check names no line: point at the block.
+				where = cfg.Where("providers." + id)
+			}
+			if where == "" {
+				return nil, nil, err
+			}
+			return nil, nil, &refusal.Error{Code: r.Code, Message: where + ": " + r.Message, Err: err}
+		}
+		adapters[id] = ad
+	}
+	if len(adapters) == 0 {
+		return plan.Offline{}, nil, nil
+	}
+	checks := livecheck.New(livecheck.Options{Adapters: adapters, Secrets: resolver, Redactor: resolver.Redactor()})
+	return checks, checks, nil
 }
 
 func (a *app) planCommand() *cobra.Command {
@@ -123,9 +170,16 @@ blocked, and with --fail-on-drift, FLEET_DRIFTED when any call would run.`,
 			if err != nil {
 				return err
 			}
+			live, _, err := a.live(cfg, offline)
+			if err != nil {
+				return err
+			}
+			if lc, ok := live.(*livecheck.Checker); ok {
+				lc.WithFleet(snap)
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
 			defer cancel()
-			facts, err := plan.Gather(ctx, doc, snap, a.live(cfg, offline))
+			facts, err := plan.Gather(ctx, doc, snap, live)
 			if err != nil {
 				return err
 			}
@@ -195,13 +249,19 @@ refuses with CONFIG_DRIFT when the fleet moved since.`,
 				return err
 			}
 			path := a.stateFile(cfg)
-			live := a.live(cfg, offline)
+			live, checker, err := a.live(cfg, offline)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Minute)
 			defer cancel()
 			if !yes && planHash == "" {
 				snap, _, _, err := snapshot(path)
 				if err != nil {
 					return err
+				}
+				if lc, ok := live.(*livecheck.Checker); ok {
+					lc.WithFleet(snap)
 				}
 				facts, err := plan.Gather(ctx, doc, snap, live)
 				if err != nil {
@@ -222,7 +282,14 @@ refuses with CONFIG_DRIFT when the fleet moved since.`,
 				return err
 			}
 			defer store.Close()
-			opts := apply.Options{Tenant: cfg.Tenant, Prune: prune, PlanHash: planHash, AppliedBy: who(), Live: live}
+			opts := apply.Options{Tenant: cfg.Tenant, Prune: prune, PlanHash: planHash, AppliedBy: who(), Live: live, Checker: checker}
+			if lc, ok := live.(*livecheck.Checker); ok {
+				snap, err := store.Snapshot()
+				if err != nil {
+					return err
+				}
+				lc.WithFleet(snap)
+			}
 			if yes && planHash == "" {
 				// Apply what is printed now: plan, then hold the apply to
 				// that plan's hash so a fleet that moves in between is

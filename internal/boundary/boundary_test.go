@@ -151,3 +151,52 @@ func TestBoundaryAdaptersStayApart(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundaryLiveChecksUseOnlyTheInterfaces: the live checks speak to
+// providers through internal/providers only; the binary passes the adapters
+// in, so livecheck reaches no adapter and no SDK.
+func TestBoundaryLiveChecksUseOnlyTheInterfaces(t *testing.T) {
+	root := repoRoot(t)
+	pkgs := existing(root, "livecheck")
+	if len(pkgs) == 0 {
+		t.Fatal("internal/livecheck not found: the test is looking in the wrong place")
+	}
+	for path, l := range goList(t, root, pkgs...) {
+		if bad := reachesAdapter(l.Deps); len(bad) > 0 {
+			t.Errorf("%s imports adapter %s; take the adapter as an interface from cmd/fleet-agent instead", path, strings.Join(bad, ", "))
+		}
+		if bad := reachesForbidden(l.Deps); len(bad) > 0 {
+			t.Errorf("%s reaches %s", path, strings.Join(bad, ", "))
+		}
+		if !contains(l.Deps, module+"/internal/providers") {
+			t.Errorf("%s does not reach internal/providers: the test is looking at the wrong package", path)
+		}
+	}
+	// The detector sees an adapter when there is one.
+	if len(reachesAdapter([]string{"fmt", module + "/internal/providers", module + "/internal/providers/fake"})) != 1 {
+		t.Fatal("detector missed the fake adapter")
+	}
+}
+
+// reachesAdapter lists the provider adapter packages among deps.
+func reachesAdapter(deps []string) []string {
+	var bad []string
+	for _, d := range deps {
+		for _, a := range adapters {
+			p := module + "/internal/providers/" + a
+			if d == p || strings.HasPrefix(d, p+"/") {
+				bad = append(bad, d)
+			}
+		}
+	}
+	return bad
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
