@@ -21,6 +21,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/clock"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
@@ -102,13 +103,15 @@ type Agent struct {
 	repo    *gitsync.Repo
 	forge   Forge  // nil without github
 	outbox  Outbox // nil without github
-	live    plan.Live
-	checker apply.Checker
+	liveFor func(*inventory.Snapshot) (plan.Live, apply.Checker)
 	clock   clock.Clock
 	log     zerolog.Logger
 
 	// applyMu makes applies one at a time: the loop's and the local API's.
 	applyMu sync.Mutex
+	// tickMu holds a whole iteration, so a reload never changes the config
+	// under a running step.
+	tickMu sync.Mutex
 	waker   waker
 
 	mu        sync.Mutex
@@ -126,8 +129,9 @@ type Options struct {
 	Repo    *gitsync.Repo
 	Forge   Forge
 	Outbox  Outbox
-	Live    plan.Live
-	Checker apply.Checker
+	// LiveFor gives the live checks of one plan (and the apply that
+	// follows it) against a snapshot; nil plans offline.
+	LiveFor func(*inventory.Snapshot) (plan.Live, apply.Checker)
 	Clock   clock.Clock
 	Log     zerolog.Logger
 	Metrics Metrics
@@ -150,14 +154,14 @@ func New(cfg Config, o Options) *Agent {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	if o.Live == nil {
-		o.Live = plan.Offline{}
+	if o.LiveFor == nil {
+		o.LiveFor = func(*inventory.Snapshot) (plan.Live, apply.Checker) { return plan.Offline{}, nil }
 	}
 	if o.Metrics == nil {
 		o.Metrics = nopMetrics{}
 	}
-	a := &Agent{cfg: cfg, store: o.Store, repo: o.Repo, forge: o.Forge, outbox: o.Outbox, live: o.Live,
-		checker: o.Checker, clock: o.Clock, log: o.Log, metrics: o.Metrics}
+	a := &Agent{cfg: cfg, store: o.Store, repo: o.Repo, forge: o.Forge, outbox: o.Outbox, liveFor: o.LiveFor,
+		clock: o.Clock, log: o.Log, metrics: o.Metrics}
 	if a.forge == nil {
 		// Without GitHub every other branch is a proposal.
 		a.repo.SetWant(gitsync.Patterns("refs/heads/*"))
@@ -217,6 +221,8 @@ type storedProposal struct {
 
 // Tick is one iteration: poll, apply the tip, plan the proposals.
 func (a *Agent) Tick(ctx context.Context) error {
+	a.tickMu.Lock()
+	defer a.tickMu.Unlock()
 	a.mu.Lock()
 	a.ticks++
 	a.mu.Unlock()
@@ -266,6 +272,16 @@ func (a *Agent) Tick(ctx context.Context) error {
 	return err
 }
 
+// Reconfigure changes what can change while the agent runs (apply and
+// drift settings). It waits for the current step to finish.
+func (a *Agent) Reconfigure(change func(*Config)) {
+	a.tickMu.Lock()
+	defer a.tickMu.Unlock()
+	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
+	change(&a.cfg)
+}
+
 // LastPoll is when a poll last succeeded.
 func (a *Agent) LastPoll() time.Time {
 	a.mu.Lock()
@@ -289,21 +305,30 @@ func (a *Agent) readDocument(commit string) (*fleet.Document, fleet.Errors, erro
 	return doc, errs, nil
 }
 
+// planned is a plan with the live checks it was made with, which the apply
+// that follows it reuses (so it sees what the plan saw).
+type planned struct {
+	*plan.Plan
+	live    plan.Live
+	checker apply.Checker
+}
+
 // makePlan plans doc against the fleet with live checks.
-func (a *Agent) makePlan(ctx context.Context, doc *fleet.Document) (*plan.Plan, error) {
+func (a *Agent) makePlan(ctx context.Context, doc *fleet.Document) (planned, error) {
 	snap, err := a.store.Snapshot()
 	if err != nil {
-		return nil, err
+		return planned{}, err
 	}
+	live, checker := a.liveFor(snap)
 	start := a.clock.Now()
-	facts, err := plan.Gather(ctx, doc, snap, a.live)
+	facts, err := plan.Gather(ctx, doc, snap, live)
 	if err != nil {
 		a.metrics.Plan(err, a.clock.Now().Sub(start))
-		return nil, err
+		return planned{}, err
 	}
 	p := plan.Make(doc, snap, plan.Options{Tenant: a.cfg.Tenant, Prune: a.cfg.Prune, Facts: facts})
 	a.metrics.Plan(nil, a.clock.Now().Sub(start))
-	return p, nil
+	return planned{Plan: p, live: live, checker: checker}, nil
 }
 
 // enqueue posts inside tx when GitHub is configured.

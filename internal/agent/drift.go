@@ -78,7 +78,8 @@ func (a *Agent) DriftCheck(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	facts, err := plan.Gather(ctx, doc, snap, a.live)
+	live, checker := a.liveFor(snap)
+	facts, err := plan.Gather(ctx, doc, snap, live)
 	if err != nil {
 		// An unreachable provider is an error of the check, not a new drift.
 		a.metrics.Drift(false, err)
@@ -88,7 +89,7 @@ func (a *Agent) DriftCheck(ctx context.Context) error {
 	drifted := !p.Empty() || p.Blocked()
 	a.metrics.Drift(drifted, nil)
 	if drifted && a.cfg.Heal && !p.Blocked() {
-		return a.heal(ctx, ap, doc, p)
+		return a.heal(ctx, ap, doc, planned{Plan: p, live: live, checker: checker})
 	}
 	changes, _ := json.Marshal(p.Doing())
 	summary, _ := json.Marshal(p.Summary)
@@ -146,11 +147,11 @@ func (a *Agent) recordDriftError(now int64, reported, msg string) error {
 }
 
 // heal re-applies the applied document (drift.heal), audited as a heal.
-func (a *Agent) heal(ctx context.Context, ap *state.Applied, doc *fleet.Document, p *plan.Plan) error {
+func (a *Agent) heal(ctx context.Context, ap *state.Applied, doc *fleet.Document, p planned) error {
 	a.applyMu.Lock()
 	defer a.applyMu.Unlock()
 	res, err := apply.Apply(ctx, a.store, doc, apply.Options{Tenant: a.cfg.Tenant, Prune: ap.Prune, PlanHash: p.PlanHash,
-		AppliedBy: "agent (heal)", Commit: ap.Commit, Live: a.live, Checker: a.checker, Now: a.clock.Now,
+		AppliedBy: "agent (heal)", Commit: ap.Commit, Live: p.live, Checker: p.checker, Now: a.clock.Now,
 		InTx: func(tx *state.Tx, healed *plan.Plan) error {
 			return tx.AppendAudit(state.AuditRow{At: a.clock.Now().UnixMilli(), Who: "agent", Action: "heal", PlanHash: healed.PlanHash, Commit: ap.Commit, Calls: len(healed.Calls)})
 		}})

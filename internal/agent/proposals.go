@@ -94,6 +94,7 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 	}
 	doc, errs, err := a.readDocument(p.head)
 	var pl *plan.Plan
+	var made planned
 	switch {
 	case err != nil && refusal.CodeOf(err) == refusal.InvalidInput:
 		// A missing or oversized document is the proposal's fault.
@@ -109,7 +110,8 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 		posts = append(posts, status("failure", fmt.Sprintf("invalid document: %d error(s); first %s %s", len(errs), errs[0].Path, errs[0].Message)),
 			comment(a.invalidBody(p.head, errs)))
 	default:
-		pl, err = a.makePlan(ctx, doc)
+		made, err = a.makePlan(ctx, doc)
+		pl = made.Plan
 		if err != nil {
 			rec.Errors = []string{errText(err)}
 			posts = append(posts, status("error", "the plan could not be made: "+errText(err)), comment(a.errorBody(p.head, []string{errText(err)})))

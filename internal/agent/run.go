@@ -86,7 +86,7 @@ func (a *Agent) PlanCommit(ctx context.Context, commit string) (*plan.Plan, stri
 		return nil, full, errs.Refusal()
 	}
 	p, err := a.makePlan(ctx, doc)
-	return p, full, err
+	return p.Plan, full, err
 }
 
 // ApplyCommit applies the document at a commit of the branch by hand, held
@@ -126,17 +126,18 @@ func (a *Agent) ApplyCommit(ctx context.Context, commit, planHash, by string) (*
 }
 
 func (a *Agent) applyByHand(ctx context.Context, commit string, doc *fleet.Document, planHash, by string) (*plan.Plan, int, error) {
-	p, err := a.makePlan(ctx, doc)
+	pl, err := a.makePlan(ctx, doc)
 	if err != nil {
 		return nil, 0, err
 	}
+	p := pl.Plan
 	if p.Blocked() {
 		return p, 0, apply.Blocked(p)
 	}
 	if p.PlanHash != planHash {
 		return p, 0, refusal.New(refusal.ConfigDrift, "the plan of %s is now %s, not the reviewed %s: the fleet moved; plan it again", shortSHA(commit), shortSHA(p.PlanHash), shortSHA(planHash))
 	}
-	if err := a.runApply(ctx, commit, doc, p, by, 0); err != nil {
+	if err := a.runApply(ctx, commit, doc, pl, by, 0); err != nil {
 		var w errWait
 		if errors.As(err, &w) {
 			return p, 0, w.err

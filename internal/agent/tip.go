@@ -90,7 +90,7 @@ func (a *Agent) tryApply(ctx context.Context, tip string, ap *state.Applied) err
 		return err
 	}
 	if p.Blocked() {
-		return a.refuse(ctx, tip, 0, refusal.PlanBlocked, apply.Blocked(p).(*refusal.Error).Message)
+		return a.refuse(ctx, tip, 0, refusal.PlanBlocked, apply.Blocked(p.Plan).(*refusal.Error).Message)
 	}
 	by := "agent"
 	pr := 0
@@ -173,7 +173,7 @@ func (a *Agent) checkReviewed(ctx context.Context, tip, hash string) (int, strin
 }
 
 // runApply applies and records the result posts in the same transaction.
-func (a *Agent) runApply(ctx context.Context, tip string, d *fleet.Document, p *plan.Plan, by string, pr int) error {
+func (a *Agent) runApply(ctx context.Context, tip string, d *fleet.Document, p planned, by string, pr int) error {
 	if a.outbox != nil {
 		_ = a.store.Update(func(tx *state.Tx) error {
 			return a.enqueue(tx, Post{Kind: PostStatus, SHA: tip, Context: "apply", State: "pending", Description: fmt.Sprintf("applying %d call(s)", len(p.Calls))})
@@ -182,7 +182,7 @@ func (a *Agent) runApply(ctx context.Context, tip string, d *fleet.Document, p *
 	start := a.clock.Now()
 	res, err := apply.Apply(ctx, a.store, d, apply.Options{
 		Tenant: a.cfg.Tenant, Prune: a.cfg.Prune, PlanHash: p.PlanHash, AppliedBy: by, Commit: tip,
-		Live: a.live, Checker: a.checker, Now: a.clock.Now,
+		Live: p.live, Checker: p.checker, Now: a.clock.Now,
 		InTx: func(tx *state.Tx, applied *plan.Plan) error {
 			// An earlier refusal of this commit (applied by hand since) is
 			// history: a later rewind to it must be reported again.
