@@ -112,7 +112,7 @@ type Agent struct {
 	// tickMu holds a whole iteration, so a reload never changes the config
 	// under a running step.
 	tickMu sync.Mutex
-	waker   waker
+	waker  waker
 
 	mu        sync.Mutex
 	prs       []PullRequest // the last good list
@@ -125,10 +125,10 @@ type Agent struct {
 
 // Options wire an agent.
 type Options struct {
-	Store   *state.Store
-	Repo    *gitsync.Repo
-	Forge   Forge
-	Outbox  Outbox
+	Store  *state.Store
+	Repo   *gitsync.Repo
+	Forge  Forge
+	Outbox Outbox
 	// LiveFor gives the live checks of one plan (and the apply that
 	// follows it) against a snapshot; nil plans offline.
 	LiveFor func(*inventory.Snapshot) (plan.Live, apply.Checker)
