@@ -1,0 +1,518 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/fleet-agent/fleet-agent/internal/clock"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// Sender is what the outbox asks of GitHub. The forge satisfies it through
+// forge.(*GitHub).Poster; plain types keep this package free of the forge.
+//
+// Errors should carry a class and a retry time: the outbox looks for
+// ClassName() string (the forge's class words: unauthorized, forbidden,
+// not_found, validation, rate_limited, secondary_rate_limited, server,
+// network, credentials, unexpected) and for Retryable() bool and
+// RetryAt(now) time.Time. An error with neither is taken as retryable, and as
+// possibly done.
+type Sender interface {
+	// SetStatus sets a commit status on sha.
+	SetStatus(ctx context.Context, sha, context, state, description, targetURL string) error
+	// StatusIsLatest reports whether the newest status on sha for context
+	// is identical to this one. It is asked only for a status that may
+	// have been posted already (in flight at a crash, or a lost answer).
+	StatusIsLatest(ctx context.Context, sha, context, state, description, targetURL string) (bool, error)
+	// UpsertComment keeps the one comment holding marker on pull request
+	// pr and makes its body body; it finds the comment by its marker.
+	UpsertComment(ctx context.Context, pr int, marker, body string) error
+	// AddCommentOnce posts body unless a comment holding marker is on the
+	// pull request already.
+	AddCommentOnce(ctx context.Context, pr int, marker, body string) error
+}
+
+// The classes the outbox tells apart (the forge's words).
+const (
+	classUnauthorized = "unauthorized"
+	classCredentials  = "credentials"
+	classForbidden    = "forbidden"
+	classNotFound     = "not_found"
+	classValidation   = "validation"
+	classRateLimited  = "rate_limited"
+	classSecondary    = "secondary_rate_limited"
+	classServer       = "server"
+	classNetwork      = "network"
+	classUnexpected   = "unexpected"
+)
+
+// Defaults of Options.
+const (
+	DefaultMinBackoff   = 2 * time.Second
+	DefaultMaxBackoff   = 5 * time.Minute
+	DefaultAuthAttempts = 20
+	DefaultIdle         = time.Minute
+)
+
+// Options tune an Outbox.
+type Options struct {
+	// Clock times holds and backoff (default: the wall clock).
+	Clock clock.Clock
+	// Log receives a line per dropped post (error), per failure (warn) and
+	// per delivery (debug). Default: none.
+	Log zerolog.Logger
+	// MinBackoff is the wait after the first failure; it doubles with each
+	// failure of the same post up to MaxBackoff (defaults 2 s and 5 min).
+	MinBackoff, MaxBackoff time.Duration
+	// AuthAttempts is how many times a post meeting 401 (or a credential
+	// that does not resolve) is tried before it is dropped (default 20,
+	// about an hour).
+	AuthAttempts int
+	// Idle is how often Run looks at an empty queue, for posts queued with
+	// the package's Enqueue, which wakes nothing (default 1 min). It reads
+	// the state file only: an idle outbox sends nothing.
+	Idle time.Duration
+}
+
+// Stats is what the outbox reports for metrics.
+type Stats struct {
+	// Delivered and Dropped count posts since New.
+	Delivered, Dropped uint64
+	// Failures counts failed sends since New (each retry counts).
+	Failures uint64
+	// LastDelivery is when a post was last delivered.
+	LastDelivery time.Time
+	// LastError and LastErrorAt are the last failure, "" when none.
+	LastError   string
+	LastErrorAt time.Time
+	// HeldUntil is when the oldest post may be sent again; zero when it is
+	// not held.
+	HeldUntil time.Time
+}
+
+// Outbox delivers the queued posts of one state file through one Sender.
+// Its methods are safe for concurrent use; one post is sent at a time.
+type Outbox struct {
+	store *state.Store
+	send  Sender
+	opts  Options
+	clock clock.Clock
+	log   zerolog.Logger
+	wake  chan struct{}
+
+	// deliver is held for one step: Run and Flush never send at once.
+	deliver sync.Mutex
+
+	mu    sync.Mutex
+	stats Stats
+
+	// afterSend, for tests, runs after a send GitHub took and before it is
+	// recorded; true stops there as if the process died.
+	afterSend func(Post) bool
+}
+
+// New makes an outbox over store. It sends nothing until Run or Flush.
+func New(store *state.Store, send Sender, opts Options) *Outbox {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = DefaultMinBackoff
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = DefaultMaxBackoff
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = opts.MinBackoff
+	}
+	if opts.AuthAttempts <= 0 {
+		opts.AuthAttempts = DefaultAuthAttempts
+	}
+	if opts.Idle <= 0 {
+		opts.Idle = DefaultIdle
+	}
+	return &Outbox{store: store, send: send, opts: opts, clock: opts.Clock, log: opts.Log,
+		wake: make(chan struct{}, 1)}
+}
+
+// Enqueue queues p inside tx, like the package's Enqueue, and wakes Run when
+// tx commits. It never waits for GitHub.
+func (o *Outbox) Enqueue(tx *state.Tx, p Post) error {
+	if err := Enqueue(tx, p); err != nil {
+		return err
+	}
+	tx.OnCommit(o.Wake)
+	return nil
+}
+
+// Add queues posts in a transaction of its own.
+func (o *Outbox) Add(posts ...Post) error {
+	return o.store.Update(func(tx *state.Tx) error {
+		for _, p := range posts {
+			if err := o.Enqueue(tx, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Wake makes Run look at the queue now.
+func (o *Outbox) Wake() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Depth counts the queued posts.
+func (o *Outbox) Depth() (int, error) {
+	var n int
+	err := o.store.View(func(tx *state.Tx) error {
+		var err error
+		n, err = tx.OutboxLen()
+		return err
+	})
+	return n, err
+}
+
+// Stats returns the counters and the last delivery and error.
+func (o *Outbox) Stats() Stats {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.stats
+}
+
+// Run delivers until ctx ends: at once when woken (Enqueue, Wake), when a
+// hold ends, and every Idle otherwise. A post being sent when ctx ends is
+// abandoned in flight and resumed on the next start.
+func (o *Outbox) Run(ctx context.Context) error {
+	storeFailures := 0
+	for {
+		res, err := o.step(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var wait time.Duration
+		switch {
+		case err != nil && !errors.Is(err, ErrHeld):
+			// The state file failed us (full disk, closed): try again
+			// later, without sending anything meanwhile.
+			storeFailures++
+			wait = o.backoff(storeFailures)
+			o.log.Error().Err(err).Dur("retryIn", wait).Msg("outbox: cannot read or write the state file")
+		case res.progressed:
+			storeFailures = 0
+			continue
+		case res.idle:
+			storeFailures = 0
+			wait = o.opts.Idle
+		default: // held
+			storeFailures = 0
+			wait = res.until.Sub(o.clock.Now())
+			if wait <= 0 {
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-o.wake:
+		case <-o.clock.After(wait):
+		}
+	}
+}
+
+// Flush delivers, in the caller's goroutine, every post that can be sent
+// now, oldest first. It returns nil when the queue is empty, a *HeldError
+// (errors.Is ErrHeld) when the oldest post must wait, or the error of the
+// state file or of ctx. It never waits for a hold to pass: what is held stays
+// in the state file for Run or the next start. At shutdown, call it with a
+// deadline after Run has returned.
+func (o *Outbox) Flush(ctx context.Context) error {
+	for {
+		res, err := o.step(ctx)
+		if err != nil {
+			return err
+		}
+		if res.idle {
+			return nil
+		}
+	}
+}
+
+// stepResult is what one step did.
+type stepResult struct {
+	idle       bool      // nothing queued
+	progressed bool      // a post left the queue, or its content moved on
+	until      time.Time // held: when to look again
+}
+
+// step handles the oldest entry once: it sends it unless it is held.
+func (o *Outbox) step(ctx context.Context) (stepResult, error) {
+	o.deliver.Lock()
+	defer o.deliver.Unlock()
+	if err := ctx.Err(); err != nil {
+		return stepResult{}, err
+	}
+	now := o.clock.Now()
+	var (
+		seq         uint64
+		rec         record
+		found       bool
+		wasInFlight bool
+		held        *HeldError
+	)
+	err := o.store.Update(func(tx *state.Tx) error {
+		e, ok, err := tx.OutboxFirst()
+		if err != nil || !ok {
+			return err
+		}
+		r, err := decodeRecord(e)
+		if err != nil {
+			// A record this build cannot read is a poison post too.
+			o.log.Error().Err(err).Uint64("seq", e.Seq).Msg("outbox: dropped an unreadable post")
+			o.count(func(s *Stats) { s.Dropped++ })
+			seq, found = e.Seq, false
+			return tx.OutboxDelete(e.Seq)
+		}
+		seq, rec, found = e.Seq, r, true
+		if r.NotBefore != 0 && now.Before(time.UnixMilli(r.NotBefore)) {
+			held = &HeldError{Until: time.UnixMilli(r.NotBefore), Post: r.Post, Reason: r.LastError}
+			return nil
+		}
+		wasInFlight = r.InFlight
+		if r.InFlight {
+			return nil
+		}
+		r.InFlight = true
+		return tx.OutboxReplace(e.Seq, r.encode())
+	})
+	switch {
+	case err != nil:
+		return stepResult{}, err
+	case !found && seq != 0:
+		return stepResult{progressed: true}, nil
+	case !found:
+		o.count(func(s *Stats) { s.HeldUntil = time.Time{} })
+		return stepResult{idle: true}, nil
+	case held != nil:
+		o.count(func(s *Stats) { s.HeldUntil = held.Until })
+		return stepResult{until: held.Until}, held
+	}
+
+	p := rec.Post
+	var sendErr error
+	already := false
+	if wasInFlight && p.Kind == KindStatus {
+		already, sendErr = o.send.StatusIsLatest(ctx, p.SHA, p.Context, p.State, p.Description, p.TargetURL)
+	}
+	if sendErr == nil && !already {
+		sendErr = o.post(ctx, p)
+		if sendErr == nil && o.afterSend != nil && o.afterSend(p) {
+			return stepResult{}, errCrashed
+		}
+	}
+	if sendErr != nil {
+		return o.failed(ctx, seq, rec, wasInFlight, sendErr)
+	}
+	return o.delivered(seq, rec, already)
+}
+
+// errCrashed is what a step returns when the test hook stopped it.
+var errCrashed = errors.New("outbox: stopped after sending (test hook)")
+
+func (o *Outbox) post(ctx context.Context, p Post) error {
+	switch p.Kind {
+	case KindStatus:
+		return o.send.SetStatus(ctx, p.SHA, p.Context, p.State, p.Description, p.TargetURL)
+	case KindSticky:
+		return o.send.UpsertComment(ctx, p.PR, p.Marker, p.Body)
+	default:
+		return o.send.AddCommentOnce(ctx, p.PR, p.Marker, p.Body)
+	}
+}
+
+// delivered records that rec (as read) is on GitHub.
+func (o *Outbox) delivered(seq uint64, sent record, already bool) (stepResult, error) {
+	err := o.store.Update(func(tx *state.Tx) error {
+		e, ok, err := tx.OutboxGet(seq)
+		if err != nil || !ok {
+			return err
+		}
+		cur, err := decodeRecord(e)
+		if err != nil {
+			return err
+		}
+		if cur.Rev == sent.Rev {
+			return tx.OutboxDelete(seq)
+		}
+		// Coalesced while it was being sent: the newer content is not
+		// on GitHub yet, and we know exactly what is, so it is no longer
+		// in flight. It stays at the head and goes next.
+		cur.InFlight, cur.Attempts, cur.AuthFailures, cur.NotBefore, cur.LastError = false, 0, 0, 0, ""
+		return tx.OutboxReplace(seq, cur.encode())
+	})
+	if err != nil {
+		return stepResult{}, err
+	}
+	now := o.clock.Now()
+	o.count(func(s *Stats) {
+		s.Delivered++
+		s.LastDelivery = now
+		s.HeldUntil = time.Time{}
+	})
+	ev := o.log.Debug().Str("post", sent.Post.String())
+	if already {
+		ev = ev.Bool("alreadyLatest", true)
+	}
+	ev.Msg("outbox: delivered")
+	return stepResult{progressed: true}, nil
+}
+
+// verdict is what to do about a failed send.
+type verdict struct {
+	drop bool
+	// until is the hold, when not dropped.
+	until time.Time
+	// maybeDone: GitHub may have acted (no answer, 5xx); the post stays in
+	// flight and a status is checked before it is sent again.
+	maybeDone bool
+	// auth: a credential failure (counted towards AuthAttempts).
+	auth bool
+}
+
+type classed interface{ ClassName() string }
+
+type retryable interface {
+	Retryable() bool
+	RetryAt(now time.Time) time.Time
+}
+
+// judge applies the error policy (see the package comment); attempts counts
+// this failure, authFailures the credential failures before it.
+func (o *Outbox) judge(err error, attempts, authFailures int, now time.Time) verdict {
+	hold := now.Add(o.backoff(attempts))
+	var re retryable
+	if errors.As(err, &re) {
+		if at := re.RetryAt(now); at.After(hold) {
+			hold = at
+		}
+	}
+	class := ""
+	var ce classed
+	if errors.As(err, &ce) {
+		class = ce.ClassName()
+	}
+	switch class {
+	case classUnauthorized, classCredentials:
+		return verdict{drop: authFailures+1 >= o.opts.AuthAttempts, until: hold, auth: true}
+	case classRateLimited, classSecondary:
+		return verdict{until: hold}
+	case classServer, classNetwork:
+		return verdict{until: hold, maybeDone: true}
+	case classForbidden, classNotFound, classValidation, classUnexpected:
+		return verdict{drop: true}
+	}
+	if re != nil && !re.Retryable() {
+		return verdict{drop: true}
+	}
+	// Unknown: retryable, and maybe done.
+	return verdict{until: hold, maybeDone: true}
+}
+
+// backoff is MinBackoff doubled for each failure after the first, capped.
+func (o *Outbox) backoff(attempts int) time.Duration {
+	d := o.opts.MinBackoff
+	for i := 1; i < attempts && d < o.opts.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, o.opts.MaxBackoff)
+}
+
+// failed records a failed send of rec: a hold, or a drop.
+func (o *Outbox) failed(ctx context.Context, seq uint64, sent record, wasInFlight bool, sendErr error) (stepResult, error) {
+	if ctx.Err() != nil {
+		// Stopped, not failed: the entry stays in flight as it is, and
+		// is resumed (checked first) on the next step or start.
+		return stepResult{}, ctx.Err()
+	}
+	now := o.clock.Now()
+	v := o.judge(sendErr, sent.Attempts+1, sent.AuthFailures, now)
+	msg := sendErr.Error()
+	res := stepResult{progressed: true}
+	var held *HeldError
+	err := o.store.Update(func(tx *state.Tx) error {
+		e, ok, err := tx.OutboxGet(seq)
+		if err != nil || !ok {
+			return err
+		}
+		cur, err := decodeRecord(e)
+		if err != nil {
+			return err
+		}
+		if v.drop {
+			if cur.Rev == sent.Rev {
+				return tx.OutboxDelete(seq)
+			}
+			// The post was replaced while it failed; the new content
+			// deserves its own try. What failed was refused, so
+			// nothing of it reached GitHub.
+			cur.InFlight, cur.Attempts, cur.AuthFailures, cur.NotBefore, cur.LastError = wasInFlight, 0, 0, 0, msg
+			return tx.OutboxReplace(seq, cur.encode())
+		}
+		cur.InFlight = wasInFlight || v.maybeDone
+		cur.Attempts = sent.Attempts + 1
+		if v.auth {
+			cur.AuthFailures = sent.AuthFailures + 1
+		}
+		cur.NotBefore = ceilMilli(v.until)
+		cur.LastError = msg
+		held = &HeldError{Until: time.UnixMilli(cur.NotBefore), Post: cur.Post, Reason: msg}
+		return tx.OutboxReplace(seq, cur.encode())
+	})
+	if err != nil {
+		return stepResult{}, err
+	}
+	o.count(func(s *Stats) {
+		s.Failures++
+		s.LastError, s.LastErrorAt = msg, now
+		if v.drop {
+			s.Dropped++
+		}
+		if held != nil {
+			s.HeldUntil = held.Until
+		}
+	})
+	if v.drop {
+		o.log.Error().Str("post", sent.Post.String()).Int("attempts", sent.Attempts+1).Str("reason", msg).
+			Msg("outbox: dropped a post GitHub will not take")
+		return res, nil
+	}
+	o.log.Warn().Str("post", sent.Post.String()).Int("attempts", sent.Attempts+1).Time("retryAt", v.until).
+		Str("reason", msg).Msg("outbox: delivery failed; the queue waits")
+	if held == nil { // the entry was gone
+		return res, nil
+	}
+	return stepResult{until: held.Until}, held
+}
+
+// ceilMilli is t in Unix milliseconds, rounded up: a hold never ends before
+// the moment GitHub named.
+func ceilMilli(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
+}
+
+func (o *Outbox) count(fn func(*Stats)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	fn(&o.stats)
+}

@@ -1,0 +1,109 @@
+package outbox
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+)
+
+// Kind says what a post is.
+type Kind string
+
+// The kinds of post (the same words as the agent's).
+const (
+	// KindStatus is a commit status: only the newest per commit and
+	// context is delivered.
+	KindStatus Kind = "status"
+	// KindSticky is the one comment per pull request and marker, edited in
+	// place: only the newest body per pull request and marker is delivered.
+	KindSticky Kind = "sticky"
+	// KindOnce is a comment created once and never edited (results,
+	// drift); its marker is unique per result. Of two with the same pull
+	// request and marker, the first wins.
+	KindOnce Kind = "once"
+)
+
+// Post is one post to GitHub.
+type Post struct {
+	Kind Kind `json:"kind"`
+	// Status fields.
+	SHA string `json:"sha,omitempty"`
+	// Context is the context as the Sender takes it: for the forge, the
+	// suffix (plan, apply, drift) that it puts the status context prefix
+	// before.
+	Context     string `json:"context,omitempty"`
+	State       string `json:"state,omitempty"` // pending, success, failure, error
+	Description string `json:"description,omitempty"`
+	TargetURL   string `json:"targetURL,omitempty"`
+	// Comment fields.
+	PR     int    `json:"pr,omitempty"`
+	Marker string `json:"marker,omitempty"` // the full hidden marker
+	Body   string `json:"body,omitempty"`
+}
+
+// Status is a commit status post.
+func Status(sha, context, state, description, targetURL string) Post {
+	return Post{Kind: KindStatus, SHA: sha, Context: context, State: state, Description: description, TargetURL: targetURL}
+}
+
+// Sticky is a post of the one comment holding marker on pull request pr.
+func Sticky(pr int, marker, body string) Post {
+	return Post{Kind: KindSticky, PR: pr, Marker: marker, Body: body}
+}
+
+// Once is a comment posted once on pull request pr, found again by marker.
+func Once(pr int, marker, body string) Post {
+	return Post{Kind: KindOnce, PR: pr, Marker: marker, Body: body}
+}
+
+// Validate refuses a post that could never be delivered. The finer checks
+// (description length, body length, marker shape) are the Sender's: it
+// answers them with a non-retryable error and the post is dropped.
+func (p Post) Validate() error {
+	switch p.Kind {
+	case KindStatus:
+		if p.SHA == "" || p.Context == "" {
+			return refusal.New(refusal.Internal, "outbox: a status needs a commit and a context")
+		}
+		switch p.State {
+		case "pending", "success", "failure", "error":
+		default:
+			return refusal.New(refusal.Internal, "outbox: status state %q is not one of pending, success, failure, error", p.State)
+		}
+	case KindSticky, KindOnce:
+		if p.PR <= 0 || p.Marker == "" || strings.TrimSpace(p.Body) == "" {
+			return refusal.New(refusal.Internal, "outbox: a comment needs a pull request, a marker and a body")
+		}
+	default:
+		return refusal.New(refusal.Internal, "outbox: unknown post kind %q", p.Kind)
+	}
+	return nil
+}
+
+// Key is the coalescing key: posts with the same key are one post.
+func (p Post) Key() string {
+	switch p.Kind {
+	case KindStatus:
+		return "status\x00" + p.SHA + "\x00" + p.Context
+	default:
+		return string(p.Kind) + "\x00" + strconv.Itoa(p.PR) + "\x00" + p.Marker
+	}
+}
+
+// String names the post for logs, without its body.
+func (p Post) String() string {
+	switch p.Kind {
+	case KindStatus:
+		return "status " + p.Context + "=" + p.State + " on " + short(p.SHA)
+	default:
+		return string(p.Kind) + " comment " + p.Marker + " on #" + strconv.Itoa(p.PR)
+	}
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
