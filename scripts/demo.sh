@@ -1,51 +1,177 @@
 #!/usr/bin/env bash
-# make demo: runs fleet-agent on embedded defaults and checks what it shows.
-# Everything happens under ./demo (recreated on each run). Exits non-zero if
-# anything did not hold.
+# make demo: the agent on embedded defaults (a local git repository, the fake
+# provider, a bbolt file, no GitHub), driven the way an operator would, and
+# checked at every step. Everything happens under ./demo, recreated on each
+# run. Exits non-zero if anything did not hold.
 set -euo pipefail
 BIN=${1:-bin/fleet-agent}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DEMO="$ROOT/demo"
-rm -rf "$DEMO"
-mkdir -p "$DEMO"
-export FLEET_AGENT_STATE="$DEMO/fleet.db"
-unset FLEET_AGENT_CONFIG
+START=$(date +%s)
+
+# A private, repeatable git.
+export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
+export GIT_AUTHOR_NAME="Dana Demo" GIT_AUTHOR_EMAIL=dana@example.com
+export GIT_COMMITTER_NAME="Dana Demo" GIT_COMMITTER_EMAIL=dana@example.com
+unset FLEET_AGENT_STATE FLEET_AGENT_CONFIG
+export FLEET_AGENT_CONFIG="$DEMO/config.yaml"
+
 failures=0
+checks=0
+ok() { checks=$((checks + 1)); echo "  ok: $*"; }
+bad() { checks=$((checks + 1)); failures=$((failures + 1)); echo "  FAILED: $*"; }
 check() { # check DESCRIPTION COMMAND...
   local what=$1; shift
-  if "$@"; then echo "  ok: $what"; else echo "  FAILED: $what"; failures=$((failures + 1)); fi
+  if "$@" >/dev/null 2>&1; then ok "$what"; else bad "$what"; fi
 }
 step() { printf '\n== %s\n' "$*"; }
+show() { sed 's/^/    /'; }
+# wait_for DESCRIPTION SECONDS COMMAND...: retries the command until it succeeds.
+wait_for() {
+  local what=$1 limit=$2; shift 2
+  local deadline=$(($(date +%s) + limit))
+  until "$@" >/dev/null 2>&1; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then bad "$what (waited ${limit}s)"; return 1; fi
+    sleep 0.2
+  done
+  ok "$what"
+}
 
-step "validate the example documents of the references"
-for f in "$ROOT"/testdata/documents/valid/*.json; do
-  check "$(basename "$f") is valid" "$BIN" validate "$f"
-done
-step "an invalid document is refused with pointers"
-out=$("$BIN" validate "$ROOT/testdata/documents/invalid/unknown-field.json" 2>&1 || true)
-echo "$out" | sed 's/^/    /'
-check "the unknown field is named by its pointer" grep -q '/pools/0/colour: unknown field' <<<"$out"
+AGENT_PID=
+cleanup() { [ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null || true; }
+trap cleanup EXIT
 
-step "plan the fleet-config example against an empty fleet"
-"$BIN" plan "$ROOT/testdata/documents/valid/fleet-config.json" | sed 's/^/    /'
-check "nothing was written by plan" test ! -e "$FLEET_AGENT_STATE"
+start_agent() {
+  "$BIN" run --config "$DEMO/config.yaml" >>"$DEMO/agent.log" 2>&1 &
+  AGENT_PID=$!
+  wait_for "the agent answers on its socket" 20 "$BIN" status
+}
 
-step "apply it (--yes) into $FLEET_AGENT_STATE"
-"$BIN" apply "$ROOT/testdata/documents/valid/fleet-config.json" --yes | sed 's/^/    /'
-check "the state file exists with mode 0600" test "$(stat -c %a "$FLEET_AGENT_STATE")" = 600
+applied_commit() { "$BIN" status -o json | sed -n 's/.*"commit": "\([0-9a-f]*\)".*/\1/p' | head -1; }
+is_applied() { [ "$(applied_commit)" = "$1" ]; }
+has_proposal() { "$BIN" status -o json | grep -q "\"ref\": \"refs/heads/$1\""; }
+drifted() { ! "$BIN" status --fail-on-drift; }
+applies_of() { "$BIN" audit -o json | tr -d ' \n' | grep -o '"action":"apply"[^}]*"commit":"'"$1"'"' | wc -l; }
 
-step "plan again: nothing to change"
-check "plan --fail-on-drift passes" "$BIN" plan "$ROOT/testdata/documents/valid/fleet-config.json" --fail-on-drift
+write_doc() { # write_doc VCPU GPU_QUOTA
+  cat >"$DEMO/work/fleet.json" <<EOF
+{
+  "version": 1,
+  "sites": [{ "name": "lab", "kind": "shared", "region": "local" }],
+  "providerAccounts": [{ "name": "sim", "provider": "fake", "config": {} }],
+  "pools": [
+    {
+      "name": "gpu",
+      "site": "lab",
+      "class": "provider",
+      "providerAccount": "sim",
+      "gpuModel": "H100",
+      "ownerQuota": { "gpu": $2 },
+      "offers": [{ "tenant": "acme", "quota": { "gpu": 2 }, "priority": 5 }]
+    }
+  ],
+  "flavors": [{ "pool": "gpu", "name": "small", "vcpu": $1, "memoryGiB": 16, "diskGiB": 100, "gpus": 1 }]
+}
+EOF
+}
 
-step "export the fleet and plan the export with prune"
-"$BIN" export --out "$DEMO/exported.json"
-check "the export plans empty with prune" "$BIN" plan "$DEMO/exported.json" --prune --fail-on-drift
+rm -rf "$DEMO"
+mkdir -p "$DEMO"
+step "a git repository with an empty fleet.json on main, and the agent's config"
+git init -q --bare -b main "$DEMO/remote.git"
+git clone -q "$DEMO/remote.git" "$DEMO/work" 2>/dev/null
+cd "$DEMO/work"
+git checkout -q -b main
+echo '{ "version": 1 }' >fleet.json
+git add fleet.json && git commit -qm "an empty fleet" && git push -q origin main
+BOOT=$(git rev-parse HEAD)
+cat >"$DEMO/config.yaml" <<EOF
+# The demo's agent: a local repository, no GitHub, the fake provider.
+git:
+  url: $DEMO/remote.git
+  interval: 1s
+state: $DEMO/state/fleet.db
+socket: $DEMO/api.sock
+listen: 127.0.0.1:0
+apply:
+  requireReviewedPlan: true
+drift:
+  every: 2s
+providers:
+  fake:
+    statePath: $DEMO/state/fake.json
+EOF
+show <"$DEMO/config.yaml"
+check "the config is valid" "$BIN" status
 
-step "status"
-"$BIN" status | sed 's/^/    /'
+step "start the agent; an empty plan is followed without review"
+start_agent
+wait_for "main's first commit is recorded as applied" 20 is_applied "$BOOT"
+
+step "propose a change on a branch: planned, recorded, never applied"
+git checkout -q -b add-gpu-pool
+write_doc 4 4
+check "the proposal validates" "$BIN" validate fleet.json
+git commit -qam "add a GPU pool offered to acme" && git push -q origin add-gpu-pool
+HEAD1=$(git rev-parse HEAD)
+wait_for "the proposal is planned" 20 has_proposal add-gpu-pool
+"$BIN" status | show
+"$BIN" plan fleet.json | show
+check "nothing was applied by proposing" is_applied "$BOOT"
+
+step "merge it: the reviewed plan is applied"
+git checkout -q main && git merge -q --ff-only add-gpu-pool && git push -q origin main
+wait_for "the merge is applied" 20 is_applied "$HEAD1"
+"$BIN" status | show
+check "a plan of the merged document changes nothing" "$BIN" plan fleet.json --fail-on-drift
+
+step "a break-glass edit during an incident"
+"$BIN" edit flavor gpu/small vcpu=8 | show
+wait_for "the drift check reports it" 20 drifted
+"$BIN" status | show
+if "$BIN" status --fail-on-drift >/dev/null 2>&1; then bad "status --fail-on-drift exits non-zero while drifted"; else ok "status --fail-on-drift exits non-zero while drifted"; fi
+
+step "a direct push to main, never proposed, is refused"
+write_doc 4 6
+git commit -qam "raise the quota without review" && git push -q origin main
+DIRECT=$(git rev-parse HEAD)
+sleep 3
+check "the direct push is not applied" is_applied "$HEAD1"
+check "the refusal is in the log" grep -q "not applied: no proposal with this plan" "$DEMO/agent.log"
+git reset -q --hard "$HEAD1" && git push -q --force origin main
+echo "    (main reset to the applied commit)"
+
+step "kill -9 right after a merge is pushed; the restart applies it exactly once"
+git checkout -q -b more-quota
+write_doc 4 8
+git commit -qam "owner keeps 8 GPUs" && git push -q origin more-quota
+HEAD2=$(git rev-parse HEAD)
+wait_for "the proposal is planned" 20 has_proposal more-quota
+git checkout -q main && git merge -q --ff-only more-quota && git push -q origin main
+kill -9 "$AGENT_PID"
+wait "$AGENT_PID" 2>/dev/null || true
+AGENT_PID=
+echo "    agent killed with SIGKILL"
+start_agent
+wait_for "the merge is applied after the restart" 20 is_applied "$HEAD2"
+n=$(applies_of "$HEAD2")
+if [ "$n" = 1 ]; then ok "the audit log has exactly one apply of $HEAD2"; else bad "the audit log has $n applies of $HEAD2"; fi
+wait_for "the apply cleared the drift" 20 "$BIN" status --fail-on-drift
+"$BIN" audit | tail -6 | show
+
+step "the state is intact"
+"$BIN" backup --out "$DEMO/fleet.db.bak" | show
+check "the backup opens and plans like the live fleet" env FLEET_AGENT_STATE="$DEMO/fleet.db.bak" FLEET_AGENT_CONFIG= "$BIN" plan "$DEMO/work/fleet.json" --fail-on-drift --offline
+check "export of the fleet plans empty with prune" sh -c "'$BIN' export >'$DEMO/export.json' && '$BIN' plan '$DEMO/export.json' --prune --fail-on-drift"
+
+step "stop the agent (SIGTERM)"
+kill -TERM "$AGENT_PID"
+if wait "$AGENT_PID"; then ok "the agent exits 0 on SIGTERM"; else bad "the agent exits 0 on SIGTERM"; fi
+AGENT_PID=
 
 echo
+echo "demo: $checks checks in $(($(date +%s) - START))s; the agent's log is $DEMO/agent.log"
 if [ "$failures" -gt 0 ]; then
   echo "demo: $failures check(s) FAILED"
   exit 1

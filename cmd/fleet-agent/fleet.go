@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/config"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
@@ -141,19 +143,35 @@ func (a *app) live(cfg *config.Config, offline bool) (plan.Live, apply.Checker, 
 	return checks, checks, nil
 }
 
+// planOutcome prints a plan the agent made and turns it into the exit
+// status plan would have.
+func (a *app) planOutcome(resp agent.PlanResponse, failOnDrift bool, what string) error {
+	fmt.Fprint(a.stdout, resp.Output)
+	if resp.Blocked {
+		return refusal.New(refusal.PlanBlocked, "the plan of %s has blocked changes; fix the document", what)
+	}
+	if failOnDrift && resp.Calls > 0 {
+		return refusal.New(refusal.FleetDrifted, "%d call(s) would run: the fleet does not match %s", resp.Calls, what)
+	}
+	return nil
+}
+
 func (a *app) planCommand() *cobra.Command {
 	var prune, calls, failOnDrift, offline bool
-	var output string
+	var output, commit string
 	cmd := &cobra.Command{
 		Use:   "plan FILE",
 		Short: "Show what applying a document would change",
 		Long: `Plans FILE against the fleet (the state file and the live providers) and prints
 one line per change, then the counts. Exits 1 with PLAN_BLOCKED when a change is
 blocked, and with --fail-on-drift, FLEET_DRIFTED when any call would run.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" && output != "markdown" {
 				return fmt.Errorf("-o must be text, json or markdown, got %q", output)
+			}
+			if (len(args) == 1) == (commit != "") {
+				return fmt.Errorf("give a FILE or --commit SHA")
 			}
 			cfg, err := a.loadConfig()
 			if err != nil {
@@ -162,9 +180,32 @@ blocked, and with --fail-on-drift, FLEET_DRIFTED when any call would run.`,
 			if !cmd.Flags().Changed("prune") {
 				prune = cfg.Apply.Prune
 			}
+			client := a.agentClient(cmd.Context(), cfg)
+			if commit != "" {
+				if client == nil {
+					return refusal.New(refusal.Unavailable, "--commit needs the running agent (it reads the commit of %s from its repository); none answers on %s", cfg.Git.Branch, cfg.Socket)
+				}
+				var resp agent.PlanResponse
+				if err := client.Do(cmd.Context(), "POST", "/v1/plan", agent.PlanRequest{Commit: commit, Output: output, Calls: calls}, &resp); err != nil {
+					return err
+				}
+				return a.planOutcome(resp, failOnDrift, resp.Commit)
+			}
 			doc, err := a.readDocument(args[0])
 			if err != nil {
 				return err
+			}
+			if client != nil {
+				data, _ := fleet.ReadFile(args[0])
+				req := planDocRequest{Name: args[0], Document: data, Calls: calls, Output: output, Offline: offline}
+				if cmd.Flags().Changed("prune") {
+					req.Prune = &prune
+				}
+				var resp agent.PlanResponse
+				if err := client.Do(cmd.Context(), "POST", "/v1/plan-document", req, &resp); err != nil {
+					return err
+				}
+				return a.planOutcome(resp, failOnDrift, args[0])
 			}
 			snap, _, _, err := snapshot(a.stateFile(cfg))
 			if err != nil {
@@ -205,6 +246,7 @@ blocked, and with --fail-on-drift, FLEET_DRIFTED when any call would run.`,
 		},
 	}
 	cmd.Flags().BoolVar(&prune, "prune", false, "delete what the document leaves out (default: the config's apply.prune)")
+	cmd.Flags().StringVar(&commit, "commit", "", "plan the document at this commit of the branch (through the running agent)")
 	cmd.Flags().BoolVar(&calls, "calls", false, "print the calls after the counts")
 	cmd.Flags().BoolVar(&failOnDrift, "fail-on-drift", false, "exit FLEET_DRIFTED when any call would run")
 	cmd.Flags().BoolVar(&offline, "offline", false, "skip the live checks")
@@ -227,7 +269,7 @@ func who() string {
 
 func (a *app) applyCommand() *cobra.Command {
 	var prune, yes, offline bool
-	var planHash string
+	var planHash, commit string
 	cmd := &cobra.Command{
 		Use:   "apply FILE",
 		Short: "Apply a document to the fleet, exactly as planned",
@@ -235,14 +277,34 @@ func (a *app) applyCommand() *cobra.Command {
 prints the --plan-hash that applies exactly this plan later. With --yes it applies
 what it just planned; with --plan-hash it applies a plan reviewed earlier and
 refuses with CONFIG_DRIFT when the fleet moved since.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if (len(args) == 1) == (commit != "") {
+				return fmt.Errorf("give a FILE or --commit SHA")
+			}
 			cfg, err := a.loadConfig()
 			if err != nil {
 				return err
 			}
 			if !cmd.Flags().Changed("prune") {
 				prune = cfg.Apply.Prune
+			}
+			client := a.agentClient(cmd.Context(), cfg)
+			if commit != "" {
+				if client == nil {
+					return refusal.New(refusal.Unavailable, "--commit needs the running agent (it reads the commit of %s from its repository); none answers on %s", cfg.Git.Branch, cfg.Socket)
+				}
+				var resp agent.PlanResponse
+				err := client.Do(cmd.Context(), "POST", "/v1/apply", agent.ApplyRequest{Commit: commit, PlanHash: planHash, By: who()}, &resp)
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(a.stdout, resp.Output)
+				fmt.Fprintf(a.stdout, "Applied %d call(s) of %s; planHash %s.\n", resp.Applied, commit, resp.PlanHash)
+				return nil
+			}
+			if client != nil {
+				return client.Do(cmd.Context(), "POST", "/v1/apply-document", map[string]any{}, nil)
 			}
 			doc, err := a.readDocument(args[0])
 			if err != nil {
@@ -327,6 +389,7 @@ refuses with CONFIG_DRIFT when the fleet moved since.`,
 	}
 	cmd.Flags().BoolVar(&prune, "prune", false, "delete what the document leaves out (default: the config's apply.prune)")
 	cmd.Flags().BoolVar(&yes, "yes", false, "apply what was just planned")
+	cmd.Flags().StringVar(&commit, "commit", "", "apply the document at this commit of the branch (through the running agent; needs --plan-hash)")
 	cmd.Flags().StringVar(&planHash, "plan-hash", "", "apply only if the plan still has this hash")
 	cmd.Flags().BoolVar(&offline, "offline", false, "skip the live checks")
 	return cmd
@@ -346,17 +409,25 @@ to overwrite one.`,
 			if err != nil {
 				return err
 			}
-			snap, _, _, err := snapshot(a.stateFile(cfg))
-			if err != nil {
-				return err
-			}
-			doc, err := plan.Export(snap)
-			if err != nil {
-				return err
-			}
-			data, err := plan.Pretty(doc)
-			if err != nil {
-				return refusal.Wrap(refusal.Internal, err, "cannot render the document")
+			var data []byte
+			if client := a.agentClient(cmd.Context(), cfg); client != nil {
+				var b bytes.Buffer
+				if err := client.Do(cmd.Context(), "GET", "/v1/export", nil, &b); err != nil {
+					return err
+				}
+				data = b.Bytes()
+			} else {
+				snap, _, _, err := snapshot(a.stateFile(cfg))
+				if err != nil {
+					return err
+				}
+				doc, err := plan.Export(snap)
+				if err != nil {
+					return err
+				}
+				if data, err = plan.Pretty(doc); err != nil {
+					return refusal.Wrap(refusal.Internal, err, "cannot render the document")
+				}
 			}
 			if out == "" {
 				_, err = a.stdout.Write(data)
@@ -380,58 +451,12 @@ to overwrite one.`,
 	return cmd
 }
 
-// statusView is the contract's status JSON (section 2).
-type statusView struct {
-	TenantID  string          `json:"tenantId"`
-	Applied   *appliedView    `json:"applied,omitempty"`
-	Drift     *driftView      `json:"drift,omitempty"`
-	Proposals json.RawMessage `json:"proposals,omitempty"`
-}
-
-type appliedView struct {
-	PlanHash  string `json:"planHash"`
-	Commit    string `json:"commit,omitempty"`
-	AppliedBy string `json:"appliedBy"`
-	AppliedAt int64  `json:"appliedAt"`
-	Prune     bool   `json:"prune"`
-	CheckedAt int64  `json:"checkedAt,omitempty"`
-}
-
-type driftView struct {
-	Changes  json.RawMessage `json:"changes"`
-	Summary  json.RawMessage `json:"summary"`
-	Blocked  bool            `json:"blocked"`
-	PlanHash string          `json:"planHash"`
-	Error    string          `json:"error,omitempty"`
-}
-
-func makeStatus(tenant string, ap *state.Applied, dr *state.Drift) statusView {
-	v := statusView{TenantID: tenant}
-	if ap != nil {
-		v.Applied = &appliedView{PlanHash: ap.PlanHash, Commit: ap.Commit, AppliedBy: ap.AppliedBy, AppliedAt: ap.AppliedAt, Prune: ap.Prune, CheckedAt: ap.CheckedAt}
-		if dr != nil {
-			v.Applied.CheckedAt = dr.CheckedAt
-			v.Drift = &driftView{Changes: dr.Changes, Summary: dr.Summary, Blocked: dr.Blocked, PlanHash: dr.PlanHash, Error: dr.Error}
-		}
-	}
-	return v
-}
-
-// drifted reports whether the recorded drift is a drift: calls to make or
-// a blocked plan.
-func drifted(dr *state.Drift) bool {
-	if dr == nil || dr.Error != "" {
-		return false
-	}
-	return dr.Blocked || (len(dr.Changes) > 0 && string(dr.Changes) != "[]" && string(dr.Changes) != "null")
-}
-
 func (a *app) statusCommand() *cobra.Command {
 	var failOnDrift bool
 	var output string
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show the applied document and the drift",
+		Short: "Show the applied document, the drift and the proposals",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
@@ -441,11 +466,14 @@ func (a *app) statusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, ap, dr, err := snapshot(a.stateFile(cfg))
-			if err != nil {
+			var v agent.StatusView
+			if client := a.agentClient(cmd.Context(), cfg); client != nil {
+				if err := client.Do(cmd.Context(), "GET", "/v1/status", nil, &v); err != nil {
+					return err
+				}
+			} else if v, err = statusOffline(a.stateFile(cfg), cfg.Tenant); err != nil {
 				return err
 			}
-			v := makeStatus(cfg.Tenant, ap, dr)
 			if output == "json" {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetEscapeHTML(false)
@@ -454,9 +482,9 @@ func (a *app) statusCommand() *cobra.Command {
 					return err
 				}
 			} else {
-				a.statusText(v, dr)
+				a.statusText(v)
 			}
-			if failOnDrift && drifted(dr) {
+			if failOnDrift && v.Drift != nil && agent.Drifted(&state.Drift{Changes: v.Drift.Changes, Blocked: v.Drift.Blocked, Error: v.Drift.Error}) {
 				return refusal.New(refusal.FleetDrifted, "the fleet has drifted from the applied document")
 			}
 			return nil
@@ -467,34 +495,65 @@ func (a *app) statusCommand() *cobra.Command {
 	return cmd
 }
 
+// statusOffline reads the status from the state file (no agent running).
+func statusOffline(path, tenant string) (agent.StatusView, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return agent.StatusView{TenantID: tenant}, nil
+	}
+	s, err := state.Open(path, state.Options{ReadOnly: true})
+	if err != nil {
+		return agent.StatusView{}, err
+	}
+	defer s.Close()
+	return agent.Status(s, tenant)
+}
+
 func ms(t int64) string { return time.UnixMilli(t).UTC().Format(time.RFC3339) }
 
-func (a *app) statusText(v statusView, dr *state.Drift) {
+func (a *app) statusText(v agent.StatusView) {
 	w := a.stdout
 	fmt.Fprintf(w, "tenant: %s\n", v.TenantID)
 	if v.Applied == nil {
 		fmt.Fprintln(w, "applied: nothing yet")
-		return
-	}
-	ap := v.Applied
-	commit := ""
-	if ap.Commit != "" {
-		commit = " from commit " + ap.Commit
-	}
-	fmt.Fprintf(w, "applied: plan %s%s by %s at %s (prune %v)\n", ap.PlanHash, commit, ap.AppliedBy, ms(ap.AppliedAt), ap.Prune)
-	switch {
-	case dr == nil:
-		fmt.Fprintln(w, "drift: not checked since the apply")
-	case dr.Error != "":
-		fmt.Fprintf(w, "drift: the last check at %s failed: %s\n", ms(dr.CheckedAt), dr.Error)
-	case !drifted(dr):
-		fmt.Fprintf(w, "drift: none (checked at %s)\n", ms(dr.CheckedAt))
-	default:
-		var changes []plan.Change
-		_ = json.Unmarshal(dr.Changes, &changes)
-		fmt.Fprintf(w, "drift: %d change(s) (checked at %s)\n", len(changes), ms(dr.CheckedAt))
-		for _, c := range changes {
-			fmt.Fprintln(w, "  "+c.Line())
+	} else {
+		ap := v.Applied
+		commit := ""
+		if ap.Commit != "" {
+			commit = " from commit " + ap.Commit
+		}
+		fmt.Fprintf(w, "applied: plan %s%s by %s at %s (prune %v)\n", ap.PlanHash, commit, ap.AppliedBy, ms(ap.AppliedAt), ap.Prune)
+		dr := v.Drift
+		switch {
+		case dr == nil:
+			fmt.Fprintln(w, "drift: not checked since the apply")
+		case dr.Error != "":
+			fmt.Fprintf(w, "drift: the last check at %s failed: %s\n", ms(ap.CheckedAt), dr.Error)
+		case !agent.Drifted(&state.Drift{Changes: dr.Changes, Blocked: dr.Blocked}):
+			fmt.Fprintf(w, "drift: none (checked at %s)\n", ms(ap.CheckedAt))
+		default:
+			var changes []plan.Change
+			_ = json.Unmarshal(dr.Changes, &changes)
+			fmt.Fprintf(w, "drift: %d change(s) (checked at %s)\n", len(changes), ms(ap.CheckedAt))
+			for _, c := range changes {
+				fmt.Fprintln(w, "  "+c.Line())
+			}
 		}
 	}
+	for _, p := range v.Proposals {
+		what := p.Summary.Counts()
+		switch {
+		case len(p.Errors) > 0:
+			what = fmt.Sprintf("%d error(s): %s", len(p.Errors), p.Errors[0])
+		case p.Blocked:
+			what = fmt.Sprintf("blocked (%d); %s", p.Summary.Blocked, what)
+		}
+		fmt.Fprintf(w, "proposal %s at %s: %s\n", p.Ref, shortCommit(p.Commit), what)
+	}
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
 }

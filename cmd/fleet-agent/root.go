@@ -3,6 +3,8 @@ package main
 import (
 	"io"
 
+	"github.com/fleet-agent/fleet-agent/internal/config"
+
 	"github.com/spf13/cobra"
 )
 
@@ -15,6 +17,9 @@ type app struct {
 
 	configPath string
 	statePath  string
+
+	// reconfigure applies a reloaded config to the running agent.
+	reconfigure func(*config.Config)
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -37,6 +42,10 @@ the other commands work on their own or through a running agent.`,
 		a.applyCommand(),
 		a.exportCommand(),
 		a.statusCommand(),
+		a.runCommand(),
+		a.editCommand(),
+		a.backupCommand(),
+		a.auditCommand(),
 		a.schemaCommand(),
 		a.versionCommand(),
 	)

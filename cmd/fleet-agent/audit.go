@@ -1,0 +1,87 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// audit is an addition to the contract's commands: the audit log is
+// written by every apply, heal and edit, and an operator must be able to
+// read it without copying the state file.
+func (a *app) auditCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Print the audit log: every call, apply, heal and break-glass edit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("-o must be text or json, got %q", output)
+			}
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			var rows []state.AuditRow
+			if c := a.agentClient(cmd.Context(), cfg); c != nil {
+				if err := c.Do(cmd.Context(), "GET", "/v1/audit", nil, &rows); err != nil {
+					return err
+				}
+			} else if _, err := os.Stat(a.stateFile(cfg)); !errors.Is(err, fs.ErrNotExist) {
+				s, err := state.Open(a.stateFile(cfg), state.Options{ReadOnly: true})
+				if err != nil {
+					return err
+				}
+				err = s.View(func(tx *state.Tx) (err error) { rows, err = tx.Audit(); return })
+				s.Close()
+				if err != nil {
+					return err
+				}
+			}
+			if output == "json" {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetEscapeHTML(false)
+				enc.SetIndent("", "  ")
+				if rows == nil {
+					rows = []state.AuditRow{}
+				}
+				return enc.Encode(rows)
+			}
+			for _, r := range rows {
+				line := fmt.Sprintf("%d %s %s %s", r.Seq, ms(r.At), r.Who, r.Action)
+				if r.Method != "" {
+					line += " " + r.Method + " " + string(r.Params)
+				}
+				if r.Action == "apply" || r.Action == "heal" {
+					line += fmt.Sprintf(" %d call(s) plan %s", r.Calls, shortCommit(r.PlanHash))
+				}
+				if r.Commit != "" {
+					line += " commit " + shortCommit(r.Commit)
+				}
+				fmt.Fprintln(a.stdout, line)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}
+
+func auditHandler(s *state.Store) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var rows []state.AuditRow
+		err := s.View(func(tx *state.Tx) (err error) { rows, err = tx.Audit(); return })
+		if rows == nil {
+			rows = []state.AuditRow{}
+		}
+		reply(w, rows, err)
+	}
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/rs/zerolog"
+
+	"github.com/fleet-agent/fleet-agent/internal/config"
+)
+
+// reloadable are the keys a reload changes in a running agent; every other
+// key needs a restart, and the log says which. Secrets are read at each use,
+// so a changed secret needs nothing.
+var reloadable = map[string]bool{"apply.prune": true, "apply.requireReviewedPlan": true, "drift.every": true, "drift.heal": true}
+
+// watchReload reloads on SIGHUP and when the config file or the secrets
+// directory changes. A bad config is refused (logged with its line) and the
+// running one kept.
+func (a *app) watchReload(ctx context.Context, path string, running *config.Config, log zerolog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	w, err := fsnotify.NewWatcher()
+	if err == nil {
+		defer w.Close()
+		// Watch directories, not files: editors and systemd replace files.
+		_ = w.Add(filepath.Dir(path))
+		if running.Secrets.Dir != "" {
+			_ = w.Add(running.Secrets.Dir)
+		}
+	}
+	var events chan fsnotify.Event
+	if w != nil {
+		events = w.Events
+	}
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			a.reload(path, running, log, "SIGHUP")
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if filepath.Clean(ev.Name) == filepath.Clean(path) {
+				debounce.Reset(200 * time.Millisecond)
+			} else if running.Secrets.Dir != "" && filepath.Dir(ev.Name) == filepath.Clean(running.Secrets.Dir) {
+				log.Info().Str("file", filepath.Base(ev.Name)).Msg("a secret changed; it is read at its next use")
+			}
+		case <-debounce.C:
+			a.reload(path, running, log, "the config file changed")
+		}
+	}
+}
+
+func (a *app) reload(path string, running *config.Config, log zerolog.Logger, why string) {
+	next, err := config.Load(path, a.lookupEnv)
+	if err == nil {
+		err = next.CheckForRun()
+	}
+	if err != nil {
+		log.Error().Err(err).Str("why", why).Msg("the new config is refused; the running one is kept")
+		return
+	}
+	changes := next.Changes(running)
+	if len(changes) == 0 {
+		log.Info().Str("why", why).Msg("reloaded: nothing changed")
+		return
+	}
+	restart := []string{}
+	for _, c := range changes {
+		if !reloadable[c.Key] {
+			restart = append(restart, c.Key)
+		}
+		log.Info().Str("why", why).Msg("config: " + c.String())
+	}
+	if a.reconfigure != nil {
+		a.reconfigure(next)
+	}
+	*running = *next
+	if len(restart) > 0 {
+		log.Warn().Strs("keys", restart).Msg("these changes take effect after a restart (systemctl restart fleet-agent); a reload changes apply.prune, apply.requireReviewedPlan, drift.every and drift.heal")
+	}
+}

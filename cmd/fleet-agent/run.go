@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/config"
+	"github.com/fleet-agent/fleet-agent/internal/forge"
+	"github.com/fleet-agent/fleet-agent/internal/gitsync"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/livecheck"
+	"github.com/fleet-agent/fleet-agent/internal/metrics"
+	"github.com/fleet-agent/fleet-agent/internal/outbox"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/secrets"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+func (a *app) runCommand() *cobra.Command {
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the agent: follow the repository, plan proposals, apply merges",
+		Long: `Runs the agent as the config describes (default /etc/fleet-agent/config.yaml):
+polls git.url every git.interval, plans each pull request (or, without github,
+each other branch), applies the tip of git.branch under the trust rules, checks
+drift every drift.every, and serves the local API on the socket and the ops
+endpoints on listen. SIGTERM stops it after the current step; SIGHUP reloads.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			level, err := zerolog.ParseLevel(logLevel)
+			if err != nil {
+				return fmt.Errorf("--log-level: %v", err)
+			}
+			path, _ := config.Path(a.configPath, a.lookupEnv)
+			cfg, err := config.Load(path, a.lookupEnv)
+			if err != nil {
+				return err
+			}
+			if err := cfg.CheckForRun(); err != nil {
+				return err
+			}
+			if a.statePath != "" {
+				cfg.State = a.statePath
+			} else if v, ok := a.lookupEnv("FLEET_AGENT_STATE"); ok && v != "" {
+				cfg.State = v
+			}
+			return a.runAgent(cmd.Context(), cfg, path, level)
+		},
+	}
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+// runAgent wires the agent and runs it until SIGTERM or SIGINT.
+func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath string, level zerolog.Level) error {
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	resolver := secrets.NewResolver(secrets.Options{Env: a.lookupEnv, Dir: cfg.Secrets.Dir})
+	log := secrets.NewLogger(a.stderr, resolver.Redactor(), level)
+
+	store, err := state.Open(cfg.State, state.Options{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	live, checker, err := a.live(cfg, false)
+	if err != nil {
+		return err
+	}
+	gcfg := gitsync.Config{URL: cfg.Git.URL, Branch: cfg.Git.Branch, Secrets: resolver,
+		Dir: filepath.Join(filepath.Dir(cfg.State), "repository"),
+		Auth: gitsync.Auth{Username: cfg.Git.Auth.Username, Token: cfg.Git.Auth.Token, Password: cfg.Git.Auth.Password,
+			SSHKey: cfg.Git.Auth.SSHKey, KnownHosts: cfg.Git.Auth.KnownHosts}}
+	if cfg.Git.Verify != nil {
+		gcfg.KeyringPath = cfg.Git.Verify.Keyring
+	}
+	repo, err := gitsync.Open(gcfg)
+	if err != nil {
+		return err
+	}
+	defer repo.Close()
+
+	var box *outbox.Outbox
+	var gh *forge.GitHub
+	var agentF agent.Forge
+	var agentO agent.Outbox
+	if cfg.GitHub != nil {
+		fc := forge.Config{Repository: cfg.GitHub.Repository, APIURL: cfg.GitHub.APIURL, Token: cfg.GitHub.Token,
+			WebhookSecret: cfg.GitHub.WebhookSecret, StatusContext: cfg.GitHub.StatusContext, Resolver: resolver,
+			Log: slog.New(slog.NewJSONHandler(resolver.Redactor().Writer(a.stderr), &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		if app := cfg.GitHub.App; app != nil {
+			fc.App = &forge.App{ID: strconv.FormatInt(app.ID, 10), InstallationID: app.InstallationID, PrivateKey: app.PrivateKey}
+		}
+		gh, err = forge.New(fc)
+		if err != nil {
+			return err
+		}
+		box = outbox.New(store, gh.Poster(), outbox.Options{Log: log})
+		agentF, agentO = agentForge{gh}, agentOutbox{box}
+	}
+	var depth func() int
+	if box != nil {
+		depth = func() int { n, _ := box.Depth(); return n }
+	}
+	m := metrics.New(depth)
+	ag := agent.New(agent.Config{Tenant: cfg.Tenant, Branch: cfg.Git.Branch, Path: cfg.Git.Path, Interval: cfg.Git.Interval,
+		Prune: cfg.Apply.Prune, RequireReviewedPlan: cfg.Apply.RequireReviewedPlan, Verify: cfg.Git.Verify != nil,
+		Prefix: statusPrefix(cfg), DriftEvery: cfg.Drift.Every, Heal: cfg.Drift.Heal},
+		agent.Options{Store: store, Repo: repo, Forge: agentF, Outbox: agentO, LiveFor: liveFor(live, checker), Log: log, Metrics: m})
+
+	a.reconfigure = func(next *config.Config) {
+		ag.Reconfigure(func(c *agent.Config) {
+			c.Prune, c.RequireReviewedPlan = next.Apply.Prune, next.Apply.RequireReviewedPlan
+			c.DriftEvery, c.Heal = next.Drift.Every, next.Drift.Heal
+		})
+	}
+	// The local API on the socket.
+	sock, err := agent.ListenSocket(cfg.Socket, cfg.SocketGroup)
+	if err != nil {
+		return err
+	}
+	api := &http.Server{Handler: a.apiHandler(ag, store, cfg), ReadHeaderTimeout: 10 * time.Second}
+	// The ops listener.
+	ops, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		sock.Close()
+		return refusal.Wrap(refusal.InvalidState, err, "cannot listen on %s (listen)", cfg.Listen)
+	}
+	var hook http.Handler
+	if gh != nil && cfg.GitHub.WebhookSecret != "" {
+		hook = gh.WebhookHandler(ag.Wake)
+	}
+	opsSrv := &http.Server{Handler: ag.OpsHandler(agent.OpsOptions{Metrics: m.Handler(), Webhook: hook, Pprof: cfg.Pprof}), ReadHeaderTimeout: 10 * time.Second}
+
+	var wg sync.WaitGroup
+	serve := func(s *http.Server, l net.Listener, what string) {
+		wg.Go(func() {
+			if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error().Err(err).Msg(what + " stopped")
+			}
+		})
+	}
+	serve(api, sock, "the local API")
+	serve(opsSrv, ops, "the ops listener")
+	if box != nil {
+		wg.Go(func() { _ = box.Run(ctx) })
+	}
+	// SIGHUP and changes of the config file reload what can be reloaded.
+	wg.Go(func() { a.watchReload(ctx, cfgPath, cfg, log) })
+	notify := newNotifier(log)
+	notify.ready()
+	wg.Go(func() { notify.watchdog(ctx) })
+	log.Info().Str("repository", redactURL(cfg.Git.URL)).Str("branch", cfg.Git.Branch).Str("state", cfg.State).
+		Str("socket", cfg.Socket).Str("listen", ops.Addr().String()).Bool("github", cfg.GitHub != nil).Msg("fleet-agent running")
+
+	runErr := ag.Run(ctx)
+	notify.stopping()
+	log.Info().Msg("stopping: the current step is finished")
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = api.Shutdown(shutdown)
+	_ = opsSrv.Shutdown(shutdown)
+	if box != nil {
+		// Deliver what can be delivered quickly; the rest waits in the state file.
+		_ = box.Flush(shutdown)
+	}
+	stop()
+	wg.Wait()
+	_ = os.Remove(cfg.Socket)
+	return runErr
+}
+
+// liveFor gives each plan fresh live checks that know the fleet (a checker
+// remembers what it learned, providers that did not answer included).
+func liveFor(live plan.Live, checker apply.Checker) func(*inventory.Snapshot) (plan.Live, apply.Checker) {
+	return func(snap *inventory.Snapshot) (plan.Live, apply.Checker) {
+		if lc, ok := live.(*livecheck.Checker); ok {
+			f := lc.Fresh().WithFleet(snap)
+			return f, f
+		}
+		return live, checker
+	}
+}
+
+func statusPrefix(cfg *config.Config) string {
+	if cfg.GitHub != nil && cfg.GitHub.StatusContext != "" {
+		return cfg.GitHub.StatusContext
+	}
+	return config.DefaultStatusContext
+}
+
+// redactURL drops credentials from a URL for a log line.
+func redactURL(u string) string {
+	if i, j := indexScheme(u); i >= 0 && j > i {
+		return u[:i] + u[j+1:]
+	}
+	return u
+}
+
+func indexScheme(u string) (int, int) {
+	s := -1
+	for k := 0; k+2 < len(u); k++ {
+		if u[k:k+3] == "://" {
+			s = k + 3
+			break
+		}
+	}
+	if s < 0 {
+		return -1, -1
+	}
+	for k := s; k < len(u) && u[k] != '/'; k++ {
+		if u[k] == '@' {
+			return s, k
+		}
+	}
+	return -1, -1
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+
+	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/forge"
+	"github.com/fleet-agent/fleet-agent/internal/outbox"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// The adapters below are the only place GitHub meets the agent: the agent
+// and the outbox declare what they need, the forge provides it.
+
+// agentForge gives the agent the reads it declares.
+type agentForge struct{ g *forge.GitHub }
+
+func toPR(p forge.PullRequest) agent.PullRequest {
+	return agent.PullRequest{Number: p.Number, HeadSHA: p.HeadSHA, HeadRef: p.HeadRef, Author: p.Author, Merged: p.Merged, MergeCommitSHA: p.MergeCommitSHA}
+}
+
+func (f agentForge) OpenPullRequests(ctx context.Context, base string) ([]agent.PullRequest, error) {
+	prs, err := f.g.OpenPullRequests(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agent.PullRequest, len(prs))
+	for i, p := range prs {
+		out[i] = toPR(p)
+	}
+	return out, nil
+}
+
+func (f agentForge) MergedPullRequest(ctx context.Context, sha string) (agent.PullRequest, bool, error) {
+	p, ok, err := f.g.MergedPullRequest(ctx, sha)
+	return toPR(p), ok, err
+}
+
+// agentOutbox queues the agent's posts.
+type agentOutbox struct{ o *outbox.Outbox }
+
+func (a agentOutbox) Enqueue(tx *state.Tx, p agent.Post) error {
+	return a.o.Enqueue(tx, outbox.Post{Kind: outbox.Kind(p.Kind), SHA: p.SHA, Context: p.Context, State: p.State,
+		Description: p.Description, PR: p.PR, Marker: p.Marker, Body: p.Body})
+}
+
+var _ agent.Forge = agentForge{}
+var _ agent.Outbox = agentOutbox{}
