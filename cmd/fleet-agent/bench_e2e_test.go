@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,8 @@ import (
 // runningAgent is `fleet-agent run` in-process against a git server and the
 // GitHub emulator, on the wall clock, as an operator runs it.
 type runningAgent struct {
+	path string // the config file
+	log  *syncBuffer
 	srv  *gitserver.Server
 	remo *gitserver.Repo
 	work *gitserver.Work
@@ -78,11 +81,12 @@ listen: %s
 		tb.Fatal(err)
 	}
 	env := map[string]string{"GIT_TOKEN": r.srv.Password, "GITHUB_TOKEN": canaryToken, "HOOK_SECRET": hookSecret}
-	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard,
+	r.path, r.log = path, &syncBuffer{}
+	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: r.log,
 		lookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop, r.done = cancel, make(chan error, 1)
-	go func() { r.done <- a.runAgent(ctx, mustLoad(tb, path, a), path, zerolog.WarnLevel) }()
+	go func() { r.done <- a.runAgent(ctx, mustLoad(tb, path, a), path, zerolog.InfoLevel) }()
 	tb.Cleanup(func() {
 		cancel()
 		<-r.done
@@ -205,4 +209,22 @@ func mustLoad(tb testing.TB, path string, a *app) *config.Config {
 		tb.Fatal(err)
 	}
 	return cfg
+}
+
+// syncBuffer is a log sink the agent writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
