@@ -41,9 +41,10 @@ type editRequest struct {
 	Who    string         `json:"who"`
 }
 
-func (a *app) apiHandler(ag *agent.Agent, store *state.Store, cfg *config.Config) http.Handler {
+func (a *app) apiHandler(ag *agent.Agent, store *state.Store) http.Handler {
 	mux := ag.Handler()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		cfg := a.running.Load()
 		v, err := agent.Status(store, cfg.Tenant)
 		reply(w, v, err)
 	})
@@ -67,6 +68,7 @@ func (a *app) apiHandler(ag *agent.Agent, store *state.Store, cfg *config.Config
 		w.Write(data)
 	})
 	mux.HandleFunc("POST /v1/plan-document", func(w http.ResponseWriter, r *http.Request) {
+		cfg := a.running.Load()
 		var req planDocRequest
 		if err := decode(r, &req); err != nil {
 			reply(w, nil, err)
@@ -109,6 +111,7 @@ func (a *app) apiHandler(ag *agent.Agent, store *state.Store, cfg *config.Config
 		reply(w, agent.PlanResponse{Output: b.String(), PlanHash: p.PlanHash, Blocked: p.Blocked(), Calls: len(p.Calls)}, err)
 	})
 	mux.HandleFunc("POST /v1/apply-document", func(w http.ResponseWriter, r *http.Request) {
+		cfg := a.running.Load()
 		reply(w, nil, refusal.New(refusal.InvalidState,
 			"this agent follows %s: documents reach the fleet from branch %s; merge the change, or apply a commit of it by hand with fleet-agent apply --commit SHA --plan-hash H",
 			redactURL(cfg.Git.URL), cfg.Git.Branch))

@@ -22,7 +22,8 @@ var reloadable = map[string]bool{"apply.prune": true, "apply.requireReviewedPlan
 // watchReload reloads on SIGHUP and when the config file or the secrets
 // directory changes. A bad config is refused (logged with its line) and the
 // running one kept.
-func (a *app) watchReload(ctx context.Context, path string, running *config.Config, log zerolog.Logger) {
+func (a *app) watchReload(ctx context.Context, path string, log zerolog.Logger) {
+	running := a.running.Load()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -46,7 +47,7 @@ func (a *app) watchReload(ctx context.Context, path string, running *config.Conf
 		case <-ctx.Done():
 			return
 		case <-hup:
-			a.reload(path, running, log, "SIGHUP")
+			a.reload(path, log, "SIGHUP")
 		case ev, ok := <-events:
 			if !ok {
 				events = nil
@@ -58,12 +59,13 @@ func (a *app) watchReload(ctx context.Context, path string, running *config.Conf
 				log.Info().Str("file", filepath.Base(ev.Name)).Msg("a secret changed; it is read at its next use")
 			}
 		case <-debounce.C:
-			a.reload(path, running, log, "the config file changed")
+			a.reload(path, log, "the config file changed")
 		}
 	}
 }
 
-func (a *app) reload(path string, running *config.Config, log zerolog.Logger, why string) {
+func (a *app) reload(path string, log zerolog.Logger, why string) {
+	running := a.running.Load()
 	next, err := config.Load(path, a.lookupEnv)
 	if err == nil {
 		err = next.CheckForRun()
@@ -87,7 +89,7 @@ func (a *app) reload(path string, running *config.Config, log zerolog.Logger, wh
 	if a.reconfigure != nil {
 		a.reconfigure(next)
 	}
-	*running = *next
+	a.running.Store(next)
 	if len(restart) > 0 {
 		log.Warn().Strs("keys", restart).Msg("these changes take effect after a restart (systemctl restart fleet-agent); a reload changes apply.prune, apply.requireReviewedPlan, drift.every and drift.heal")
 	}

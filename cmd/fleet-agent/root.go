@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"sync/atomic"
 
 	"github.com/fleet-agent/fleet-agent/internal/config"
 
@@ -20,6 +21,8 @@ type app struct {
 
 	// reconfigure applies a reloaded config to the running agent.
 	reconfigure func(*config.Config)
+	// running is the running agent's config, replaced whole by a reload.
+	running atomic.Pointer[config.Config]
 }
 
 func (a *app) rootCommand() *cobra.Command {

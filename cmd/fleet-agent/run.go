@@ -138,7 +138,8 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	if err != nil {
 		return err
 	}
-	api := &http.Server{Handler: a.apiHandler(ag, store, cfg), ReadHeaderTimeout: 10 * time.Second}
+	a.running.Store(cfg)
+	api := &http.Server{Handler: a.apiHandler(ag, store), ReadHeaderTimeout: 10 * time.Second}
 	// The ops listener.
 	ops, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -165,7 +166,7 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		wg.Go(func() { _ = box.Run(ctx) })
 	}
 	// SIGHUP and changes of the config file reload what can be reloaded.
-	wg.Go(func() { a.watchReload(ctx, cfgPath, cfg, log) })
+	wg.Go(func() { a.watchReload(ctx, cfgPath, log) })
 	notify := newNotifier(log)
 	notify.ready()
 	wg.Go(func() { notify.watchdog(ctx) })

@@ -177,6 +177,9 @@ func (a *Agent) Marker(kind string, key string) string {
 	return "<!-- " + a.cfg.Prefix + ":" + kind + " -->"
 }
 
+// ForgeTimeout bounds each GitHub read of a step.
+const ForgeTimeout = 30 * time.Second
+
 // Records kept in the state's kv space.
 const (
 	spaceReviewed  = "reviewed"  // head commit -> reviewed plan
@@ -228,7 +231,11 @@ func (a *Agent) Tick(ctx context.Context) error {
 	a.mu.Unlock()
 	var prs []PullRequest
 	if a.forge != nil {
-		list, err := a.forge.OpenPullRequests(ctx, a.cfg.Branch)
+		// Plans never wait on GitHub: a slow answer is given up on and the
+		// last list used.
+		fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
+		list, err := a.forge.OpenPullRequests(fctx, a.cfg.Branch)
+		cancel()
 		a.mu.Lock()
 		if err != nil {
 			// Keep planning what we knew; GitHub's outage shows in metrics.

@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 )
+
+// StopGrace is how long a stop waits for the current step before it
+// cancels the step's network calls.
+const StopGrace = 5 * time.Second
 
 // waker is the part of gitsync's Waiter the agent keeps.
 type waker interface{ Wake() }
@@ -25,10 +30,22 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.waker = w
 	a.mu.Unlock()
+	// A step runs on its own context: a stop lets it finish (a plan, an
+	// apply, a record) and abandons it only after a grace period, when a
+	// network call hangs. Every write is one transaction, so an abandoned
+	// step leaves nothing half done.
+	step, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandon()
+	go func() {
+		<-ctx.Done()
+		select {
+		case <-time.After(StopGrace):
+			abandon()
+		case <-step.Done():
+		}
+	}()
 	for {
-		// The step runs on its own context so that a stop lets it finish
-		// (a plan, an apply, a record) instead of abandoning it half way.
-		_ = a.Tick(context.WithoutCancel(ctx))
+		_ = a.Tick(step)
 		if err := w.Wait(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil

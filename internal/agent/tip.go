@@ -135,7 +135,9 @@ func (a *Agent) tryApply(ctx context.Context, tip string, ap *state.Applied) err
 // GitHub, a proposal head that is the tip or a parent of it.
 func (a *Agent) checkReviewed(ctx context.Context, tip, hash string) (int, string, error) {
 	if a.forge != nil {
-		pr, ok, err := a.forge.MergedPullRequest(ctx, tip)
+		fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
+		pr, ok, err := a.forge.MergedPullRequest(fctx, tip)
+		cancel()
 		if err != nil {
 			return 0, "", errWait{err} // GitHub unreachable: wait, never refuse
 		}
