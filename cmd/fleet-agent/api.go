@@ -144,25 +144,11 @@ func decode(r *http.Request, v any) error {
 
 // reply writes v, or the refusal with the status that matches its code.
 func reply(w http.ResponseWriter, v any, err error) {
-	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
-		code := refusal.CodeOf(err)
-		status := map[refusal.Code]int{refusal.InvalidInput: 400, refusal.PlanBlocked: 422, refusal.InvalidState: 422,
-			refusal.ConfigDrift: 409, refusal.FleetDrifted: 422, refusal.Unavailable: 503}[code]
-		if status == 0 {
-			status = 500
-		}
-		w.WriteHeader(status)
-		msg := err.Error()
-		if r, ok := err.(*refusal.Error); ok {
-			msg = r.Message
-		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"code": code, "message": msg})
+		agent.WriteError(w, err)
 		return
 	}
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
+	agent.WriteJSON(w, http.StatusOK, v)
 }
 
 // agentClient returns a client of the running agent, or nil when none

@@ -143,6 +143,40 @@ func (a *app) live(cfg *config.Config, offline bool) (plan.Live, apply.Checker, 
 	return checks, checks, nil
 }
 
+// begin is what plan and apply do first: a FILE or --commit (which needs
+// the running agent), the config, prune's default, and the agent's client
+// when one runs.
+func (a *app) begin(cmd *cobra.Command, args []string, commit string, prune *bool) (*config.Config, *agent.Client, error) {
+	if (len(args) == 1) == (commit != "") {
+		return nil, nil, fmt.Errorf("give a FILE or --commit SHA")
+	}
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	if !cmd.Flags().Changed("prune") {
+		*prune = cfg.Apply.Prune
+	}
+	client := a.agentClient(cmd.Context(), cfg)
+	if commit != "" && client == nil {
+		return nil, nil, refusal.New(refusal.Unavailable, "--commit needs the running agent (it reads the commit of %s from its repository); none answers on %s", cfg.Git.Branch, cfg.Socket)
+	}
+	return cfg, client, nil
+}
+
+// planHere plans doc against a snapshot in this process, with the live
+// checks of the config (or offline).
+func (a *app) planHere(ctx context.Context, cfg *config.Config, doc *fleet.Document, snap *inventory.Snapshot, prune bool, live plan.Live) (*plan.Plan, error) {
+	if lc, ok := live.(*livecheck.Checker); ok {
+		lc.WithFleet(snap)
+	}
+	facts, err := plan.Gather(ctx, doc, snap, live)
+	if err != nil {
+		return nil, err
+	}
+	return plan.Make(doc, snap, plan.Options{Tenant: cfg.Tenant, Prune: prune, Facts: facts}), nil
+}
+
 // planOutcome prints a plan the agent made and turns it into the exit
 // status plan would have.
 func (a *app) planOutcome(resp agent.PlanResponse, failOnDrift bool, what string) error {
@@ -170,21 +204,11 @@ blocked, and with --fail-on-drift, FLEET_DRIFTED when any call would run.`,
 			if output != "text" && output != "json" && output != "markdown" {
 				return fmt.Errorf("-o must be text, json or markdown, got %q", output)
 			}
-			if (len(args) == 1) == (commit != "") {
-				return fmt.Errorf("give a FILE or --commit SHA")
-			}
-			cfg, err := a.loadConfig()
+			cfg, client, err := a.begin(cmd, args, commit, &prune)
 			if err != nil {
 				return err
 			}
-			if !cmd.Flags().Changed("prune") {
-				prune = cfg.Apply.Prune
-			}
-			client := a.agentClient(cmd.Context(), cfg)
 			if commit != "" {
-				if client == nil {
-					return refusal.New(refusal.Unavailable, "--commit needs the running agent (it reads the commit of %s from its repository); none answers on %s", cfg.Git.Branch, cfg.Socket)
-				}
 				var resp agent.PlanResponse
 				if err := client.Do(cmd.Context(), "POST", "/v1/plan", agent.PlanRequest{Commit: commit, Output: output, Calls: calls}, &resp); err != nil {
 					return err
@@ -215,16 +239,12 @@ blocked, and with --fail-on-drift, FLEET_DRIFTED when any call would run.`,
 			if err != nil {
 				return err
 			}
-			if lc, ok := live.(*livecheck.Checker); ok {
-				lc.WithFleet(snap)
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
 			defer cancel()
-			facts, err := plan.Gather(ctx, doc, snap, live)
+			p, err := a.planHere(ctx, cfg, doc, snap, prune, live)
 			if err != nil {
 				return err
 			}
-			p := plan.Make(doc, snap, plan.Options{Tenant: cfg.Tenant, Prune: prune, Facts: facts})
 			switch output {
 			case "json":
 				err = p.WriteJSON(a.stdout)
@@ -279,21 +299,11 @@ what it just planned; with --plan-hash it applies a plan reviewed earlier and
 refuses with CONFIG_DRIFT when the fleet moved since.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if (len(args) == 1) == (commit != "") {
-				return fmt.Errorf("give a FILE or --commit SHA")
-			}
-			cfg, err := a.loadConfig()
+			cfg, client, err := a.begin(cmd, args, commit, &prune)
 			if err != nil {
 				return err
 			}
-			if !cmd.Flags().Changed("prune") {
-				prune = cfg.Apply.Prune
-			}
-			client := a.agentClient(cmd.Context(), cfg)
 			if commit != "" {
-				if client == nil {
-					return refusal.New(refusal.Unavailable, "--commit needs the running agent (it reads the commit of %s from its repository); none answers on %s", cfg.Git.Branch, cfg.Socket)
-				}
 				var resp agent.PlanResponse
 				err := client.Do(cmd.Context(), "POST", "/v1/apply", agent.ApplyRequest{Commit: commit, PlanHash: planHash, By: who()}, &resp)
 				if err != nil {
@@ -322,14 +332,10 @@ refuses with CONFIG_DRIFT when the fleet moved since.`,
 				if err != nil {
 					return err
 				}
-				if lc, ok := live.(*livecheck.Checker); ok {
-					lc.WithFleet(snap)
-				}
-				facts, err := plan.Gather(ctx, doc, snap, live)
+				p, err := a.planHere(ctx, cfg, doc, snap, prune, live)
 				if err != nil {
 					return err
 				}
-				p := plan.Make(doc, snap, plan.Options{Tenant: cfg.Tenant, Prune: prune, Facts: facts})
 				if err := p.WriteText(a.stdout, false); err != nil {
 					return err
 				}
@@ -345,26 +351,21 @@ refuses with CONFIG_DRIFT when the fleet moved since.`,
 			}
 			defer store.Close()
 			opts := apply.Options{Tenant: cfg.Tenant, Prune: prune, PlanHash: planHash, AppliedBy: who(), Live: live, Checker: checker}
+			snap, err := store.Snapshot()
+			if err != nil {
+				return err
+			}
 			if lc, ok := live.(*livecheck.Checker); ok {
-				snap, err := store.Snapshot()
-				if err != nil {
-					return err
-				}
 				lc.WithFleet(snap)
 			}
 			if yes && planHash == "" {
 				// Apply what is printed now: plan, then hold the apply to
 				// that plan's hash so a fleet that moves in between is
 				// refused, not applied unseen.
-				snap, err := store.Snapshot()
+				p, err := a.planHere(ctx, cfg, doc, snap, prune, live)
 				if err != nil {
 					return err
 				}
-				facts, err := plan.Gather(ctx, doc, snap, live)
-				if err != nil {
-					return err
-				}
-				p := plan.Make(doc, snap, plan.Options{Tenant: cfg.Tenant, Prune: prune, Facts: facts})
 				if p.Empty() && !p.Blocked() {
 					if err := p.WriteText(a.stdout, false); err != nil {
 						return err

@@ -57,7 +57,7 @@ type PlanResponse struct {
 func (a *Agent) Handler() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"agent": true, "branch": a.cfg.Branch, "following": true})
+		WriteJSON(w, http.StatusOK, map[string]any{"agent": true, "branch": a.cfg.Branch, "following": true})
 	})
 	mux.HandleFunc("POST /v1/plan", func(w http.ResponseWriter, r *http.Request) {
 		var req PlanRequest
@@ -66,15 +66,15 @@ func (a *Agent) Handler() *http.ServeMux {
 		}
 		p, full, err := a.PlanCommit(r.Context(), req.Commit)
 		if err != nil {
-			writeError(w, err)
+			WriteError(w, err)
 			return
 		}
 		out, err := render(p, req.Output, req.Calls, full, a.cfg.Branch)
 		if err != nil {
-			writeError(w, err)
+			WriteError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, PlanResponse{Commit: full, Output: out, PlanHash: p.PlanHash, Blocked: p.Blocked(), Calls: len(p.Calls)})
+		WriteJSON(w, http.StatusOK, PlanResponse{Commit: full, Output: out, PlanHash: p.PlanHash, Blocked: p.Blocked(), Calls: len(p.Calls)})
 	})
 	mux.HandleFunc("POST /v1/apply", func(w http.ResponseWriter, r *http.Request) {
 		var req ApplyRequest
@@ -92,11 +92,11 @@ func (a *Agent) Handler() *http.ServeMux {
 				out, _ := render(p, "text", false, req.Commit, a.cfg.Branch)
 				resp.Message = out + resp.Message
 			}
-			writeJSON(w, statusOf(resp.Code), resp)
+			WriteJSON(w, statusOf(resp.Code), resp)
 			return
 		}
 		out, _ := render(p, "text", false, req.Commit, a.cfg.Branch)
-		writeJSON(w, http.StatusOK, PlanResponse{Commit: req.Commit, Output: out, PlanHash: p.PlanHash, Calls: len(p.Calls), Applied: n})
+		WriteJSON(w, http.StatusOK, PlanResponse{Commit: req.Commit, Output: out, PlanHash: p.PlanHash, Calls: len(p.Calls), Applied: n})
 	})
 	return mux
 }
@@ -123,12 +123,14 @@ func statusOf(c refusal.Code) int {
 	return http.StatusInternalServerError
 }
 
-func writeError(w http.ResponseWriter, err error) {
+// WriteError answers a refusal with the status its code maps to.
+func WriteError(w http.ResponseWriter, err error) {
 	code := refusal.CodeOf(err)
-	writeJSON(w, statusOf(code), apiError{Code: code, Message: errMessage(err)})
+	WriteJSON(w, statusOf(code), apiError{Code: code, Message: errMessage(err)})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers v as JSON, without HTML escaping.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
@@ -140,7 +142,7 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(io.LimitReader(r.Body, 32<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Code: refusal.InvalidInput, Message: "bad request: " + err.Error()})
+		WriteJSON(w, http.StatusBadRequest, apiError{Code: refusal.InvalidInput, Message: "bad request: " + err.Error()})
 		return false
 	}
 	return true

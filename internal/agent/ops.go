@@ -37,10 +37,10 @@ func (a *Agent) OpsHandler(o OpsOptions) http.Handler {
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		v, err := Status(a.store, a.cfg.Tenant)
 		if err != nil {
-			writeError(w, err)
+			WriteError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, v)
+		WriteJSON(w, http.StatusOK, v)
 	})
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
