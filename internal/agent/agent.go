@@ -118,6 +118,8 @@ type Agent struct {
 	prs       []PullRequest // the last good list
 	lastPoll  time.Time
 	lastDrift time.Time
+
+	lastHousekeeping time.Time
 	lastError error
 	ticks     int
 	metrics   Metrics
@@ -276,6 +278,7 @@ func (a *Agent) Tick(ctx context.Context) error {
 	}
 	a.planProposals(ctx, snap, prs)
 	a.maybeDrift(ctx)
+	a.housekeep(snap.Tip)
 	return err
 }
 

@@ -217,3 +217,39 @@ func TestInvalidDocumentOnBranchIsRefused(t *testing.T) {
 		t.Fatalf("%+v\n%s", ap, w.log.String())
 	}
 }
+
+func TestHousekeepingDropsOldRecords(t *testing.T) {
+	w := newWorld(t, agent.Config{RequireReviewedPlan: true})
+	boot := w.commit(t, "main", docV1, "bootstrap")
+	w.tick(t) // refused: unreviewed
+	count := func(space string) int {
+		n := 0
+		_ = w.store.View(func(tx *state.Tx) error {
+			return tx.ForEach(space, func(string, []byte) error { n++; return nil })
+		})
+		return n
+	}
+	if count("refused") != 1 {
+		t.Fatalf("%d refusals", count("refused"))
+	}
+	w.clk.Advance(agent.KeepRecords - time.Hour)
+	w.tick(t)
+	if count("refused") != 1 {
+		t.Fatal("a young refusal was dropped")
+	}
+	// Still the tip: its refusal stays, or it would be reported again.
+	w.clk.Advance(25 * time.Hour)
+	w.tick(t)
+	if count("refused") != 1 {
+		t.Fatal("the refusal of the current tip was dropped")
+	}
+	// A new tip (refused too); the old refusal goes at the next daily run.
+	w.commit(t, "main", docV2, "another unreviewed change")
+	w.tick(t)
+	w.clk.Advance(25 * time.Hour)
+	w.tick(t)
+	if count("refused") != 1 {
+		t.Fatalf("%d refusals; want only the new tip's", count("refused"))
+	}
+	_ = boot
+}
