@@ -120,9 +120,9 @@ type Agent struct {
 	lastDrift time.Time
 
 	lastHousekeeping time.Time
-	lastError error
-	ticks     int
-	metrics   Metrics
+	lastError        error
+	ticks            int
+	metrics          Metrics
 }
 
 // Options wire an agent.
