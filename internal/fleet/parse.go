@@ -45,6 +45,10 @@ type parser struct {
 	err   *syntaxError
 	dups  int
 
+	// keys interns object keys: a document repeats a few dozen names
+	// thousands of times, and a map lookup by []byte does not allocate.
+	keys map[string]string
+
 	track      bool
 	path       []string
 	valueOff   map[string]int
@@ -60,7 +64,7 @@ func (p *parser) fail(off int, format string, args ...any) {
 
 // parseDocument parses data; it returns the tree, or a syntax error.
 func parseDocument(data []byte, track bool) (any, *parser) {
-	p := &parser{data: data, track: track}
+	p := &parser{data: data, track: track, keys: make(map[string]string, 64)}
 	if track {
 		p.valueOff = map[string]int{}
 		p.keyOff = map[string]int{}
@@ -205,7 +209,7 @@ func (p *parser) object() any {
 			return nil
 		}
 		keyAt := p.pos
-		k, ok := p.str()
+		k, ok := p.key()
 		if !ok {
 			return nil
 		}
@@ -356,6 +360,32 @@ func (p *parser) number() any {
 	}
 	p.pos = i
 	return json.Number(d[start:i])
+}
+
+// key parses an object key, interned when it has no escapes.
+func (p *parser) key() (string, bool) {
+	d := p.data
+	for i := p.pos + 1; i < len(d); i++ {
+		c := d[i]
+		if c == '"' {
+			raw := d[p.pos+1 : i]
+			if k, ok := p.keys[string(raw)]; ok {
+				p.pos = i + 1
+				return k, true
+			}
+			if len(p.keys) < 4096 {
+				k := string(raw)
+				p.keys[k] = k
+				p.pos = i + 1
+				return k, true
+			}
+			break
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+	}
+	return p.str()
 }
 
 // str parses a JSON string at p.pos (which holds '"').
