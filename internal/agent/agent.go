@@ -188,6 +188,7 @@ const (
 	spaceProposals = "proposals" // ref -> proposal
 	spaceRefused   = "refused"   // commit -> why it was not applied
 	spaceAgent     = "agent"     // cursors
+	spacePending   = "pending"   // commit -> apply status pending, not yet resolved
 )
 
 // Reviewed is the plan recorded for a proposal's head: what "reviewed"
@@ -289,6 +290,9 @@ func (a *Agent) Reconfigure(change func(*Config)) {
 	defer a.tickMu.Unlock()
 	a.applyMu.Lock()
 	defer a.applyMu.Unlock()
+	// The local API plans without tickMu: it reads prune under mu.
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	change(&a.cfg)
 }
 
@@ -336,7 +340,10 @@ func (a *Agent) makePlan(ctx context.Context, doc *fleet.Document) (planned, err
 		a.metrics.Plan(err, a.clock.Now().Sub(start))
 		return planned{}, err
 	}
-	p := plan.Make(doc, snap, plan.Options{Tenant: a.cfg.Tenant, Prune: a.cfg.Prune, Facts: facts})
+	a.mu.Lock()
+	prune := a.cfg.Prune
+	a.mu.Unlock()
+	p := plan.Make(doc, snap, plan.Options{Tenant: a.cfg.Tenant, Prune: prune, Facts: facts})
 	a.metrics.Plan(nil, a.clock.Now().Sub(start))
 	return planned{Plan: p, live: live, checker: checker}, nil
 }

@@ -89,7 +89,12 @@ func (a *Agent) DriftCheck(ctx context.Context) error {
 	drifted := !p.Empty() || p.Blocked()
 	a.metrics.Drift(drifted, nil)
 	if drifted && a.cfg.Heal && !p.Blocked() {
-		return a.heal(ctx, ap, doc, planned{Plan: p, live: live, checker: checker})
+		err := a.heal(ctx, ap, doc, planned{Plan: p, live: live, checker: checker})
+		if err == nil {
+			return nil
+		}
+		// A heal that cannot run leaves the drift: report it as without heal.
+		a.log.Error().Err(err).Str("commit", ap.Commit).Msg("cannot heal the drift; it is reported")
 	}
 	changes, _ := json.Marshal(p.Doing())
 	summary, _ := json.Marshal(p.Summary)
@@ -100,15 +105,19 @@ func (a *Agent) DriftCheck(ctx context.Context) error {
 		rec.Reported = rec.DriftHash
 		a.log.Warn().Str("commit", ap.Commit).Str("driftHash", rec.DriftHash).Int("calls", len(p.Calls)).Bool("blocked", p.Blocked()).
 			Msg("the fleet drifted from the applied document: " + strings.Join(p.TextLines(false), " | "))
-		posts = append(posts, Post{Kind: PostStatus, SHA: ap.Commit, Context: "drift", State: "failure",
-			Description: fmt.Sprintf("drifted: %s", p.Summary.Counts())})
+		if ap.Commit != "" { // an apply from the command line has no commit
+			posts = append(posts, Post{Kind: PostStatus, SHA: ap.Commit, Context: "drift", State: "failure",
+				Description: fmt.Sprintf("drifted: %s", p.Summary.Counts())})
+		}
 		if from.PR > 0 {
 			posts = append(posts, Post{Kind: PostOnce, PR: from.PR, Marker: a.Marker("drift", rec.DriftHash), Body: a.driftBody(ap.Commit, rec.DriftHash, p)})
 		}
 	case !drifted && reported != reportedConverged:
 		rec.Reported = reportedConverged
 		a.log.Info().Str("commit", ap.Commit).Msg("the fleet matches the applied document again")
-		posts = append(posts, Post{Kind: PostStatus, SHA: ap.Commit, Context: "drift", State: "success", Description: "no drift: the fleet matches the applied document"})
+		if ap.Commit != "" {
+			posts = append(posts, Post{Kind: PostStatus, SHA: ap.Commit, Context: "drift", State: "success", Description: "no drift: the fleet matches the applied document"})
+		}
 		if from.PR > 0 {
 			marker := a.Marker("converged", reported)
 			posts = append(posts, Post{Kind: PostOnce, PR: from.PR, Marker: marker, Body: a.convergedBody(marker, ap.Commit)})

@@ -10,6 +10,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
 // StopGrace is how long a stop waits for the current step before it
@@ -157,7 +158,17 @@ func (a *Agent) applyByHand(ctx context.Context, commit string, doc *fleet.Docum
 	if err := a.runApply(ctx, commit, doc, pl, by, 0); err != nil {
 		var w errWait
 		if errors.As(err, &w) {
-			return p, 0, w.err
+			err = w.err
+		}
+		// Nobody retries an apply by hand: resolve its pending status.
+		a.log.Error().Str("commit", commit).Str("by", by).Str("code", string(refusal.CodeOf(err))).Msg("not applied by hand: " + errText(err))
+		if a.outbox != nil {
+			_ = a.store.Update(func(tx *state.Tx) error {
+				if err := tx.Delete(spacePending, commit); err != nil {
+					return err
+				}
+				return a.enqueue(tx, Post{Kind: PostStatus, SHA: commit, Context: "apply", State: "failure", Description: "not applied by hand: " + errText(err)})
+			})
 		}
 		return p, 0, err
 	}

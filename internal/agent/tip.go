@@ -37,6 +37,9 @@ func (a *Agent) applyTip(ctx context.Context, tip string) error {
 	if err != nil {
 		return err
 	}
+	if err := a.resolveSuperseded(tip); err != nil {
+		return err
+	}
 	if ap != nil && ap.Commit == tip {
 		return nil
 	}
@@ -57,8 +60,18 @@ func (a *Agent) applyTip(ctx context.Context, tip string) error {
 		a.log.Info().Str("commit", tip).Msg(w.Error())
 		return nil
 	}
+	var r errRefused
+	if errors.As(err, &r) {
+		return nil // refuse logged and reported it
+	}
 	return err
 }
+
+// errRefused is a refusal refuse has recorded and reported already.
+type errRefused struct{ err error }
+
+func (e errRefused) Error() string { return e.err.Error() }
+func (e errRefused) Unwrap() error { return e.err }
 
 // tryApply runs the trust rules, then the apply. A refusal is recorded and
 // reported; errWait leaves the tip for the next poll.
@@ -113,7 +126,7 @@ func (a *Agent) tryApply(ctx context.Context, tip string, ap *state.Applied) err
 		}
 	} else if a.forge != nil {
 		// Not needed for trust, but the result belongs on the pull request.
-		if m, ok, err := a.forge.MergedPullRequest(ctx, tip); err == nil && ok {
+		if m, ok, err := a.mergedPR(ctx, tip); err == nil && ok {
 			pr = m.Number
 			by = fmt.Sprintf("agent (#%d by %s)", m.Number, m.Author)
 		}
@@ -135,9 +148,7 @@ func (a *Agent) tryApply(ctx context.Context, tip string, ap *state.Applied) err
 // GitHub, a proposal head that is the tip or a parent of it.
 func (a *Agent) checkReviewed(ctx context.Context, tip, hash string) (int, string, error) {
 	if a.forge != nil {
-		fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
-		pr, ok, err := a.forge.MergedPullRequest(fctx, tip)
-		cancel()
+		pr, ok, err := a.mergedPR(ctx, tip)
 		if err != nil {
 			return 0, "", errWait{err} // GitHub unreachable: wait, never refuse
 		}
@@ -174,10 +185,51 @@ func (a *Agent) checkReviewed(ctx context.Context, tip, hash string) (int, strin
 	return 0, "", refusal.New(refusal.InvalidState, "%s", fmt.Sprintf("no proposal with this plan (%s) was recorded for %s or its parents: push the change to a branch first so it is planned, then merge it", shortSHA(hash), shortSHA(tip)))
 }
 
+// pendingApply is a commit whose apply status was set to pending and not
+// yet resolved (success, failure).
+type pendingApply struct {
+	Commit string `json:"commit"`
+	At     int64  `json:"at"`
+}
+
+// resolveSuperseded sets apply failure on the commits left pending (an
+// apply that waited, or a crash) that are no longer the tip: nothing will
+// apply them now, and a pending status must not stay forever.
+func (a *Agent) resolveSuperseded(tip string) error {
+	var stale []string
+	err := a.store.View(func(tx *state.Tx) error {
+		return tx.ForEach(spacePending, func(k string, _ []byte) error {
+			if k != tip {
+				stale = append(stale, k)
+			}
+			return nil
+		})
+	})
+	if err != nil || len(stale) == 0 {
+		return err
+	}
+	return a.store.Update(func(tx *state.Tx) error {
+		for _, c := range stale {
+			if err := tx.Delete(spacePending, c); err != nil {
+				return err
+			}
+			a.log.Warn().Str("commit", c).Str("tip", tip).Msg("not applied: the branch moved on before this commit could be applied")
+			if err := a.enqueue(tx, Post{Kind: PostStatus, SHA: c, Context: "apply", State: "failure",
+				Description: fmt.Sprintf("not applied: %s moved to %s before it could be applied", a.cfg.Branch, shortSHA(tip))}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // runApply applies and records the result posts in the same transaction.
 func (a *Agent) runApply(ctx context.Context, tip string, d *fleet.Document, p planned, by string, pr int) error {
 	if a.outbox != nil {
 		_ = a.store.Update(func(tx *state.Tx) error {
+			if err := tx.Put(spacePending, tip, pendingApply{Commit: tip, At: a.clock.Now().UnixMilli()}); err != nil {
+				return err
+			}
 			return a.enqueue(tx, Post{Kind: PostStatus, SHA: tip, Context: "apply", State: "pending", Description: fmt.Sprintf("applying %d call(s)", len(p.Calls))})
 		})
 	}
@@ -189,6 +241,9 @@ func (a *Agent) runApply(ctx context.Context, tip string, d *fleet.Document, p p
 			// An earlier refusal of this commit (applied by hand since) is
 			// history: a later rewind to it must be reported again.
 			if err := tx.Delete(spaceRefused, tip); err != nil {
+				return err
+			}
+			if err := tx.Delete(spacePending, tip); err != nil {
 				return err
 			}
 			if err := tx.Put(spaceAgent, keyAppliedPR, appliedPR{Commit: tip, PR: pr}); err != nil {
@@ -224,7 +279,7 @@ func (a *Agent) runApply(ctx context.Context, tip string, d *fleet.Document, p p
 // exists.
 func (a *Agent) refuse(ctx context.Context, commit string, pr int, code refusal.Code, reason string) error {
 	if pr == 0 && a.forge != nil {
-		if m, ok, err := a.forge.MergedPullRequest(ctx, commit); err == nil && ok {
+		if m, ok, err := a.mergedPR(ctx, commit); err == nil && ok {
 			pr = m.Number
 		}
 	}
@@ -232,6 +287,9 @@ func (a *Agent) refuse(ctx context.Context, commit string, pr int, code refusal.
 	r := Refused{Commit: commit, Code: string(code), Reason: reason, PR: pr, At: a.clock.Now().UnixMilli()}
 	err := a.store.Update(func(tx *state.Tx) error {
 		if err := tx.Put(spaceRefused, commit, r); err != nil {
+			return err
+		}
+		if err := tx.Delete(spacePending, commit); err != nil {
 			return err
 		}
 		posts := []Post{{Kind: PostStatus, SHA: commit, Context: "apply", State: "failure", Description: "not applied: " + reason}}
@@ -243,7 +301,18 @@ func (a *Agent) refuse(ctx context.Context, commit string, pr int, code refusal.
 	if err != nil {
 		return err
 	}
-	return refusal.New(code, "%s", reason)
+	return errRefused{refusal.New(code, "%s", reason)}
+}
+
+// mergedPR finds the pull request that merged sha, within ForgeTimeout.
+func (a *Agent) mergedPR(ctx context.Context, sha string) (PullRequest, bool, error) {
+	fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
+	defer cancel()
+	pr, ok, err := a.forge.MergedPullRequest(fctx, sha)
+	if err != nil {
+		a.metrics.ForgeError()
+	}
+	return pr, ok, err
 }
 
 func (a *Agent) resultBody(commit string, p *plan.Plan, _ error) string {
