@@ -227,10 +227,12 @@ func (p *parser) object() any {
 				p.dupDetails = append(p.dupDetails, dupKey{pointer: ptr, off: keyAt})
 				// Parse the repeated value without letting it overwrite the
 				// offsets of the first one, which is the value kept.
-				saved := p.valueOff
+				// Problems inside the discarded value are moot: the error
+				// on its key already says to remove it.
+				saved, dups := p.valueOff, len(p.dupDetails)
 				p.valueOff = map[string]int{}
 				p.value()
-				p.valueOff = saved
+				p.valueOff, p.dupDetails = saved, p.dupDetails[:dups]
 			} else {
 				p.keyOff[ptr] = keyAt
 				m[k] = p.value()
