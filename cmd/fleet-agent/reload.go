@@ -89,7 +89,12 @@ func (a *app) reload(path string, log zerolog.Logger, why string) {
 	if a.reconfigure != nil {
 		a.reconfigure(next)
 	}
-	a.running.Store(next)
+	// The running config takes only what a reload changes: the local API
+	// answers with it, and the next reload compares against it.
+	kept := *running
+	kept.Apply.Prune, kept.Apply.RequireReviewedPlan = next.Apply.Prune, next.Apply.RequireReviewedPlan
+	kept.Drift.Every, kept.Drift.Heal = next.Drift.Every, next.Drift.Heal
+	a.running.Store(&kept)
 	if len(restart) > 0 {
 		log.Warn().Strs("keys", restart).Msg("these changes take effect after a restart (systemctl restart fleet-agent); a reload changes apply.prune, apply.requireReviewedPlan, drift.every and drift.heal")
 	}

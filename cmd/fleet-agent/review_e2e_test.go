@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/config"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/forge"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
@@ -121,5 +125,45 @@ func TestDriftOfAnApplyWithoutCommitOnGitHub(t *testing.T) {
 	v, _ := agent.Status(w.store, "root")
 	if err != nil || v.Drift == nil || !strings.Contains(string(v.Drift.Changes), "vps:gpu") {
 		t.Fatalf("drift not recorded: %v %+v", err, v.Drift)
+	}
+}
+
+// A reload changes only what a reload can change: the running config the
+// local API answers with keeps the keys that need a restart, and a later
+// reload still says they need one.
+func TestReloadKeepsKeysThatNeedARestart(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const base = "git:\n  url: https://example.com/acme/fleet.git\n"
+	write(base)
+	env := func(string) (string, bool) { return "", false }
+	running, err := config.Load(path, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	log := zerolog.New(&logs)
+	a := &app{lookupEnv: env}
+	a.running.Store(running)
+	var reconfigured *config.Config
+	a.reconfigure = func(c *config.Config) { reconfigured = c }
+
+	write("tenant: acme\ngit:\n  url: https://example.com/acme/other.git\ndrift:\n  every: 5m\n")
+	a.reload(path, log, "test")
+	if reconfigured == nil || reconfigured.Drift.Every != 5*time.Minute {
+		t.Fatalf("drift.every not reloaded: %+v\n%s", reconfigured, logs.String())
+	}
+	if got := a.running.Load(); got.Tenant != running.Tenant || got.Git.URL != running.Git.URL || got.Drift.Every != 5*time.Minute {
+		t.Fatalf("running config after reload: tenant %q url %q every %v", got.Tenant, got.Git.URL, got.Drift.Every)
+	}
+	logs.Reset()
+	a.reload(path, log, "test again")
+	if !strings.Contains(logs.String(), `"tenant"`) || !strings.Contains(logs.String(), "after a restart") {
+		t.Fatalf("a second reload forgets that tenant needs a restart:\n%s", logs.String())
 	}
 }
