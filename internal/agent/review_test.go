@@ -13,6 +13,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
 // deadlineForge answers that no pull request exists and records whether
@@ -121,4 +122,44 @@ func TestPlanCommitWhileReloading(t *testing.T) {
 		}
 	}
 	wg.Wait()
+}
+
+// flakyForge fails every read while down; the tip was merged by #7.
+type flakyForge struct {
+	mu   sync.Mutex
+	down bool
+}
+
+func (f *flakyForge) OpenPullRequests(context.Context, string) ([]agent.PullRequest, error) {
+	return nil, nil
+}
+
+func (f *flakyForge) MergedPullRequest(context.Context, string) (agent.PullRequest, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return agent.PullRequest{}, false, refusal.New(refusal.Unavailable, "GitHub does not answer")
+	}
+	return agent.PullRequest{Number: 7, Author: "alice", Merged: true}, true, nil
+}
+
+// A refusal made while GitHub cannot say which pull request merged the
+// commit waits for it: the refusal's comment must reach the pull request.
+func TestRefusalWaitsForItsPullRequest(t *testing.T) {
+	w := newWorld(t, agent.Config{})
+	f := &flakyForge{down: true}
+	ag := agent.New(agent.Config{Branch: "main"}, agent.Options{Store: w.store, Repo: w.repo, Forge: f, Clock: w.clk, Log: zerolog.New(w.log)})
+	tip := w.commit(t, "main", `{"version":1,"sites":[{"name":"fra","kind":"huge","region":"eu"}]}`, "bad")
+	_ = ag.Tick(t.Context())
+	f.mu.Lock()
+	f.down = false
+	f.mu.Unlock()
+	_ = ag.Tick(t.Context())
+	var r agent.Refused
+	if err := w.store.View(func(tx *state.Tx) error { _, err := tx.Get("refused", tip, &r); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if r.PR != 7 {
+		t.Fatalf("the refusal was recorded without its pull request: %+v\n%s", r, w.log.String())
+	}
 }

@@ -279,7 +279,13 @@ func (a *Agent) runApply(ctx context.Context, tip string, d *fleet.Document, p p
 // exists.
 func (a *Agent) refuse(ctx context.Context, commit string, pr int, code refusal.Code, reason string) error {
 	if pr == 0 && a.forge != nil {
-		if m, ok, err := a.mergedPR(ctx, commit); err == nil && ok {
+		m, ok, err := a.mergedPR(ctx, commit)
+		if err != nil {
+			// The refusal is reported once: wait until GitHub can say
+			// which pull request gets its comment.
+			return errWait{err}
+		}
+		if ok {
 			pr = m.Number
 		}
 	}
