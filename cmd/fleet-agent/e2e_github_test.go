@@ -239,6 +239,13 @@ func TestAgentOnGitHub(t *testing.T) {
 	w.work.Git(t, "checkout", "-q", "-B", "main", head1b)
 	direct := w.push("main", poolDoc, "direct push")
 	w.step()
+	// GitHub may link a merge to its pull request a moment late: the agent
+	// waits MergeLinkGrace before it calls the push direct.
+	if s := w.lastStatus(direct, "apply"); s.State != "" {
+		t.Fatalf("refused before the grace passed: %+v", s)
+	}
+	w.clk.Advance(agent.MergeLinkGrace + time.Second)
+	w.step()
 	if ap := w.applied(); ap.Commit != head1b {
 		t.Fatal("a direct push was applied")
 	}

@@ -100,7 +100,7 @@ func TestRunningAgent(t *testing.T) {
 		t.Fatalf("metrics do not parse: %v", err)
 	}
 	for _, name := range []string{"fleet_agent_polls_total", "fleet_agent_plans_total", "fleet_agent_applies_total", "fleet_agent_outbox_depth",
-		"fleet_agent_drift", "fleet_agent_last_success_timestamp_seconds", "fleet_agent_duration_seconds"} {
+		"fleet_agent_drift", "fleet_agent_last_success_timestamp_seconds", "fleet_agent_duration_seconds", "fleet_agent_posts_total"} {
 		if _, ok := families[name]; !ok {
 			t.Errorf("metric %s missing", name)
 		}

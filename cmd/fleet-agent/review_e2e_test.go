@@ -64,6 +64,8 @@ func TestPendingApplyOfASupersededTipIsResolved(t *testing.T) {
 	w.work.Git(t, "checkout", "-q", "-B", "main", head)
 	direct := w.push("main", pool8Doc, "direct push")
 	w.step()
+	w.clk.Advance(agent.MergeLinkGrace + time.Second)
+	w.step()
 	if s := w.lastStatus(direct, "apply"); s.State != "failure" {
 		t.Fatalf("direct push: %+v", s)
 	}
@@ -81,6 +83,8 @@ func TestFailedApplyByHandLeavesNoPending(t *testing.T) {
 	boot := w.push("main", emptyDoc, "an empty fleet")
 	w.step()
 	direct := w.push("main", poolDoc, "direct push")
+	w.step()
+	w.clk.Advance(agent.MergeLinkGrace + time.Second)
 	w.step()
 	if s := w.lastStatus(direct, "apply"); s.State != "failure" {
 		t.Fatalf("direct push: %+v", s)

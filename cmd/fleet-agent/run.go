@@ -117,11 +117,14 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		box = outbox.New(store, gh.Poster(), outbox.Options{Log: log})
 		agentF, agentO = agentForge{gh}, agentOutbox{box}
 	}
-	var depth func() int
+	var mbox *metrics.Outbox
 	if box != nil {
-		depth = func() int { n, _ := box.Depth(); return n }
+		mbox = &metrics.Outbox{
+			Depth: func() int { n, _ := box.Depth(); return n },
+			Posts: func() (uint64, uint64, uint64) { s := box.Stats(); return s.Delivered, s.Dropped, s.Failures },
+		}
 	}
-	m := metrics.New(depth)
+	m := metrics.New(mbox)
 	ag := agent.New(agent.Config{Tenant: cfg.Tenant, Branch: cfg.Git.Branch, Path: cfg.Git.Path, Interval: cfg.Git.Interval,
 		Prune: cfg.Apply.Prune, RequireReviewedPlan: cfg.Apply.RequireReviewedPlan, Verify: cfg.Git.Verify != nil,
 		Prefix: statusPrefix(cfg), DriftEvery: cfg.Drift.Every, Heal: cfg.Drift.Heal},

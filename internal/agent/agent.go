@@ -120,6 +120,7 @@ type Agent struct {
 	lastDrift time.Time
 
 	lastHousekeeping time.Time
+	seen             map[string]time.Time // tips, when first seen (MergeLinkGrace)
 	lastError        error
 	ticks            int
 	metrics          Metrics

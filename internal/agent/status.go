@@ -67,10 +67,11 @@ func Status(s *state.Store, tenant string) (StatusView, error) {
 	return v, err
 }
 
-// Drifted reports whether a recorded drift check found drift: calls to
-// make or a blocked plan (an error is not drift).
+// Drifted reports whether the recorded drift is a drift: calls to make or
+// a blocked plan. A failed check is not drift by itself, but it keeps what
+// the last good check found, which still counts.
 func Drifted(dr *state.Drift) bool {
-	if dr == nil || dr.Error != "" {
+	if dr == nil {
 		return false
 	}
 	return dr.Blocked || (len(dr.Changes) > 0 && string(dr.Changes) != "[]" && string(dr.Changes) != "null")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
@@ -153,6 +154,11 @@ func (a *Agent) checkReviewed(ctx context.Context, tip, hash string) (int, strin
 			return 0, "", errWait{err} // GitHub unreachable: wait, never refuse
 		}
 		if !ok {
+			// GitHub links a merge commit to its pull request a moment after
+			// the push; wait a little before calling it a direct push.
+			if a.firstSeen(tip).Add(MergeLinkGrace).After(a.clock.Now()) {
+				return 0, "", errWait{fmt.Errorf("GitHub does not list a merged pull request for %s yet", shortSHA(tip))}
+			}
 			return 0, "", refusal.New(refusal.InvalidState, "%s", fmt.Sprintf("%s was pushed to %s directly: no merged pull request has it, so no plan was reviewed; apply it by hand with fleet-agent apply --commit", shortSHA(tip), a.cfg.Branch))
 		}
 		var rv Reviewed
@@ -337,4 +343,26 @@ func (a *Agent) refusedBody(commit string, code refusal.Code, reason string) str
 	fmt.Fprintf(&b, "`%s`: %s\n\n", code, reason)
 	fmt.Fprintf(&b, "Nothing was changed. To apply this commit by hand after review, on the ops box:\n\n```sh\nfleet-agent plan --commit %s\nfleet-agent apply --commit %s --plan-hash <the planHash printed by plan>\n```\n", commit, commit)
 	return b.String()
+}
+
+// MergeLinkGrace is how long a new tip waits for GitHub to list the pull
+// request that merged it before it is refused as a direct push.
+const MergeLinkGrace = 2 * time.Minute
+
+// firstSeen is when this process first saw a tip (a restart waits again).
+func (a *Agent) firstSeen(tip string) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.seen == nil {
+		a.seen = map[string]time.Time{}
+	}
+	t, ok := a.seen[tip]
+	if !ok {
+		t = a.clock.Now()
+		if len(a.seen) > 1000 {
+			clear(a.seen)
+		}
+		a.seen[tip] = t
+	}
+	return t
 }

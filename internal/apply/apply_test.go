@@ -301,3 +301,33 @@ func applyChild(path string, stop bool) error {
 	}})
 	return err
 }
+
+func TestEditKeepsSecretsReferences(t *testing.T) {
+	s := statetest.Open(t)
+	d := docFile(t, "everything.json")
+	if _, err := apply.Apply(t.Context(), s, d, apply.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	const canary = "CANARY-edit-7c1d"
+	cases := []apply.Edit{
+		{Kind: inventory.ProviderAccount, Name: "demo", Set: map[string]any{"config": map[string]any{"token": canary}}},
+		{Kind: inventory.ProviderAccount, Name: "demo", Set: map[string]any{"config": map[string]any{"nested": map[string]any{"apiKey": canary}}}},
+		{Kind: inventory.SandboxTemplate, Name: "py-gpu", Set: map[string]any{"env": map[string]any{"HF_TOKEN": canary}}},
+		{Kind: inventory.SandboxTemplate, Name: "py-gpu", Set: map[string]any{"userData": "secret://" + canary}},
+	}
+	for _, e := range cases {
+		e.Who = "ops@box"
+		err := apply.ApplyEdit(s, e)
+		if !refusal.Is(err, refusal.InvalidInput) || strings.Contains(err.Error(), canary) {
+			t.Fatalf("%+v: %v", e.Set, err)
+		}
+	}
+	// A reference is fine.
+	ok := apply.Edit{Kind: inventory.ProviderAccount, Name: "demo", Set: map[string]any{"config": map[string]any{"token": "secret://rotated"}}, Who: "ops@box"}
+	if err := apply.ApplyEdit(s, ok); err != nil {
+		t.Fatal(err)
+	}
+	if rows := audit(t, s); rows[len(rows)-1].Action != "edit" || strings.Contains(string(rows[len(rows)-1].Params), canary) {
+		t.Fatalf("audit %+v", rows[len(rows)-1])
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/canon"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
@@ -47,9 +48,13 @@ func ApplyEdit(store *state.Store, e Edit) error {
 	if !e.Delete && len(e.Set) == 0 {
 		return refusal.New(refusal.InvalidInput, "nothing to change: give FIELD=JSON pairs, or --delete")
 	}
-	for f := range e.Set {
+	for f, v := range e.Set {
 		if !slices.Contains(editable[e.Kind], f) {
 			return refusal.New(refusal.InvalidInput, "%s has no field %q an edit may set; fields: %v", e.Kind, f, editable[e.Kind])
+		}
+		// Secrets stay references, in the state and the audit log alike.
+		if err := fleet.CheckSecrets(string(e.Kind), f, inventory.Normalize(v)); err != nil {
+			return err
 		}
 	}
 	return store.Update(func(tx *state.Tx) error {

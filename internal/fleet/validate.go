@@ -858,3 +858,44 @@ func intOf(v any) (int64, bool) {
 	}
 	return integer(string(n))
 }
+
+// CheckSecrets applies the document's secret rules to one field of one
+// object changed outside a document (a break-glass edit): a provider
+// account's config keeps references in its secret fields, a template's env
+// values are secret://TENANT/ID, its userData inline or such a reference.
+// The error never repeats the value.
+func CheckSecrets(kind, field string, v any) error {
+	var found []finding
+	switch {
+	case kind == "providerAccount" && field == "config":
+		found = secretFields("/config", v)
+	case kind == "sandboxTemplate" && field == "env":
+		m, ok := v.(map[string]any)
+		if !ok {
+			break
+		}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			s, _ := m[k].(string)
+			if r, err := secrets.ParseRef(s); err != nil || !r.TenantScoped() {
+				found = append(found, finding{ptr: joinPointer("/env", k), msg: fmt.Sprintf("env %s must be a secret://TENANT/ID reference, not a value", k)})
+			}
+		}
+	case kind == "sandboxTemplate" && field == "userData":
+		s, _ := v.(string)
+		if secrets.LooksLikeRef(s) {
+			if r, err := secrets.ParseRef(s); err != nil || !r.TenantScoped() {
+				found = append(found, finding{ptr: "/userData", msg: "userData must be inline cloud-init or a secret://TENANT/ID reference to it"})
+			}
+		} else if len(s) > MaxUserDataBytes {
+			found = append(found, finding{ptr: "/userData", msg: fmt.Sprintf("userData is %d bytes; at most %d inline", len(s), MaxUserDataBytes)})
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	es := make([]Error, len(found))
+	for i, f := range found {
+		es[i] = Error{Path: f.ptr, Message: f.msg}
+	}
+	return finish("edit", es).Refusal()
+}

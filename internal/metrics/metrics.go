@@ -20,7 +20,6 @@ type Metrics struct {
 	fetches     prometheus.Counter
 	plans       *prometheus.CounterVec
 	applies     *prometheus.CounterVec
-	posts       *prometheus.CounterVec
 	forgeErrors prometheus.Counter
 	drift       prometheus.Gauge
 	driftChecks *prometheus.CounterVec
@@ -29,9 +28,16 @@ type Metrics struct {
 	now         func() time.Time
 }
 
-// New registers the metrics. depth reports the outbox depth at scrape time
-// (nil when there is no outbox).
-func New(depth func() int) *Metrics {
+// Outbox is what the outbox reports, read at scrape time.
+type Outbox struct {
+	Depth func() int
+	// Posts returns the posts delivered and dropped, and the failed sends,
+	// since the agent started.
+	Posts func() (delivered, dropped, failed uint64)
+}
+
+// New registers the metrics; box is nil without GitHub.
+func New(box *Outbox) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), now: time.Now}
 	f := func(name, help string, labels ...string) *prometheus.CounterVec {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleet_agent_" + name, Help: help}, labels)
@@ -41,7 +47,6 @@ func New(depth func() int) *Metrics {
 	m.polls = f("polls_total", "Polls of the git remote, by result.", "result")
 	m.plans = f("plans_total", "Plans made (proposals, tips, drift), by result.", "result")
 	m.applies = f("applies_total", "Applies of a tip or by hand, by result.", "result")
-	m.posts = f("posts_total", "Posts delivered to GitHub, by kind and result.", "kind", "result")
 	m.driftChecks = f("drift_checks_total", "Drift checks, by result (clean, drifted, error).", "result")
 	m.fetches = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleet_agent_fetches_total", Help: "Polls that fetched objects from the remote."})
 	m.forgeErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleet_agent_forge_errors_total", Help: "Failed GitHub reads (pull request lists, merged pull request lookups)."})
@@ -51,9 +56,21 @@ func New(depth func() int) *Metrics {
 		Buckets: []float64{0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}}, []string{"op"})
 	m.reg.MustRegister(m.fetches, m.forgeErrors, m.drift, m.lastSuccess, m.durations,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if depth != nil {
+	if box != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleet_agent_outbox_depth", Help: "Posts waiting in the outbox."},
-			func() float64 { return float64(depth()) }))
+			func() float64 { return float64(box.Depth()) }))
+		for _, r := range []struct {
+			result string
+			pick   func(d, x, f uint64) uint64
+		}{
+			{"delivered", func(d, _, _ uint64) uint64 { return d }},
+			{"dropped", func(_, x, _ uint64) uint64 { return x }},
+			{"failed", func(_, _, f uint64) uint64 { return f }},
+		} {
+			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fleet_agent_posts_total",
+				Help: "Posts to GitHub: delivered, dropped (refused for good) and failed sends (each retry counts).", ConstLabels: prometheus.Labels{"result": r.result}},
+				func() float64 { d, x, f := box.Posts(); return float64(r.pick(d, x, f)) }))
+		}
 	}
 	return m
 }
@@ -116,6 +133,3 @@ func (m *Metrics) Drift(drifted bool, err error) {
 	}
 	m.lastSuccess.WithLabelValues("drift").Set(float64(m.now().UnixMilli()) / 1000)
 }
-
-// Post counts a delivered (or dropped) post.
-func (m *Metrics) Post(kind string, err error) { m.posts.WithLabelValues(kind, result(err)).Inc() }
