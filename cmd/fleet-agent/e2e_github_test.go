@@ -285,6 +285,18 @@ func TestAgentOnGitHub(t *testing.T) {
 	if ap := w.applied(); ap.Commit != quick || ap.AppliedBy != "ops@box" {
 		t.Fatalf("by hand: %+v", ap)
 	}
+	if err := w.box.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	byHand := 0
+	for _, c := range w.gh.Comments(5) {
+		if strings.Contains(c.Body, "<!-- fleet-agent:by-hand:"+quick) && strings.Contains(c.Body, "Applied by hand by ops@box") {
+			byHand++
+		}
+	}
+	if byHand != 1 {
+		t.Fatalf("%d by-hand result comments on #5", byHand)
+	}
 
 	// GitHub down for many polls: planning goes on, posts wait; afterwards
 	// the final statuses and comments are right and none is duplicated.

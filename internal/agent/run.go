@@ -155,7 +155,15 @@ func (a *Agent) applyByHand(ctx context.Context, commit string, doc *fleet.Docum
 	if p.PlanHash != planHash {
 		return p, 0, refusal.New(refusal.ConfigDrift, "the plan of %s is now %s, not the reviewed %s: the fleet moved; plan it again", shortSHA(commit), shortSHA(p.PlanHash), shortSHA(planHash))
 	}
-	if err := a.runApply(ctx, commit, doc, pl, by, 0); err != nil {
+	// The result belongs on the pull request that merged the commit, if
+	// GitHub can say which (best effort: an apply by hand never waits).
+	pr := 0
+	if a.forge != nil {
+		if m, ok, err := a.mergedPR(ctx, commit); err == nil && ok {
+			pr = m.Number
+		}
+	}
+	if err := a.runApply(ctx, commit, doc, pl, by, pr, "by-hand"); err != nil {
 		var w errWait
 		if errors.As(err, &w) {
 			err = w.err

@@ -134,7 +134,7 @@ func (a *Agent) tryApply(ctx context.Context, tip string, ap *state.Applied) err
 	}
 	// A tip whose plan makes no calls needs no review: it is recorded as
 	// applied, so a fleet bootstrapped by hand is followed from its tip.
-	if err := a.runApply(ctx, tip, doc, p, by, pr); err != nil {
+	if err := a.runApply(ctx, tip, doc, p, by, pr, "result"); err != nil {
 		var w errWait
 		if errors.As(err, &w) {
 			return err
@@ -230,7 +230,10 @@ func (a *Agent) resolveSuperseded(tip string) error {
 }
 
 // runApply applies and records the result posts in the same transaction.
-func (a *Agent) runApply(ctx context.Context, tip string, d *fleet.Document, p planned, by string, pr int) error {
+// runApply applies p and posts its result; result is the comment marker's
+// kind ("result", or "by-hand" for an apply by hand, whose commit may
+// already carry a refusal comment under "result").
+func (a *Agent) runApply(ctx context.Context, tip string, d *fleet.Document, p planned, by string, pr int, result string) error {
 	if a.outbox != nil {
 		_ = a.store.Update(func(tx *state.Tx) error {
 			if err := tx.Put(spacePending, tip, pendingApply{Commit: tip, At: a.clock.Now().UnixMilli()}); err != nil {
@@ -261,7 +264,8 @@ func (a *Agent) runApply(ctx context.Context, tip string, d *fleet.Document, p p
 				{Kind: PostStatus, SHA: tip, Context: "drift", State: "success", Description: "no drift: just applied"},
 			}
 			if pr > 0 {
-				posts = append(posts, Post{Kind: PostOnce, PR: pr, Marker: a.Marker("result", tip), Body: a.resultBody(tip, applied, nil)})
+				marker := a.Marker(result, tip)
+				posts = append(posts, Post{Kind: PostOnce, PR: pr, Marker: marker, Body: a.resultBody(marker, tip, by, applied)})
 			}
 			return a.enqueue(tx, posts...)
 		},
@@ -327,10 +331,13 @@ func (a *Agent) mergedPR(ctx context.Context, sha string) (PullRequest, bool, er
 	return pr, ok, err
 }
 
-func (a *Agent) resultBody(commit string, p *plan.Plan, _ error) string {
+func (a *Agent) resultBody(marker, commit, by string, p *plan.Plan) string {
 	var b strings.Builder
-	b.WriteString(a.Marker("result", commit) + "\n")
+	b.WriteString(marker + "\n")
 	fmt.Fprintf(&b, "### fleet-agent applied `%s`\n\n", commit)
+	if !strings.HasPrefix(by, "agent") {
+		fmt.Fprintf(&b, "Applied by hand by %s after review.\n\n", by)
+	}
 	fmt.Fprintf(&b, "Applied %d call(s); planHash `%s`.\n\n", len(p.Calls), p.PlanHash)
 	b.WriteString("**" + p.Summary.Counts() + "**\n")
 	return b.String()
