@@ -220,7 +220,7 @@ func classifyResponse(op string, now time.Time, resp *http.Response, msg string,
 		}
 	case (s == http.StatusForbidden || s == http.StatusTooManyRequests) && hasRetryAfter:
 		e.Class, e.Until = ClassSecondaryRateLimited, retryAfter
-	case s == http.StatusTooManyRequests || (s == http.StatusForbidden && strings.Contains(strings.ToLower(msg), "secondary rate limit")):
+	case s == http.StatusTooManyRequests || (s == http.StatusForbidden && strings.Contains(strings.ToLower(msg), "secondary rate limit")) || isAbuse(err):
 		e.Class, e.Until = ClassSecondaryRateLimited, now.Add(DefaultSecondaryRetryDelay)
 	case s == http.StatusForbidden:
 		e.Class = ClassForbidden
@@ -240,6 +240,14 @@ func classifyResponse(op string, now time.Time, resp *http.Response, msg string,
 		e.Class = ClassUnexpected
 	}
 	return e
+}
+
+// isAbuse reports whether go-github recognised a secondary limit by its
+// documentation_url ("#abuse-rate-limits" on GitHub Enterprise Server and
+// before the rename, "secondary-rate-limits" now), whatever the message.
+func isAbuse(err error) bool {
+	var ab *github.AbuseRateLimitError
+	return errors.As(err, &ab)
 }
 
 // parseRetryAfter reads Retry-After as seconds or as an HTTP date.

@@ -256,6 +256,14 @@ func (g *GitHub) observe(resp *http.Response) {
 	}
 	g.mu.Lock()
 	g.rate = r
+	// The answer that spent the last of the budget is a success with
+	// Remaining 0: everything after it would be refused until the reset,
+	// and sending anyway counts against the integration.
+	res := h.Get("X-Ratelimit-Resource")
+	if r.Remaining == 0 && r.Limit > 0 && (res == "" || res == "core") && r.Reset.After(g.clock.Now()) {
+		g.blocked = &Error{Class: ClassRateLimited, Status: resp.StatusCode, Until: r.Reset,
+			Message: "the primary rate limit is spent (X-RateLimit-Remaining: 0)"}
+	}
 	g.mu.Unlock()
 }
 

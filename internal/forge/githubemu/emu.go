@@ -181,7 +181,8 @@ func (s *Server) RateReset() time.Time {
 }
 
 // SecondaryLimitNext answers the next n requests with a secondary rate limit
-// (403 and Retry-After: retryAfter in whole seconds).
+// (403 and Retry-After: retryAfter in whole seconds; no Retry-After when
+// retryAfter is 0, as GitHub sometimes answers).
 func (s *Server) SecondaryLimitNext(n int, retryAfter time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

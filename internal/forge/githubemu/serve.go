@@ -20,6 +20,9 @@ const (
 	docsSecondary     = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"
 	maxCommentBody    = 65536
 	maxStatusDescribe = 140
+	// maxStatusesPerContext: "a limit of 1000 statuses per sha and context
+	// within a repository", a validation error past it.
+	maxStatusesPerContext = 1000
 )
 
 // reply is what a route answers, before the rate limit and ETag are applied.
@@ -97,7 +100,14 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	status := rep.status
 	if rep.etag && status == http.StatusOK {
-		sum := sha256.Sum256(rep.body)
+		// GitHub's ETags vary with the credential (Vary: Authorization):
+		// another token, an App's next installation token among them,
+		// gets a full answer to the last one's ETag.
+		h := sha256.New()
+		h.Write([]byte(credential(req)))
+		h.Write([]byte{0})
+		h.Write(rep.body)
+		sum := h.Sum(nil)
 		etag := `W/"` + hex.EncodeToString(sum[:16]) + `"`
 		rep.header.Set("ETag", etag)
 		if inm := req.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, etag) {
@@ -148,18 +158,20 @@ func (s *Server) rateHeaders(h http.Header) {
 	h.Set("X-RateLimit-Resource", "core")
 }
 
+// credential is the token of the Authorization header, or "".
+func credential(req *http.Request) string {
+	a := req.Header.Get("Authorization")
+	for _, scheme := range []string{"token ", "Bearer "} {
+		if t, ok := strings.CutPrefix(a, scheme); ok {
+			return strings.TrimSpace(t)
+		}
+	}
+	return ""
+}
+
 // login returns who the Authorization header says, or "".
 func (s *Server) login(req *http.Request) string {
-	a := req.Header.Get("Authorization")
-	var tok string
-	if t, ok := strings.CutPrefix(a, "token "); ok {
-		tok = t
-	} else if t, ok := strings.CutPrefix(a, "Bearer "); ok {
-		tok = t
-	} else {
-		return ""
-	}
-	ti, ok := s.tokens[strings.TrimSpace(tok)]
+	ti, ok := s.tokens[credential(req)]
 	if !ok || (!ti.expires.IsZero() && !s.clock.Now().Before(ti.expires)) {
 		return ""
 	}
@@ -184,7 +196,9 @@ func (s *Server) authenticated(req *http.Request, path string, body []byte) repl
 		r := jsonReply(http.StatusForbidden, errorBody{
 			Message:          "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
 			DocumentationURL: docsSecondary, Status: "403"})
-		r.header.Set("Retry-After", strconv.Itoa(int(s.secAfter/time.Second)))
+		if s.secAfter > 0 {
+			r.header.Set("Retry-After", strconv.Itoa(int(s.secAfter/time.Second)))
+		}
 		r.uncounted = true
 		return r
 	}
@@ -388,6 +402,16 @@ func (r *Repo) createStatus(req *http.Request, sha string, body []byte, login st
 	}
 	if in.TargetURL != nil {
 		st.TargetURL = *in.TargetURL
+	}
+	n := 0
+	for _, old := range r.statuses[sha] {
+		if old.Context == st.Context {
+			n++
+		}
+	}
+	if n >= maxStatusesPerContext {
+		return errReply(http.StatusUnprocessableEntity, "Validation Failed",
+			fieldError{Resource: "Status", Code: "custom", Message: "This SHA and context has reached the maximum number of statuses."})
 	}
 	r.statuses[sha] = append(r.statuses[sha], &status{st})
 	return jsonReply(http.StatusCreated, r.statusJSON(req, sha, st))
