@@ -132,6 +132,7 @@ func Open(cfg Config) (*Repo, error) {
 
 // openStorage opens (or creates) the bare repository in cfg.Dir.
 func openStorage(cfg Config) (*filesystem.Storage, *git.Repository, error) {
+	removeTempPacks(cfg.Dir)
 	fs := osfs.New(cfg.Dir)
 	st := filesystem.NewStorageWithOptions(fs, cache.NewObjectLRU(cache.FileSize(cfg.CacheBytes)), filesystem.Options{
 		// The agent is the only writer of its copy; go-git may then cache
@@ -143,9 +144,10 @@ func openStorage(cfg Config) (*filesystem.Storage, *git.Repository, error) {
 		// in memory (and not cached).
 		LargeObjectThreshold: 1 << 20,
 	})
-	repo, err := git.Open(st, nil)
+	ps := &packStorage{Storage: st, dir: cfg.Dir}
+	repo, err := git.Open(ps, nil)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
-		repo, err = git.Init(st, nil)
+		repo, err = git.Init(ps, nil)
 	}
 	if err != nil {
 		_ = st.Close()
