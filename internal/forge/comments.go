@@ -99,8 +99,10 @@ func (m *commentMemory) drop(k commentKey) {
 // UpsertComment keeps one comment holding marker on pull request pr and makes
 // its body body (with the marker added on top when body lacks it). The
 // comment is found in memory or, after a restart, by reading the pull
-// request's comments; it is created only when none holds the marker, and
-// edited only when its body differs. It returns the comment as it now is.
+// request's comments; only comments written by the forge's own identity
+// count (see FindComment). It is created only when none of those holds the
+// marker, and edited only when its body differs. It returns the comment as
+// it now is.
 func (g *GitHub) UpsertComment(ctx context.Context, pr int, marker, body string) (Comment, error) {
 	op := "upsert comment " + marker + " on #" + strconv.Itoa(pr)
 	if err := checkMarker(op, marker); err != nil {
@@ -113,10 +115,14 @@ func (g *GitHub) UpsertComment(ctx context.Context, pr int, marker, body string)
 	// One upsert at a time: two finding "none" at once would post twice.
 	g.upsertMu.Lock()
 	defer g.upsertMu.Unlock()
+	me, err := g.self(ctx)
+	if err != nil {
+		return Comment{}, err
+	}
 	key := commentKey{pr, marker}
-	c, ok := g.comments.get(key)
+	c, ok := g.remembered(key, me)
 	if !ok {
-		found, exists, err := g.FindComment(ctx, pr, marker)
+		found, exists, err := g.findComment(ctx, op, pr, marker, me)
 		if err != nil {
 			return Comment{}, err
 		}
@@ -135,7 +141,7 @@ func (g *GitHub) UpsertComment(ctx context.Context, pr int, marker, body string)
 		if errors.As(err, &fe) && fe.Class == ClassNotFound {
 			// Someone deleted it: forget it and look again.
 			g.comments.drop(key)
-			found, exists, ferr := g.FindComment(ctx, pr, marker)
+			found, exists, ferr := g.findComment(ctx, op, pr, marker, me)
 			if ferr != nil {
 				return Comment{}, ferr
 			}
@@ -151,6 +157,18 @@ func (g *GitHub) UpsertComment(ctx context.Context, pr int, marker, body string)
 	}
 	g.comments.put(key, edited)
 	return edited, nil
+}
+
+// remembered is the comment kept for key, if it was written by me: after a
+// change of credential to another user, the old user's comments are no
+// longer the agent's.
+func (g *GitHub) remembered(key commentKey, me string) (Comment, bool) {
+	c, ok := g.comments.get(key)
+	if ok && !isSelf(c.Author, me) {
+		g.comments.drop(key)
+		return Comment{}, false
+	}
+	return c, ok
 }
 
 // UpsertPlanComment is UpsertComment with the plan marker.
@@ -179,8 +197,9 @@ func (g *GitHub) AddComment(ctx context.Context, pr int, body string) (Comment, 
 }
 
 // AddCommentOnce posts body (marker added on top when missing) unless a
-// comment holding marker is already on the pull request; it returns the
-// comment found or made, and whether it posted.
+// comment of the forge's own identity holding marker is already on the pull
+// request (see FindComment); it returns the comment found or made, and
+// whether it posted.
 func (g *GitHub) AddCommentOnce(ctx context.Context, pr int, marker, body string) (Comment, bool, error) {
 	op := "add comment " + marker + " on #" + strconv.Itoa(pr)
 	if err := checkMarker(op, marker); err != nil {
@@ -192,11 +211,15 @@ func (g *GitHub) AddCommentOnce(ctx context.Context, pr int, marker, body string
 	}
 	g.upsertMu.Lock()
 	defer g.upsertMu.Unlock()
+	me, err := g.self(ctx)
+	if err != nil {
+		return Comment{}, false, err
+	}
 	key := commentKey{pr, marker}
-	if c, ok := g.comments.get(key); ok {
+	if c, ok := g.remembered(key, me); ok {
 		return c, false, nil
 	}
-	c, exists, err := g.FindComment(ctx, pr, marker)
+	c, exists, err := g.findComment(ctx, op, pr, marker, me)
 	if err != nil {
 		return Comment{}, false, err
 	}
@@ -239,12 +262,25 @@ func (g *GitHub) editComment(ctx context.Context, op string, id int64, body stri
 }
 
 // FindComment returns the oldest comment on pull request pr that holds
-// marker, reading every page of its comments.
+// marker and was written by the forge's own identity, reading every page of
+// its comments. Anyone who can comment can write a marker: a comment by
+// anyone else is not the agent's, whatever it holds. The identity is learned
+// once per credential (GET /user for a token, GET /app for an App); when it
+// cannot be learned, FindComment fails rather than trust any author.
 func (g *GitHub) FindComment(ctx context.Context, pr int, marker string) (Comment, bool, error) {
 	op := "find comment " + marker + " on #" + strconv.Itoa(pr)
 	if err := checkMarker(op, marker); err != nil {
 		return Comment{}, false, err
 	}
+	me, err := g.self(ctx)
+	if err != nil {
+		return Comment{}, false, err
+	}
+	return g.findComment(ctx, op, pr, marker, me)
+}
+
+// findComment is FindComment for the author me.
+func (g *GitHub) findComment(ctx context.Context, op string, pr int, marker, me string) (Comment, bool, error) {
 	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: perPage, Page: 1}}
 	for opts.Page != 0 {
 		var got []*github.IssueComment
@@ -258,7 +294,7 @@ func (g *GitHub) FindComment(ctx context.Context, pr int, marker string) (Commen
 			return Comment{}, false, err
 		}
 		for _, c := range got {
-			if strings.Contains(c.GetBody(), marker) {
+			if isSelf(c.GetUser().GetLogin(), me) && strings.Contains(c.GetBody(), marker) {
 				return commentOf(c), true, nil
 			}
 		}

@@ -1,6 +1,7 @@
 // Package forge is fleet-agent's adapter to GitHub: commit statuses, the one
 // plan comment per pull request edited in place, result and drift comments
-// found again by hidden markers, the open pull requests of a branch, the pull
+// found again by hidden markers (in the comments its own identity wrote, and
+// no others: see FindComment), the open pull requests of a branch, the pull
 // requests that merged a commit, and the check of webhook signatures.
 //
 // It is the only package besides the binary that imports go-github, and its
@@ -102,6 +103,7 @@ type GitHub struct {
 	statuses statusMemory
 	comments commentMemory
 	upsertMu sync.Mutex
+	ident    identity
 }
 
 // Rate is the primary rate limit as GitHub last reported it.
@@ -158,6 +160,7 @@ func New(cfg Config) (*GitHub, error) {
 	g.statuses.init()
 	g.comments.init()
 	g.pulls.init()
+	g.ident.init()
 	if cfg.App != nil {
 		g.app = newAppAuth(g, base)
 	}
@@ -201,7 +204,13 @@ type authTransport struct {
 }
 
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	cred, err := t.g.credential(req.Context())
+	// A token pinned by the caller (the identity lookup) or the one in
+	// use now.
+	cred, pinned := req.Context().Value(credKey{}).(string)
+	var err error
+	if !pinned {
+		cred, err = t.g.credential(req.Context())
+	}
 	if err != nil {
 		if req.Body != nil {
 			req.Body.Close()

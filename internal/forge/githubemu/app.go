@@ -44,13 +44,45 @@ func (s *Server) accessToken(req *http.Request, path string) reply {
 	rand.Read(b)
 	tok := "ghs_" + hex.EncodeToString(b)
 	exp := s.clock.Now().Add(time.Hour).Truncate(time.Second)
-	s.tokens[tok] = tokenInfo{login: "fleet-agent[bot]", expires: exp}
+	s.tokens[tok] = tokenInfo{login: app.slug + "[bot]", expires: exp, installation: true}
 	s.minted++
 	r := jsonReply(http.StatusCreated, map[string]any{
 		"token": tok, "expires_at": exp.UTC().Format(time.RFC3339),
 		"permissions":          map[string]string{"statuses": "write", "issues": "write", "pull_requests": "read", "contents": "read"},
 		"repository_selection": "all",
 	})
+	r.free = true
+	return r
+}
+
+// getApp serves GET /app: the App its JWT authenticates (id, slug, name).
+func (s *Server) getApp(req *http.Request) reply {
+	jwt, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	msg := "A JSON web token could not be decoded"
+	if ok {
+		for _, app := range s.apps {
+			m := s.checkJWT(jwt, app)
+			if m == "" {
+				id, err := strconv.ParseInt(app.id, 10, 64)
+				if err != nil {
+					id = idOf(app.id) // a client id: some stable number
+				}
+				r := jsonReply(http.StatusOK, map[string]any{
+					"id": id, "slug": app.slug, "client_id": app.id, "node_id": "A_" + app.slug, "name": app.slug,
+					"owner":       userJSON(req, "acme"),
+					"html_url":    "http://" + req.Host + "/apps/" + app.slug,
+					"permissions": map[string]string{"statuses": "write", "issues": "write", "pull_requests": "read", "contents": "read"},
+					"events":      []string{"pull_request", "push"},
+				})
+				r.free = true
+				return r
+			}
+			if m != msg {
+				msg = m
+			}
+		}
+	}
+	r := errReply(http.StatusUnauthorized, msg)
 	r.free = true
 	return r
 }

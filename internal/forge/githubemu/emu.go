@@ -60,12 +60,20 @@ type Server struct {
 type tokenInfo struct {
 	login   string
 	expires time.Time // zero: never
+	// installation: an installation token (an App's, or Actions'
+	// GITHUB_TOKEN), not a user: GET /user answers 403.
+	installation bool
 }
 
 type appInfo struct {
-	id  string
-	key *rsa.PublicKey
+	id   string
+	slug string
+	key  *rsa.PublicKey
 }
+
+// DefaultAppSlug is the slug of an App added with AddApp: its installation
+// tokens comment as fleet-agent[bot].
+const DefaultAppSlug = "fleet-agent"
 
 // Request is one request the server saw.
 type Request struct {
@@ -120,11 +128,21 @@ func (s *Server) URL() string { return s.srv.URL + s.prefix + "/" }
 // Close stops the server (New already arranges it for the test's end).
 func (s *Server) Close() { s.srv.Close() }
 
-// AddToken accepts token for requests made as login.
+// AddToken accepts token for requests made as login, a user: GET /user
+// answers login.
 func (s *Server) AddToken(token, login string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tokens[token] = tokenInfo{login: login}
+}
+
+// AddInstallationToken accepts token as an installation token of the App
+// slug (never expiring), as Actions' GITHUB_TOKEN is one of github-actions:
+// its requests are made as slug[bot], and GET /user answers 403.
+func (s *Server) AddInstallationToken(token, slug string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens[token] = tokenInfo{login: slug + "[bot]", installation: true}
 }
 
 // RevokeToken makes token answer 401 from now on.
@@ -135,11 +153,18 @@ func (s *Server) RevokeToken(token string) {
 }
 
 // AddApp registers a GitHub App (id as the JWT issuer, numeric or client id)
-// with its public key and one installation.
+// with its public key and one installation; its slug is DefaultAppSlug.
 func (s *Server) AddApp(appID string, installationID int64, key *rsa.PublicKey) {
+	s.AddAppWithSlug(appID, DefaultAppSlug, installationID, key)
+}
+
+// AddAppWithSlug is AddApp with the App's slug: GET /app with its JWT
+// answers it, and its installation tokens act as slug[bot], as GitHub names
+// an App's bot user.
+func (s *Server) AddAppWithSlug(appID, slug string, installationID int64, key *rsa.PublicKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.apps[installationID] = appInfo{id: appID, key: key}
+	s.apps[installationID] = appInfo{id: appID, slug: slug, key: key}
 }
 
 // TokensMinted counts installation tokens handed out.

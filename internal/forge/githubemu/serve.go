@@ -92,6 +92,8 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 		rep = notFound()
 	case req.Method == http.MethodPost && strings.HasPrefix(path, "/app/installations/"):
 		rep = s.accessToken(req, path)
+	case req.Method == http.MethodGet && path == "/app":
+		rep = s.getApp(req)
 	default:
 		rep = s.authenticated(req, path, body)
 	}
@@ -214,7 +216,22 @@ func (s *Server) authenticated(req *http.Request, path string, body []byte) repl
 		r.uncounted = true
 		return r
 	}
+	if path == "/user" && req.Method == http.MethodGet {
+		return s.user(req, login)
+	}
 	return s.route(req, path, body, login)
+}
+
+// user serves GET /user: the token's user. An installation token is not a
+// user: GitHub answers 403 (the App is found with GET /app and its JWT).
+func (s *Server) user(req *http.Request, login string) reply {
+	if s.tokens[credential(req)].installation {
+		return jsonReply(http.StatusForbidden, errorBody{Message: "Resource not accessible by integration",
+			DocumentationURL: docsRoot + "/users/users#get-the-authenticated-user", Status: "403"})
+	}
+	u := userJSON(req, login)
+	u["name"] = login
+	return jsonReply(http.StatusOK, u)
 }
 
 func (s *Server) rateJSON() map[string]any {
