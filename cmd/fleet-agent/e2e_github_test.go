@@ -79,7 +79,9 @@ func (w *ghWorld) start() {
 	}
 	log := zerolog.New(w.log)
 	w.repo = repo
-	w.box = outbox.New(w.store, g.Poster(), outbox.Options{Clock: w.clk, Log: log})
+	// No spacing between sends: step drains the queue with Flush on a
+	// clock that moves only when told to (the outbox's tests keep it).
+	w.box = outbox.New(w.store, g.Poster(), outbox.Options{Clock: w.clk, Log: log, MinSpacing: outbox.NoSpacing})
 	w.ag = agent.New(agent.Config{Branch: "main", RequireReviewedPlan: true, Prefix: "fleet-agent"},
 		agent.Options{Store: w.store, Repo: repo, Forge: agentForge{g}, Outbox: agentOutbox{w.box}, Clock: w.clk, Log: log})
 }

@@ -56,7 +56,12 @@ const (
 	DefaultMaxBackoff   = 5 * time.Minute
 	DefaultAuthAttempts = 20
 	DefaultIdle         = time.Minute
+	DefaultMinSpacing   = time.Second
 )
+
+// NoSpacing, as Options.MinSpacing, sends back to back: for tests that drain
+// the queue with Flush on a clock that moves only when told to.
+const NoSpacing time.Duration = -1
 
 // Options tune an Outbox.
 type Options struct {
@@ -76,6 +81,13 @@ type Options struct {
 	// the package's Enqueue, which wakes nothing (default 1 min). It reads
 	// the state file only: an idle outbox sends nothing.
 	Idle time.Duration
+	// MinSpacing is the least time between two sends, on Clock (default
+	// 1 s; NoSpacing or any negative value: none). GitHub asks for at least
+	// a second between write requests, and its secondary limits cap content
+	// creation (80 a minute, 500 an hour): a queue drained back to back
+	// after an outage would meet them again and again, and requests sent
+	// while limited count against the integration.
+	MinSpacing time.Duration
 }
 
 // Stats is what the outbox reports for metrics.
@@ -106,6 +118,8 @@ type Outbox struct {
 
 	// deliver is held for one step: Run and Flush never send at once.
 	deliver sync.Mutex
+	// lastSend is when the Sender last returned (held under deliver).
+	lastSend time.Time
 
 	mu    sync.Mutex
 	stats Stats
@@ -134,6 +148,12 @@ func New(store *state.Store, send Sender, opts Options) *Outbox {
 	}
 	if opts.Idle <= 0 {
 		opts.Idle = DefaultIdle
+	}
+	switch {
+	case opts.MinSpacing == 0:
+		opts.MinSpacing = DefaultMinSpacing
+	case opts.MinSpacing < 0:
+		opts.MinSpacing = 0
 	}
 	return &Outbox{store: store, send: send, opts: opts, clock: opts.Clock, log: opts.Log,
 		wake: make(chan struct{}, 1)}
@@ -188,8 +208,9 @@ func (o *Outbox) Stats() Stats {
 }
 
 // Run delivers until ctx ends: at once when woken (Enqueue, Wake), when a
-// hold ends, and every Idle otherwise. A post being sent when ctx ends is
-// abandoned in flight and resumed on the next start.
+// hold ends, and every Idle otherwise, never two sends closer than
+// MinSpacing (waking does not cut that wait short). A post being sent when
+// ctx ends is abandoned in flight and resumed on the next start.
 func (o *Outbox) Run(ctx context.Context) error {
 	storeFailures := 0
 	for {
@@ -211,7 +232,7 @@ func (o *Outbox) Run(ctx context.Context) error {
 		case res.idle:
 			storeFailures = 0
 			wait = o.opts.Idle
-		default: // held
+		default: // held, or spaced from the last send
 			storeFailures = 0
 			wait = res.until.Sub(o.clock.Now())
 			if wait <= 0 {
@@ -233,6 +254,14 @@ func (o *Outbox) Run(ctx context.Context) error {
 // state file or of ctx. It never waits for a hold to pass: what is held stays
 // in the state file for Run or the next start. At shutdown, call it with a
 // deadline after Run has returned.
+//
+// Flush keeps MinSpacing between sends as Run does, waiting for it on the
+// clock until ctx ends (then it returns ctx's error; nothing is in flight):
+// GitHub's secondary limits do not care which loop sends. Unlike a hold, the
+// spacing is short and known, so Flush waits rather than reports it: a
+// shutdown flush with a deadline of a few seconds delivers a post a second
+// until the deadline instead of stopping at the second post. With a fake
+// clock, advance it while Flush waits, or set MinSpacing to NoSpacing.
 func (o *Outbox) Flush(ctx context.Context) error {
 	for {
 		res, err := o.step(ctx)
@@ -242,6 +271,13 @@ func (o *Outbox) Flush(ctx context.Context) error {
 		if res.idle {
 			return nil
 		}
+		if res.spaced {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-o.clock.After(res.until.Sub(o.clock.Now())):
+			}
+		}
 	}
 }
 
@@ -249,7 +285,8 @@ func (o *Outbox) Flush(ctx context.Context) error {
 type stepResult struct {
 	idle       bool      // nothing queued
 	progressed bool      // a post left the queue, or its content moved on
-	until      time.Time // held: when to look again
+	until      time.Time // held or spaced: when to look again
+	spaced     bool      // due, but the last send was less than MinSpacing ago
 }
 
 // step handles the oldest entry once: it sends it unless it is held.
@@ -266,7 +303,9 @@ func (o *Outbox) step(ctx context.Context) (stepResult, error) {
 		found       bool
 		wasInFlight bool
 		held        *HeldError
+		spaced      bool
 	)
+	next := o.lastSend.Add(o.opts.MinSpacing)
 	err := o.store.Update(func(tx *state.Tx) error {
 		e, ok, err := tx.OutboxFirst()
 		if err != nil || !ok {
@@ -283,6 +322,10 @@ func (o *Outbox) step(ctx context.Context) (stepResult, error) {
 		seq, rec, found = e.Seq, r, true
 		if r.NotBefore != 0 && now.Before(time.UnixMilli(r.NotBefore)) {
 			held = &HeldError{Until: time.UnixMilli(r.NotBefore), Post: r.Post, Reason: r.LastError}
+			return nil
+		}
+		if o.opts.MinSpacing > 0 && now.Before(next) {
+			spaced = true
 			return nil
 		}
 		wasInFlight = r.InFlight
@@ -303,6 +346,8 @@ func (o *Outbox) step(ctx context.Context) (stepResult, error) {
 	case held != nil:
 		o.count(func(s *Stats) { s.HeldUntil = held.Until })
 		return stepResult{until: held.Until}, held
+	case spaced:
+		return stepResult{until: next, spaced: true}, nil
 	}
 
 	p := rec.Post
@@ -313,6 +358,9 @@ func (o *Outbox) step(ctx context.Context) (stepResult, error) {
 	}
 	if sendErr == nil && !already {
 		sendErr = o.post(ctx, p)
+		// Spaced from the end of a send: the next write leaves at least
+		// MinSpacing after GitHub answered this one.
+		o.lastSend = o.clock.Now()
 		if sendErr == nil && o.afterSend != nil && o.afterSend(p) {
 			return stepResult{}, errCrashed
 		}

@@ -95,7 +95,9 @@ func newEnv(t *testing.T) *env {
 	for i := 1; i <= 9; i++ {
 		e.repo.AddCommit(sha(i))
 	}
-	e.opts = outbox.Options{Clock: clk, Log: zerolog.New(e.logs).Level(zerolog.DebugLevel)}
+	// No spacing between sends: these tests drain the queue with Flush on
+	// a clock that moves only when told to. spacing_test.go keeps it.
+	e.opts = outbox.Options{Clock: clk, Log: zerolog.New(e.logs).Level(zerolog.DebugLevel), MinSpacing: outbox.NoSpacing}
 	e.open(t)
 	return e
 }

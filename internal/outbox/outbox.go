@@ -28,7 +28,9 @@
 // comment is created before the result comment of the same pull request even
 // when the plan was edited after. Survivors are delivered in queue order,
 // one at a time; nothing overtakes the oldest, not even while it waits for a
-// rate limit.
+// rate limit. Two sends are at least Options.MinSpacing apart (a second by
+// default, GitHub's advice for write requests): a long queue after an outage
+// drains at that pace instead of running into the secondary limits.
 //
 // # Delivery, errors and restarts
 //
