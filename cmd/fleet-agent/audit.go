@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -47,13 +46,10 @@ func (a *app) auditCommand() *cobra.Command {
 				}
 			}
 			if output == "json" {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetEscapeHTML(false)
-				enc.SetIndent("", "  ")
 				if rows == nil {
 					rows = []state.AuditRow{}
 				}
-				return enc.Encode(rows)
+				return a.printJSON(rows)
 			}
 			for _, r := range rows {
 				line := fmt.Sprintf("%d %s %s %s", r.Seq, ms(r.At), r.Who, r.Action)

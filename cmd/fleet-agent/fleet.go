@@ -476,10 +476,7 @@ func (a *app) statusCommand() *cobra.Command {
 				return err
 			}
 			if output == "json" {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetEscapeHTML(false)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(v); err != nil {
+				if err := a.printJSON(v); err != nil {
 					return err
 				}
 			} else {

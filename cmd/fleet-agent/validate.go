@@ -37,10 +37,7 @@ of {file, code, message, path} for all files. Exits 0 when every file is valid.`
 				}
 			}
 			if output == "json" {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetEscapeHTML(false)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(all); err != nil {
+				if err := a.printJSON(all); err != nil {
 					return refusal.Wrap(refusal.Internal, err, "cannot write the result")
 				}
 			} else {
@@ -54,6 +51,14 @@ of {file, code, message, path} for all files. Exits 0 when every file is valid.`
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
+}
+
+// printJSON writes v indented, without HTML escaping (`->` stays `->`).
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func (a *app) schemaCommand() *cobra.Command {
