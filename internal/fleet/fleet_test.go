@@ -126,6 +126,33 @@ func TestErrorsInTextOrder(t *testing.T) {
 	}
 }
 
+// A repeated key's discarded value must not move the errors of the value
+// that is kept: they stand where the first value stands in the text.
+func TestRepeatedKeyKeepsFirstValueOrder(t *testing.T) {
+	data := []byte(`{"sites":[{"name":"a","kind":"shared","region":"r","zz":1}],"version":1,"x":2,"sites":[{"zz":1}]}`)
+	_, errs := Validate("f", data)
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Path)
+	}
+	want := []string{"/sites/0/zz", "/x", "/sites"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("order %v, want %v", got, want)
+	}
+}
+
+// Numbers a double holds, however written, are accepted and hashed.
+func TestLargeNumbersInPolicy(t *testing.T) {
+	doc, errs := Validate("f", []byte(`{"version":1,"pools":[{"name":"p","site":"s","class":"vps-host","policy":{"a":1.7976931348623157e308,"b":1e-400,"c":1e300}}]}`))
+	if errs != nil {
+		t.Fatal(errs.Text())
+	}
+	want := `{"pools":[{"class":"vps-host","name":"p","policy":{"a":1.7976931348623157e+308,"b":0,"c":1e+300},"site":"s"}],"version":1}`
+	if got := string(doc.Canonical()); got != want {
+		t.Errorf("canonical\n got %s\nwant %s", got, want)
+	}
+}
+
 func TestMessagesSayWhatIsAllowed(t *testing.T) {
 	cases := []struct {
 		name, doc, path, msg string
@@ -218,6 +245,10 @@ func TestBadInputBounded(t *testing.T) {
 		"trailing":            []byte(`{"version":1}x`),
 		"lone surrogate ok":   nil,
 		"unterminated string": []byte(`{"version":1,"sites":"abc`),
+		// Short literals whose value is beyond a double: no canonical form.
+		"policy number over a double":   []byte(`{"version":1,"pools":[{"name":"p","site":"s","class":"vps-host","policy":{"x":1e309}}]}`),
+		"policy number over a double 2": []byte(`{"version":1,"pools":[{"name":"p","site":"s","class":"vps-host","policy":{"x":-99999e305}}]}`),
+		"config number over a double":   []byte(`{"version":1,"providerAccounts":[{"name":"a","provider":"x","config":{"n":1e400}}]}`),
 	}
 	delete(cases, "lone surrogate ok")
 	for name, data := range cases {

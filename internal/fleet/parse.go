@@ -3,6 +3,7 @@ package fleet
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -229,10 +230,10 @@ func (p *parser) object() any {
 				// offsets of the first one, which is the value kept.
 				// Problems inside the discarded value are moot: the error
 				// on its key already says to remove it.
-				saved, dups := p.valueOff, len(p.dupDetails)
-				p.valueOff = map[string]int{}
+				saved, savedKeys, dups := p.valueOff, p.keyOff, len(p.dupDetails)
+				p.valueOff, p.keyOff = map[string]int{}, map[string]int{}
 				p.value()
-				p.valueOff, p.dupDetails = saved, p.dupDetails[:dups]
+				p.valueOff, p.keyOff, p.dupDetails = saved, savedKeys, p.dupDetails[:dups]
 			} else {
 				p.keyOff[ptr] = keyAt
 				m[k] = p.value()
@@ -356,7 +357,9 @@ func (p *parser) number() any {
 	}
 	// A short literal can still carry a huge exponent; beyond what a double
 	// holds it has no canonical form, and big-number code would pay for it.
-	if exp := exponentOf(d[start:i]); exp > MaxExponent || exp < -MaxExponent {
+	// Within that bound a positive exponent can still carry the value past
+	// the largest double (1e309): it has no canonical form either.
+	if exp := exponentOf(d[start:i]); exp > MaxExponent || exp < -MaxExponent || (exp > 0 && overflows(d[start:i])) {
 		p.fail(start, "a number at offset %d is out of range; numbers must fit a 64-bit float (about ±1e308)", start)
 		return nil
 	}
@@ -542,6 +545,12 @@ func joinPointer(base string, tokens ...string) string {
 		b.WriteString(escapeToken(t))
 	}
 	return b.String()
+}
+
+// overflows reports whether a number literal is beyond the largest double.
+func overflows(lit []byte) bool {
+	f, err := strconv.ParseFloat(string(lit), 64)
+	return err != nil && math.IsInf(f, 0)
 }
 
 // exponentOf returns the written exponent of a number literal (0 if none),
