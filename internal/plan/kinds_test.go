@@ -485,6 +485,12 @@ func TestBlocked(t *testing.T) {
 			want: "! pool burst: archived; choose a new name\n" + counts(0, 0, 0, 10, 1), calls: []string{}},
 		{name: "flavor of an archived pool", state: archived("vps"), doc: edit(delAt(pVps), delAt(pTpl)),
 			want: `! flavor vps/small: pool "vps" is archived` + "\n" + counts(0, 0, 0, 5, 1), calls: []string{}},
+		{name: "owner quota and offer of an archived pool", state: archived("vps"), doc: edit(delAt(pTpl), delAt(pFlavor),
+			setTo(pVps+"/ownerQuota/gpu", 99), addTo(pVps+"/offers", obj(`{"tenant":"zeta"}`))),
+			want: "! pool vps: archived; choose a new name\n" +
+				`! ownerQuota vps:gpu (max): pool "vps" is archived` + "\n" + `! ownerQuota vps:vcpu: pool "vps" is archived` + "\n" +
+				`! offer vps -> acme: pool "vps" is archived` + "\n" + `! offer vps -> zeta: pool "vps" is archived` + "\n" + counts(0, 0, 0, 5, 5),
+			calls: []string{}},
 
 		// Provider account deletes.
 		{name: "account delete while a pool uses it", opts: prune, doc: delAt("providerAccounts/0"),
@@ -574,6 +580,10 @@ func TestSeededObjects(t *testing.T) {
 			want: "+ pool external\n" + counts(1, 0, 0, 11), methods: []string{"pools.create external"}},
 		{name: "pruned by name", state: seeded, opts: Options{Prune: true},
 			want: "- pool pool_external\n- providerAccount pacc_ext\n" + counts(0, 0, 2, 11), calls: []string{`pools.archive {"id":"pool_external"}`, `providerAccounts.delete {"id":"pacc_ext"}`}},
+		{name: "template by pool id, its flavor new in the document", doc: edit(addTo("flavors", obj(`{"pool":"vps","name":"big","vcpu":8,"memoryGiB":16,"diskGiB":80}`)),
+			addTo("sandboxTemplates", obj(`{"name":"t","pool":"`+id(inventory.Pool, "vps")+`","flavor":"big","imageId":"i"}`))),
+			want:    "+ flavor vps/big\n+ sandboxTemplate t\n" + counts(2, 0, 0, 11),
+			methods: []string{"flavors.create vps/big", "sandboxTemplates.create t"}},
 		{name: "template by pool id", doc: addTo("sandboxTemplates", obj(`{"name":"t","pool":"`+id(inventory.Pool, "vps")+`","flavor":"small","imageId":"i"}`)),
 			want:  "+ sandboxTemplate t\n" + counts(1, 0, 0, 11),
 			calls: []string{`sandboxTemplates.create {"flavor":"small","id":"«sandboxTemplate t»","imageId":"i","name":"t","network":"egress","pool":"«pool vps»"}`}},

@@ -85,6 +85,7 @@ type planner struct {
 	accts map[string]*fleet.ProviderAccount
 
 	storedFlavors map[string]string // pool id + "/" + flavor name -> fleet name
+	docFlavors    map[string]bool   // pool id + "/" + flavor name of the document's flavors
 }
 
 // Make plans doc against snap. It never fails: what cannot be done is a
@@ -434,21 +435,31 @@ func sameIdentity(a, b map[string]any) bool {
 }
 
 func (p *planner) quotas(pool *fleet.Pool) {
-	poolID, _ := p.poolID(pool.Name, false)
+	// A pool of the document resolves to its own id; the only reason
+	// there is an archived pool of that name, which takes no quota.
+	poolID, why := p.poolID(pool.Name, false)
 	if poolID == "" {
 		poolID = p.idOf(inventory.Pool, pool.Name)
 	}
+	var blocked []string
+	if why != "" {
+		blocked = append(blocked, why)
+	}
 	for _, res := range inventory.SortedKeys(pool.OwnerQuota) {
 		name := inventory.OwnerQuotaName(pool.Name, res)
-		p.compare(inventory.OwnerQuota, name, pool.Name+"\x01"+res, quotaSpec(poolID, res, pool.OwnerQuota[res]), nil, gPoolUpdatesAndQuotas)
+		p.compare(inventory.OwnerQuota, name, pool.Name+"\x01"+res, quotaSpec(poolID, res, pool.OwnerQuota[res]), blocked, gPoolUpdatesAndQuotas)
 	}
 }
 
 func (p *planner) offers(pool *fleet.Pool) {
 	poolID := p.idOf(inventory.Pool, pool.Name)
+	_, why := p.poolID(pool.Name, false)
 	for i := range pool.Offers {
 		o := &pool.Offers[i]
 		var blocked []string
+		if why != "" {
+			blocked = append(blocked, why)
+		}
 		if o.Tenant == p.opts.Tenant {
 			blocked = append(blocked, fmt.Sprintf("a pool is never offered to its owner tenant %q; set ownerQuota instead", p.opts.Tenant))
 		}
@@ -466,6 +477,12 @@ func (p *planner) flavors() {
 			blocked = append(blocked, why)
 		}
 		name := inventory.FlavorName(f.Pool, f.Name)
+		if poolID != "" {
+			if p.docFlavors == nil {
+				p.docFlavors = map[string]bool{}
+			}
+			p.docFlavors[poolID+"/"+f.Name] = true
+		}
 		p.compare(inventory.Flavor, name, name, flavorSpec(poolID, f), blocked, gFlavors)
 	}
 }
@@ -474,7 +491,9 @@ func (p *planner) flavors() {
 // its id) has the flavor: in the document, or in the fleet unless prune is
 // about to delete it.
 func (p *planner) flavorExists(pool, poolID, name string) bool {
-	if p.seen[inventory.Flavor][inventory.FlavorName(pool, name)] {
+	// A flavor of the document, whether the template names its pool as
+	// the flavor does or by the pool's id.
+	if p.seen[inventory.Flavor][inventory.FlavorName(pool, name)] || p.docFlavors[poolID+"/"+name] {
 		return true
 	}
 	if p.storedFlavors == nil {
