@@ -331,3 +331,27 @@ func TestEditKeepsSecretsReferences(t *testing.T) {
 		t.Fatalf("audit %+v", rows[len(rows)-1])
 	}
 }
+
+func TestEditMustLeaveAValidFleet(t *testing.T) {
+	s := statetest.Open(t)
+	if _, err := apply.Apply(t.Context(), s, docFile(t, "everything.json"), apply.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []apply.Edit{
+		{Kind: inventory.OwnerQuota, Name: "gpu-fra:gpu", Set: map[string]any{"max": -1}},
+		{Kind: inventory.Pool, Name: "gpu-fra", Set: map[string]any{"class": "spaceship"}},
+	} {
+		e.Who = "ops@box"
+		before := len(audit(t, s))
+		if err := apply.ApplyEdit(s, e); !refusal.Is(err, refusal.InvalidInput) {
+			t.Fatalf("%+v: %v", e.Set, err)
+		}
+		if len(audit(t, s)) != before {
+			t.Fatal("a refused edit was audited")
+		}
+	}
+	snap, _ := s.Snapshot()
+	if _, err := plan.Export(snap); err != nil {
+		t.Fatalf("the fleet no longer exports: %v", err)
+	}
+}

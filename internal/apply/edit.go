@@ -7,6 +7,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/canon"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
@@ -95,6 +96,16 @@ func ApplyEdit(store *state.Store, e Edit) error {
 		}
 		if err := tx.PutObject(o, name); err != nil {
 			return err
+		}
+		// A break-glass edit may bend the fleet, but it must leave one
+		// that is still a valid document: export, status and every later
+		// plan depend on it.
+		after, err := tx.Snapshot()
+		if err != nil {
+			return err
+		}
+		if _, err := plan.Export(after); err != nil {
+			return refusal.Wrap(refusal.InvalidInput, err, "this edit would leave a fleet that is not a valid document (nothing was changed)")
 		}
 		return tx.AppendAudit(row)
 	})

@@ -51,9 +51,9 @@ func Append(dst []byte, v any) ([]byte, error) {
 	case bool:
 		return strconv.AppendBool(dst, x), nil
 	case int64:
-		return strconv.AppendInt(dst, x, 10), nil
+		return appendInt(dst, x)
 	case int:
-		return strconv.AppendInt(dst, int64(x), 10), nil
+		return appendInt(dst, int64(x))
 	case float64:
 		return AppendFloat(dst, x)
 	case json.Number:
@@ -113,9 +113,12 @@ func appendValue(dst []byte, v reflect.Value) ([]byte, error) {
 	case reflect.Bool:
 		return strconv.AppendBool(dst, v.Bool()), nil
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return strconv.AppendInt(dst, v.Int(), 10), nil
+		return appendInt(dst, v.Int())
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return strconv.AppendUint(dst, v.Uint(), 10), nil
+		if u := v.Uint(); u > maxSafe {
+			return AppendFloat(dst, float64(u))
+		}
+		return appendInt(dst, int64(v.Uint()))
 	case reflect.Float32, reflect.Float64:
 		return AppendFloat(dst, v.Float())
 	case reflect.String:
@@ -393,3 +396,12 @@ func AppendNumber(dst []byte, lit string) ([]byte, error) {
 }
 
 const maxSafe = 1<<53 - 1
+
+// appendInt prints an integer; beyond ±(2^53-1) a JSON number is a double in
+// RFC 8785, so it prints as one, the same as the json.Number of that value.
+func appendInt(dst []byte, i int64) ([]byte, error) {
+	if i > maxSafe || i < -maxSafe {
+		return AppendFloat(dst, float64(i))
+	}
+	return strconv.AppendInt(dst, i, 10), nil
+}

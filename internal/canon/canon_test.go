@@ -3,6 +3,7 @@ package canon
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"testing"
 )
 
@@ -71,5 +72,20 @@ func TestUTF16KeyOrder(t *testing.T) {
 	want := `{"` + "\U0001F600" + `":2,"` + "\ue000" + `":1}`
 	if got != want {
 		t.Errorf("got %s want %s", got, want)
+	}
+}
+
+// TestLargeIntegersAreDoubles: an int64 beyond 2^53 and the json.Number of
+// the same value encode alike, as the double RFC 8785 makes of them.
+func TestLargeIntegersAreDoubles(t *testing.T) {
+	for _, v := range []int64{1<<53 + 1, -(1<<53 + 1), 1 << 62} {
+		a := string(MustMarshal(v))
+		b := string(MustMarshal(json.Number(strconv.FormatInt(v, 10))))
+		if a != b {
+			t.Errorf("%d: int64 %s, json.Number %s", v, a, b)
+		}
+	}
+	if got := string(MustMarshal(int64(1<<53 - 1))); got != "9007199254740991" {
+		t.Errorf("2^53-1 printed %s", got)
 	}
 }

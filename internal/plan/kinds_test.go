@@ -442,6 +442,12 @@ func TestBlocked(t *testing.T) {
 		// Unknown references.
 		{name: "unknown site", doc: addTo("pools", obj(`{"name":"new","site":"nowhere","class":"vps-host"}`)),
 			want: `! pool new: unknown site "nowhere"` + "\n" + counts(0, 0, 0, 11, 1), calls: []string{}},
+		{name: "what hangs off a pool that cannot be created", doc: edit(
+			addTo("pools", obj(`{"name":"new","site":"nowhere","class":"vps-host","ownerQuota":{"gpu":1},"offers":[{"tenant":"zeta"}]}`)),
+			addTo("flavors", obj(`{"pool":"new","name":"f","vcpu":1,"memoryGiB":1,"diskGiB":1}`))),
+			want: `! pool new: unknown site "nowhere"` + "\n" + `! ownerQuota new:gpu: pool "new" cannot be created (blocked)` + "\n" +
+				`! offer new -> zeta: pool "new" cannot be created (blocked)` + "\n" + `! flavor new/f: pool "new" cannot be created (blocked)` + "\n" +
+				counts(0, 0, 0, 11, 4), calls: []string{}},
 		{name: "unknown site of a stored pool", doc: setTo(pVps+"/site", "nowhere"),
 			want: fixed("pool", "vps", "site", "site") + `; unknown site "nowhere"` + "\n" + counts(0, 0, 0, 10, 1), calls: []string{}},
 		{name: "unknown provider account", doc: newPool(`,"providerAccount":"ghost"`),

@@ -85,6 +85,7 @@ type planner struct {
 	accts map[string]*fleet.ProviderAccount
 
 	storedFlavors map[string]string // pool id + "/" + flavor name -> fleet name
+	unmade        map[string]bool   // document pools whose create is blocked
 	docFlavors    map[string]bool   // pool id + "/" + flavor name of the document's flavors
 }
 
@@ -97,7 +98,7 @@ func Make(doc *fleet.Document, snap *inventory.Snapshot, opts Options) *Plan {
 	if snap == nil {
 		snap = inventory.NewSnapshot(nil)
 	}
-	p := &planner{doc: doc, snap: snap, opts: opts, seen: map[inventory.Kind]map[string]bool{},
+	p := &planner{doc: doc, snap: snap, opts: opts, seen: map[inventory.Kind]map[string]bool{}, unmade: map[string]bool{},
 		pools: map[string]*fleet.Pool{}, sites: map[string]bool{}, accts: map[string]*fleet.ProviderAccount{}}
 	for _, k := range inventory.Kinds {
 		p.seen[k] = map[string]bool{}
@@ -168,6 +169,11 @@ func (p *planner) poolID(ref string, byID bool) (string, string) {
 	if _, ok := p.pools[ref]; ok {
 		if o, ok := p.snap.ByName(inventory.Pool, ref); ok && o.Archived {
 			return o.ID, fmt.Sprintf("pool %q is archived", ref)
+		}
+		if p.unmade[ref] {
+			// What hangs off a pool that cannot be created cannot be made
+			// either; counting it as a create would overstate the plan.
+			return p.idOf(inventory.Pool, ref), fmt.Sprintf("pool %q cannot be created (blocked)", ref)
 		}
 		return p.idOf(inventory.Pool, ref), ""
 	}
@@ -401,6 +407,9 @@ func (p *planner) poolsPlan() {
 			p.block(e, blocked...)
 		}
 		p.note(e, notes)
+		if e.change.Action == Create && e.change.Blocked != "" {
+			p.unmade[name] = true
+		}
 		p.quotas(pool)
 		p.offers(pool)
 	}
