@@ -60,13 +60,12 @@ func benchDocument(tb testing.TB, n int) []byte {
 }
 
 type benchFleet struct {
-	data      []byte
-	doc       *fleet.Document
-	same      *inventory.Snapshot // the fleet the document describes
-	changed   *inventory.Snapshot // the same, every tenth object changed
-	objects   int
-	nChanged  int
-	wantCalls int
+	data     []byte
+	doc      *fleet.Document
+	same     *inventory.Snapshot // the fleet the document describes
+	changed  *inventory.Snapshot // the same, every tenth object changed
+	objects  int
+	nChanged int
 }
 
 func newBenchFleet(tb testing.TB, n int) *benchFleet {
