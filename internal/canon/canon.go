@@ -63,20 +63,7 @@ func Append(dst []byte, v any) ([]byte, error) {
 		for k := range x {
 			keys = append(keys, k)
 		}
-		sortKeys(keys)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = AppendString(dst, k)
-			dst = append(dst, ':')
-			var err error
-			if dst, err = Append(dst, x[k]); err != nil {
-				return dst, err
-			}
-		}
-		return append(dst, '}'), nil
+		return appendObject(dst, keys, func(dst []byte, k string) ([]byte, error) { return Append(dst, x[k]) })
 	case []any:
 		dst = append(dst, '[')
 		for i, e := range x {
@@ -163,20 +150,9 @@ func appendValue(dst []byte, v reflect.Value) ([]byte, error) {
 		for _, k := range v.MapKeys() {
 			keys = append(keys, k.String())
 		}
-		sortKeys(keys)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = AppendString(dst, k)
-			dst = append(dst, ':')
-			var err error
-			if dst, err = appendValue(dst, v.MapIndex(reflect.ValueOf(k).Convert(v.Type().Key()))); err != nil {
-				return dst, err
-			}
-		}
-		return append(dst, '}'), nil
+		return appendObject(dst, keys, func(dst []byte, k string) ([]byte, error) {
+			return appendValue(dst, v.MapIndex(reflect.ValueOf(k).Convert(v.Type().Key())))
+		})
 	case reflect.Struct:
 		return appendStruct(dst, v)
 	}
@@ -251,6 +227,25 @@ func appendStruct(dst []byte, v reflect.Value) ([]byte, error) {
 		dst = append(dst, ':')
 		var err error
 		if dst, err = appendValue(dst, fv); err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, '}'), nil
+}
+
+// appendObject writes an object whose members are keys, in RFC 8785's
+// order; value appends the value of one key.
+func appendObject(dst []byte, keys []string, value func(dst []byte, k string) ([]byte, error)) ([]byte, error) {
+	sortKeys(keys)
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendString(dst, k)
+		dst = append(dst, ':')
+		var err error
+		if dst, err = value(dst, k); err != nil {
 			return dst, err
 		}
 	}
