@@ -41,6 +41,14 @@ type Clusters interface {
 	// the owner wrote in `cluster.adopt` (GKE and EKS `<location>/<name>`,
 	// DOKS the UUID), or ErrNotFound. Its Ref is what the other calls take.
 	ReadAdoptable(ctx context.Context, acct Account, adoptID string) (Cluster, error)
+	// ListClusters lists every cluster of the account that carries the label
+	// key (with any value), sorted by Ref.String(), walking every page. It is
+	// the substrate's discovery sweep: a cluster it made but never recorded
+	// (a crash between create and record on a provider without client
+	// tokens) is found here by the label it was made with. Adapters whose
+	// provider spells labels differently (GKE resource labels, DOKS tags)
+	// translate both ways, so Cluster.Labels holds this project's keys.
+	ListClusters(ctx context.Context, acct Account, labelKey string) ([]Cluster, error)
 }
 
 // NodePools creates, resizes, lists and deletes a cluster's node pools, with

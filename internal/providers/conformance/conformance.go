@@ -137,6 +137,7 @@ func Cases() []Case {
 		{"ZeroNodes", zeroNodes},
 		{"Credentials", credentials},
 		{"DeleteTwice", deleteTwice},
+		{"ListByLabel", listByLabel},
 		{"AdoptAndExtend", adoptAndExtend},
 	}
 }
@@ -726,5 +727,55 @@ func adoptAndExtend(t *testing.T, s *Subject) {
 	after := s.waitCluster(t, c.Ref, "running", running)
 	if after.Outputs.GlobalID != c.Outputs.GlobalID {
 		t.Errorf("the adopted cluster changed identity: %s, was %s", after.Outputs.GlobalID, c.Outputs.GlobalID)
+	}
+}
+
+// listByLabel: the discovery sweep finds a cluster by the label it was made
+// with (and its value, the pool id), whatever the provider calls labels;
+// a cluster the owner made (the adoptable one) carries none of ours and is
+// not listed; a deleted cluster leaves the listing.
+func listByLabel(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	c := s.readyCluster(t, "fa-conf-listed")
+	find := func() (providers.Cluster, bool) {
+		t.Helper()
+		all, err := s.Provider.ListClusters(ctx, s.Account, providers.LabelSubstratePool)
+		if err != nil {
+			t.Fatalf("ListClusters: %v", err)
+		}
+		if !slices.IsSortedFunc(all, func(a, b providers.Cluster) int { return strings.Compare(a.Ref.String(), b.Ref.String()) }) {
+			t.Errorf("ListClusters is not sorted by ref: %+v", all)
+		}
+		var hit providers.Cluster
+		found := false
+		for _, l := range all {
+			if _, ok := l.Labels[providers.LabelSubstratePool]; !ok {
+				t.Errorf("ListClusters lists %s, which lacks the label", l.Ref)
+			}
+			if l.Ref.Name == c.Ref.Name && l.Ref.Location == c.Ref.Location {
+				hit, found = l, true
+			}
+			if s.Adoptable != "" && (l.Ref.Location+"/"+l.Ref.Name == s.Adoptable || l.Ref.ID == s.Adoptable) {
+				t.Errorf("ListClusters lists the owner's cluster %s, which carries none of our labels", s.Adoptable)
+			}
+		}
+		return hit, found
+	}
+	got, ok := find()
+	if !ok {
+		t.Fatalf("ListClusters does not list %s, made with the label", c.Ref)
+	}
+	if got.Labels[providers.LabelSubstratePool] != s.PoolID {
+		t.Errorf("listed with %s=%q, want %q", providers.LabelSubstratePool, got.Labels[providers.LabelSubstratePool], s.PoolID)
+	}
+	if got.Outputs.GlobalID != c.Outputs.GlobalID || got.Outputs.GlobalID == "" {
+		t.Errorf("listed with global id %q, GetCluster says %q", got.Outputs.GlobalID, c.Outputs.GlobalID)
+	}
+	if _, err := s.Provider.DeleteCluster(ctx, s.Account, c.Ref); err != nil && !errors.Is(err, providers.ErrNotFound) {
+		t.Fatalf("DeleteCluster: %v", err)
+	}
+	s.waitCluster(t, c.Ref, "gone", gone)
+	if _, ok := find(); ok {
+		t.Errorf("ListClusters still lists %s after it is gone", c.Ref)
 	}
 }

@@ -376,3 +376,34 @@ func (f *Fake) seed(s SeedCluster) (*ClusterRecord, error) {
 	f.st.Clusters[c.ID] = c
 	return c, nil
 }
+
+// ListClusters lists the account's clusters (seeded ones included) that
+// carry the label key. A listing is a look, but not at one operation: it
+// settles what is due without moving any operation a step, so a sweep does
+// not speed up the clusters it looks at.
+func (f *Fake) ListClusters(ctx context.Context, acct providers.Account, labelKey string) ([]providers.Cluster, error) {
+	a, finish, err := f.call(ctx, "ListClusters", &acct)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []providers.Cluster
+	for _, id := range sortedKeys(f.st.Clusters) {
+		c := f.st.Clusters[id]
+		if !c.Seeded && c.Project != a.Project {
+			continue
+		}
+		if !f.settleCluster(c) {
+			continue
+		}
+		if _, ok := c.Labels[labelKey]; ok {
+			out = append(out, f.view(c))
+		}
+	}
+	if err := f.persist(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(x, y providers.Cluster) int { return strings.Compare(x.Ref.String(), y.Ref.String()) })
+	return out, finish(nil)
+}

@@ -130,7 +130,7 @@ func DefaultConfig() Config {
 // methods are the calls a fault may name.
 var methods = []string{
 	"Verify", "Locations", "MachineType", "Rules",
-	"EnsureCluster", "GetCluster", "DeleteCluster", "ReadAdoptable",
+	"EnsureCluster", "GetCluster", "DeleteCluster", "ReadAdoptable", "ListClusters",
 	"EnsureNodePool", "GetNodePool", "ResizeNodePool", "ListNodePools", "DeleteNodePool",
 	"Credentials", "RevokeAccess",
 }

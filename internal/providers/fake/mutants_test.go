@@ -37,6 +37,15 @@ var mutants = map[string]string{
 	"deleteNotIdempotent": "DeleteTwice",
 	"hidesTheirPools":     "AdoptAndExtend",
 	"rulesLie":            "ZeroNodes",
+	"listsNothing":        "ListByLabel",
+}
+
+func (m *mutant) ListClusters(ctx context.Context, a providers.Account, key string) ([]providers.Cluster, error) {
+	all, err := m.fakeProvider.ListClusters(ctx, a, key)
+	if m.kind == "listsNothing" {
+		return nil, err
+	}
+	return all, err
 }
 
 func (m *mutant) EnsureCluster(ctx context.Context, a providers.Account, spec providers.ClusterSpec) (providers.Cluster, error) {
