@@ -1,14 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"net/http"
-	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -34,12 +32,12 @@ func (a *app) auditCommand() *cobra.Command {
 				if err := c.Do(cmd.Context(), "GET", "/v1/audit", nil, &rows); err != nil {
 					return err
 				}
-			} else if _, err := os.Stat(a.stateFile(cfg)); !errors.Is(err, fs.ErrNotExist) {
-				s, err := state.Open(a.stateFile(cfg), state.Options{ReadOnly: true})
+			} else {
+				s, err := openStateRead(a.stateFile(cfg))
 				if err != nil {
 					return err
 				}
-				err = s.View(func(tx *state.Tx) (err error) { rows, err = tx.Audit(); return })
+				rows, err = agent.AuditRows(s)
 				s.Close()
 				if err != nil {
 					return err
@@ -57,10 +55,10 @@ func (a *app) auditCommand() *cobra.Command {
 					line += " " + r.Method + " " + string(r.Params)
 				}
 				if r.Action == "apply" || r.Action == "heal" {
-					line += fmt.Sprintf(" %d call(s) plan %s", r.Calls, shortCommit(r.PlanHash))
+					line += fmt.Sprintf(" %d call(s) plan %s", r.Calls, refs.Short(r.PlanHash))
 				}
 				if r.Commit != "" {
-					line += " commit " + shortCommit(r.Commit)
+					line += " commit " + refs.Short(r.Commit)
 				}
 				fmt.Fprintln(a.stdout, line)
 			}
@@ -69,15 +67,4 @@ func (a *app) auditCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
-}
-
-func auditHandler(s *state.Store) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		var rows []state.AuditRow
-		err := s.View(func(tx *state.Tx) (err error) { rows, err = tx.Audit(); return })
-		if rows == nil {
-			rows = []state.AuditRow{}
-		}
-		reply(w, rows, err)
-	}
 }

@@ -83,7 +83,7 @@ func (w *ghWorld) start() {
 	// clock that moves only when told to (the outbox's tests keep it).
 	w.box = outbox.New(w.store, g.Poster(), outbox.Options{Clock: w.clk, Log: log, MinSpacing: outbox.NoSpacing})
 	w.ag = agent.New(agent.Config{Branch: "main", RequireReviewedPlan: true, Prefix: "fleet-agent"},
-		agent.Options{Store: w.store, Repo: repo, Forge: agentForge{g}, Outbox: agentOutbox{w.box}, Clock: w.clk, Log: log})
+		agent.Options{Store: w.store, Repo: repo, Forge: agentForge{g}, Outbox: w.box, Clock: w.clk, Log: log})
 }
 
 // push commits doc on branch and pushes it; the emulator learns the commit.
@@ -242,9 +242,10 @@ func TestAgentOnGitHub(t *testing.T) {
 	direct := w.push("main", poolDoc, "direct push")
 	w.step()
 	// GitHub may link a merge to its pull request a moment late: the agent
-	// waits MergeLinkGrace before it calls the push direct.
-	if s := w.lastStatus(direct, "apply"); s.State != "" {
-		t.Fatalf("refused before the grace passed: %+v", s)
+	// waits MergeLinkGrace before it calls the push direct, and says so at
+	// once on the commit.
+	if s := w.lastStatus(direct, "apply"); s.State != "pending" || !strings.Contains(s.Description, "waiting for GitHub to link") {
+		t.Fatalf("while the grace runs the apply status should be pending and say why: %+v", s)
 	}
 	w.clk.Advance(agent.MergeLinkGrace + time.Second)
 	w.step()

@@ -20,7 +20,15 @@ var (
 	date    = "unknown"
 )
 
+// progName is how the program was started ("bin/fleet-agent", or
+// "fleet-agent" from the PATH): what a printed command must say to work when
+// pasted.
+var progName = "fleet-agent"
+
 func main() {
+	if len(os.Args) > 0 && os.Args[0] != "" {
+		progName = os.Args[0]
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv))
 }
 
@@ -39,7 +47,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookupEnv fun
 			status = 1
 		}
 	}()
-	app := &app{stdin: stdin, stdout: stdout, stderr: stderr, lookupEnv: lookupEnv}
+	app := &app{stdin: stdin, stdout: stdout, stderr: stderr, lookupEnv: lookupEnv, prog: progName}
 	root := app.rootCommand()
 	root.SetArgs(args)
 	root.SetIn(stdin)

@@ -96,19 +96,22 @@ func TestPlanApplyExportStatus(t *testing.T) {
 	state := filepath.Join(dir, "fleet.db")
 	doc := valid + "fleet-config.json"
 
-	out, _, code := cli(t, env, "status", "-o", "json", "--state", state)
-	if code != 0 || strings.TrimSpace(out) != "{\n  \"tenantId\": \"root\"\n}" {
-		t.Fatalf("status of a fleet that never applied: %d %q", code, out)
+	// A state file that does not exist is no fleet: status says so rather
+	// than show an empty one (a mistyped --state), and plan says it plans
+	// against an empty fleet.
+	_, errs, code := cli(t, env, "status", "-o", "json", "--state", state)
+	if code != 1 || !strings.Contains(errs, "INVALID_STATE: no fleet is recorded at "+state) {
+		t.Fatalf("status of a state file that does not exist: %d %q", code, errs)
 	}
 	// --state after the positional argument, plan exits 0.
-	out, _, code = cli(t, env, "plan", doc, "--state", state)
-	if code != 0 || !strings.Contains(out, "8 to create, 0 to update, 0 to delete, 0 unchanged.") {
-		t.Fatalf("plan: %d\n%s", code, out)
+	out, errs, code := cli(t, env, "plan", doc, "--state", state)
+	if code != 0 || !strings.Contains(out, "8 to create, 0 to update, 0 to delete, 0 unchanged.") || !strings.Contains(errs, "planned against an empty fleet") {
+		t.Fatalf("plan: %d\n%s\n%s", code, out, errs)
 	}
 	if _, err := os.Stat(state); err == nil {
 		t.Fatal("plan created the state file")
 	}
-	_, errs, code := cli(t, env, "plan", doc, "--state", state, "--fail-on-drift")
+	_, errs, code = cli(t, env, "plan", doc, "--state", state, "--fail-on-drift")
 	if code != 1 || !strings.Contains(errs, "FLEET_DRIFTED") {
 		t.Fatalf("fail-on-drift: %d %s", code, errs)
 	}

@@ -22,7 +22,13 @@ import (
 )
 
 // switchChecker fails every call with the refusal it holds (nil: passes).
-type switchChecker struct{ fail atomic.Pointer[refusal.Error] }
+type switchChecker struct {
+	plan.Offline
+	fail atomic.Pointer[refusal.Error]
+}
+
+// For makes the switch every plan's checks.
+func (c *switchChecker) For(*inventory.Snapshot) plan.Checks { return c }
 
 func (c *switchChecker) CheckCall(context.Context, plan.Call) error {
 	if e := c.fail.Load(); e != nil {
@@ -32,15 +38,14 @@ func (c *switchChecker) CheckCall(context.Context, plan.Call) error {
 }
 
 // withChecker rewires the world's agent with a checker the test controls.
-func (w *ghWorld) withChecker(c apply.Checker) {
+func (w *ghWorld) withChecker(c *switchChecker) {
 	g, err := forge.New(forge.Config{Repository: "acme/fleet", APIURL: w.emu.URL(), Token: "secret://gh",
 		Resolver: secretsMap{"secret://gh": canaryToken}, Clock: w.clk})
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	w.ag = agent.New(agent.Config{Branch: "main", RequireReviewedPlan: true, Prefix: "fleet-agent"},
-		agent.Options{Store: w.store, Repo: w.repo, Forge: agentForge{g}, Outbox: agentOutbox{w.box}, Clock: w.clk, Log: zerolog.New(w.log),
-			LiveFor: func(*inventory.Snapshot) (plan.Live, apply.Checker) { return plan.Offline{}, c }})
+		agent.Options{Store: w.store, Repo: w.repo, Forge: agentForge{g}, Outbox: w.box, Clock: w.clk, Log: zerolog.New(w.log), Live: c})
 }
 
 // A tip whose apply waits (a provider down) shows apply pending; when the

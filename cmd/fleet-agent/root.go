@@ -15,6 +15,8 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	lookupEnv      func(string) (string, bool)
+	// prog is the program as it was started, for commands printed to paste.
+	prog string
 
 	configPath string
 	statePath  string

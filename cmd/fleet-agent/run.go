@@ -19,15 +19,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
-	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/config"
 	"github.com/fleet-agent/fleet-agent/internal/forge"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
-	"github.com/fleet-agent/fleet-agent/internal/inventory"
-	"github.com/fleet-agent/fleet-agent/internal/livecheck"
 	"github.com/fleet-agent/fleet-agent/internal/metrics"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
-	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
 	"github.com/fleet-agent/fleet-agent/internal/state"
@@ -82,7 +78,7 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	}
 	defer store.Close()
 
-	live, checker, err := a.live(cfg, false)
+	live, err := a.liveSource(cfg, false)
 	if err != nil {
 		return err
 	}
@@ -102,7 +98,7 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	var box *outbox.Outbox
 	var gh *forge.GitHub
 	var agentF agent.Forge
-	var agentO agent.Outbox
+	var agentO agent.Outbox // an interface holding no *outbox.Outbox when nil
 	if cfg.GitHub != nil {
 		fc := forge.Config{Repository: cfg.GitHub.Repository, APIURL: cfg.GitHub.APIURL, Token: cfg.GitHub.Token,
 			WebhookSecret: cfg.GitHub.WebhookSecret, StatusContext: cfg.GitHub.StatusContext, Resolver: resolver,
@@ -115,7 +111,7 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 			return err
 		}
 		box = outbox.New(store, gh.Poster(), outbox.Options{Log: log})
-		agentF, agentO = agentForge{gh}, agentOutbox{box}
+		agentF, agentO = agentForge{gh}, box
 	}
 	var mbox *metrics.Outbox
 	if box != nil {
@@ -127,8 +123,8 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	m := metrics.New(mbox)
 	ag := agent.New(agent.Config{Tenant: cfg.Tenant, Branch: cfg.Git.Branch, Path: cfg.Git.Path, Interval: cfg.Git.Interval,
 		Prune: cfg.Apply.Prune, RequireReviewedPlan: cfg.Apply.RequireReviewedPlan, Verify: cfg.Git.Verify != nil,
-		Prefix: statusPrefix(cfg), DriftEvery: cfg.Drift.Every, Heal: cfg.Drift.Heal},
-		agent.Options{Store: store, Repo: repo, Forge: agentF, Outbox: agentO, LiveFor: liveFor(live, checker), Log: log, Metrics: m})
+		Prefix: statusPrefix(cfg), DriftEvery: cfg.Drift.Every, Heal: cfg.Drift.Heal, Repository: redactURL(cfg.Git.URL)},
+		agent.Options{Store: store, Repo: repo, Forge: agentF, Outbox: agentO, Live: live, Log: log, Metrics: m})
 
 	a.reconfigure = func(next *config.Config) {
 		ag.Reconfigure(func(c *agent.Config) {
@@ -142,7 +138,7 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		return err
 	}
 	a.running.Store(cfg)
-	api := &http.Server{Handler: a.apiHandler(ag, store), ReadHeaderTimeout: 10 * time.Second}
+	api := &http.Server{Handler: ag.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	// The ops listener.
 	ops, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -191,18 +187,6 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	wg.Wait()
 	_ = os.Remove(cfg.Socket)
 	return runErr
-}
-
-// liveFor gives each plan fresh live checks that know the fleet (a checker
-// remembers what it learned, providers that did not answer included).
-func liveFor(live plan.Live, checker apply.Checker) func(*inventory.Snapshot) (plan.Live, apply.Checker) {
-	return func(snap *inventory.Snapshot) (plan.Live, apply.Checker) {
-		if lc, ok := live.(*livecheck.Checker); ok {
-			f := lc.Fresh().WithFleet(snap)
-			return f, f
-		}
-		return live, checker
-	}
 }
 
 func statusPrefix(cfg *config.Config) string {

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
-	"github.com/fleet-agent/fleet-agent/schema"
 )
 
 func (a *app) validateCommand() *cobra.Command {
@@ -42,6 +41,9 @@ of {file, code, message, path} for all files. Exits 0 when every file is valid.`
 				}
 			} else {
 				fmt.Fprint(a.stdout, all.Text())
+				if bad == 0 {
+					fmt.Fprintf(a.stdout, "%s: valid\n", strings.Join(args, ", "))
+				}
 			}
 			if bad > 0 {
 				return refusal.New(refusal.InvalidInput, "%d of %d file(s) invalid (%d error(s))", bad, len(args), len(all))
@@ -53,34 +55,3 @@ of {file, code, message, path} for all files. Exits 0 when every file is valid.`
 	return cmd
 }
 
-// printJSON writes v indented, without HTML escaping (`->` stays `->`).
-func (a *app) printJSON(v any) error {
-	enc := json.NewEncoder(a.stdout)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-func (a *app) schemaCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "schema",
-		Short: "Print the embedded JSON Schema of fleet.json",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := a.stdout.Write(schema.JSON)
-			return err
-		},
-	}
-}
-
-func (a *app) versionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version, commit and build date",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintf(a.stdout, "fleet-agent %s (commit %s, built %s)\n", version, commit, date)
-			return nil
-		},
-	}
-}

@@ -5,8 +5,6 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/forge"
-	"github.com/fleet-agent/fleet-agent/internal/outbox"
-	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
 // The adapters below are the only place GitHub meets the agent: the agent
@@ -36,13 +34,4 @@ func (f agentForge) MergedPullRequest(ctx context.Context, sha string) (agent.Pu
 	return toPR(p), ok, err
 }
 
-// agentOutbox queues the agent's posts.
-type agentOutbox struct{ o *outbox.Outbox }
-
-func (a agentOutbox) Enqueue(tx *state.Tx, p agent.Post) error {
-	return a.o.Enqueue(tx, outbox.Post{Kind: outbox.Kind(p.Kind), SHA: p.SHA, Context: p.Context, State: p.State,
-		Description: p.Description, PR: p.PR, Marker: p.Marker, Body: p.Body})
-}
-
 var _ agent.Forge = agentForge{}
-var _ agent.Outbox = agentOutbox{}

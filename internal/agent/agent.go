@@ -11,18 +11,18 @@ package agent
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/clock"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
@@ -47,32 +47,10 @@ type Forge interface {
 	MergedPullRequest(ctx context.Context, sha string) (PullRequest, bool, error)
 }
 
-// PostKind says what a post is.
-type PostKind string
-
-// The kinds of post.
-const (
-	PostStatus PostKind = "status" // a commit status
-	PostSticky PostKind = "sticky" // the one comment per pull request and marker, edited in place
-	PostOnce   PostKind = "once"   // a comment created once (result, drift)
-)
-
-// Post is one post to GitHub.
-type Post struct {
-	Kind        PostKind
-	SHA         string // status
-	Context     string // status: the suffix (plan, apply, drift); the outbox adds the prefix
-	State       string // status: pending, success, failure, error
-	Description string // status, at most 140 code points (cut by the forge)
-	PR          int    // comments
-	Marker      string // comments: the full hidden marker
-	Body        string // comments
-}
-
 // Outbox queues posts inside the caller's transaction; they are delivered
-// later, in order, and survive a restart.
+// later, in order, and survive a restart. *outbox.Outbox satisfies it.
 type Outbox interface {
-	Enqueue(tx *state.Tx, p Post) error
+	Enqueue(tx *state.Tx, p outbox.Post) error
 }
 
 // Config is what the agent follows and how.
@@ -94,6 +72,9 @@ type Config struct {
 	DriftEvery time.Duration
 	// Heal re-applies the applied document when it drifts.
 	Heal bool
+	// Repository is the followed repository as people may see it (no
+	// credentials): the local API names it in its refusals.
+	Repository string
 }
 
 // Agent is one running agent.
@@ -103,7 +84,7 @@ type Agent struct {
 	repo    *gitsync.Repo
 	forge   Forge  // nil without github
 	outbox  Outbox // nil without github
-	liveFor func(*inventory.Snapshot) (plan.Live, apply.Checker)
+	live    plan.Source
 	clock   clock.Clock
 	log     zerolog.Logger
 
@@ -122,8 +103,11 @@ type Agent struct {
 	lastHousekeeping time.Time
 	seen             map[string]time.Time // tips, when first seen (MergeLinkGrace)
 	lastError        error
+	mergedTip        string          // the tip mergedHeads was computed for
+	mergedHeads      map[string]bool // branch heads already in that tip
 	ticks            int
 	metrics          Metrics
+	substrates       Waker
 }
 
 // Options wire an agent.
@@ -132,13 +116,20 @@ type Options struct {
 	Repo   *gitsync.Repo
 	Forge  Forge
 	Outbox Outbox
-	// LiveFor gives the live checks of one plan (and the apply that
-	// follows it) against a snapshot; nil plans offline.
-	LiveFor func(*inventory.Snapshot) (plan.Live, apply.Checker)
-	Clock   clock.Clock
+	// Live gives the live checks of each plan (and of the apply that
+	// follows it), opened once with the provider adapters; nil plans
+	// offline.
+	Live  plan.Source
+	Clock clock.Clock
 	Log     zerolog.Logger
 	Metrics Metrics
+	// Substrates is woken after every apply, so a substrate the apply
+	// recorded converges at once; nil without a reconciler.
+	Substrates Waker
 }
+
+// Waker is what the agent asks of the substrate reconciler: to run now.
+type Waker interface{ Wake() }
 
 // New makes an agent.
 func New(cfg Config, o Options) *Agent {
@@ -157,27 +148,19 @@ func New(cfg Config, o Options) *Agent {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	if o.LiveFor == nil {
-		o.LiveFor = func(*inventory.Snapshot) (plan.Live, apply.Checker) { return plan.Offline{}, nil }
+	if o.Live == nil {
+		o.Live = plan.OfflineSource{}
 	}
 	if o.Metrics == nil {
 		o.Metrics = nopMetrics{}
 	}
-	a := &Agent{cfg: cfg, store: o.Store, repo: o.Repo, forge: o.Forge, outbox: o.Outbox, liveFor: o.LiveFor,
-		clock: o.Clock, log: o.Log, metrics: o.Metrics}
+	a := &Agent{cfg: cfg, store: o.Store, repo: o.Repo, forge: o.Forge, outbox: o.Outbox, live: o.Live,
+		clock: o.Clock, log: o.Log, metrics: o.Metrics, substrates: o.Substrates}
 	if a.forge == nil {
 		// Without GitHub every other branch is a proposal.
 		a.repo.SetWant(gitsync.Patterns("refs/heads/*"))
 	}
 	return a
-}
-
-// Marker is the hidden marker of a comment kind (plan, result, drift).
-func (a *Agent) Marker(kind string, key string) string {
-	if key != "" {
-		return "<!-- " + a.cfg.Prefix + ":" + kind + ":" + key + " -->"
-	}
-	return "<!-- " + a.cfg.Prefix + ":" + kind + " -->"
 }
 
 // ForgeTimeout bounds each GitHub read of a step.
@@ -253,7 +236,7 @@ func (a *Agent) Tick(ctx context.Context) error {
 		prs = list
 		want := map[string]bool{}
 		for _, pr := range prs {
-			want["refs/pull/"+strconv.Itoa(pr.Number)+"/head"] = true
+			want[refs.PullHead(pr.Number)] = true
 		}
 		a.repo.SetWant(func(ref string) bool { return want[ref] })
 	}
@@ -324,33 +307,55 @@ func (a *Agent) readDocument(commit string) (*fleet.Document, fleet.Errors, erro
 // that follows it reuses (so it sees what the plan saw).
 type planned struct {
 	*plan.Plan
-	live    plan.Live
-	checker apply.Checker
+	checks plan.Checks
 }
 
-// makePlan plans doc against the fleet with live checks.
-func (a *Agent) makePlan(ctx context.Context, doc *fleet.Document) (planned, error) {
+// planHow says how a plan is made: with the agent's prune, or the one a
+// caller of the local API asked for; live, or offline.
+type planHow struct {
+	prune   *bool
+	offline bool
+}
+
+// makePlan plans doc against the fleet with fresh live checks: the one
+// place the agent plans (proposals, tips, drift, the local API).
+func (a *Agent) makePlan(ctx context.Context, doc *fleet.Document, how planHow) (planned, error) {
 	snap, err := a.store.Snapshot()
 	if err != nil {
 		return planned{}, err
 	}
-	live, checker := a.liveFor(snap)
-	start := a.clock.Now()
-	facts, err := plan.Gather(ctx, doc, snap, live)
-	if err != nil {
-		a.metrics.Plan(err, a.clock.Now().Sub(start))
-		return planned{}, err
+	return a.planAgainst(ctx, doc, snap, how)
+}
+
+func (a *Agent) planAgainst(ctx context.Context, doc *fleet.Document, snap *inventory.Snapshot, how planHow) (planned, error) {
+	var checks plan.Checks = plan.Offline{}
+	if !how.offline {
+		checks = a.live.For(snap)
 	}
 	a.mu.Lock()
 	prune := a.cfg.Prune
 	a.mu.Unlock()
-	p := plan.Make(doc, snap, plan.Options{Tenant: a.cfg.Tenant, Prune: prune, Facts: facts})
-	a.metrics.Plan(nil, a.clock.Now().Sub(start))
-	return planned{Plan: p, live: live, checker: checker}, nil
+	if how.prune != nil {
+		prune = *how.prune
+	}
+	start := a.clock.Now()
+	p, err := plan.For(ctx, doc, snap, checks, plan.Options{Tenant: a.cfg.Tenant, Prune: prune})
+	a.metrics.Plan(err, a.clock.Now().Sub(start))
+	if err != nil {
+		return planned{}, err
+	}
+	return planned{Plan: p, checks: checks}, nil
+}
+
+// wakeSubstrates tells the reconciler an apply happened.
+func (a *Agent) wakeSubstrates() {
+	if a.substrates != nil {
+		a.substrates.Wake()
+	}
 }
 
 // enqueue posts inside tx when GitHub is configured.
-func (a *Agent) enqueue(tx *state.Tx, posts ...Post) error {
+func (a *Agent) enqueue(tx *state.Tx, posts ...outbox.Post) error {
 	if a.outbox == nil {
 		return nil
 	}
@@ -368,11 +373,4 @@ func errText(err error) string {
 		return string(r.Code) + ": " + r.Message
 	}
 	return err.Error()
-}
-
-func shortSHA(s string) string {
-	if len(s) > 12 {
-		return s[:12]
-	}
-	return s
 }

@@ -16,7 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
 // The local API: HTTP over a unix socket (mode 0660, group socketGroup),
@@ -35,11 +40,31 @@ type PlanRequest struct {
 	Calls  bool   `json:"calls,omitempty"`
 }
 
+// PlanDocumentRequest asks for the plan of a document the client read.
+type PlanDocumentRequest struct {
+	Name     string `json:"name"`
+	Document []byte `json:"document"`
+	// Prune overrides the agent's apply.prune when set.
+	Prune   *bool  `json:"prune,omitempty"`
+	Calls   bool   `json:"calls,omitempty"`
+	Output  string `json:"output,omitempty"`
+	Offline bool   `json:"offline,omitempty"`
+}
+
 // ApplyRequest applies a commit of the branch by hand.
 type ApplyRequest struct {
 	Commit   string `json:"commit"`
 	PlanHash string `json:"planHash"`
 	By       string `json:"by"`
+}
+
+// EditRequest is a break-glass edit.
+type EditRequest struct {
+	Kind   string         `json:"kind"`
+	Name   string         `json:"name"`
+	Set    map[string]any `json:"set,omitempty"`
+	Delete bool           `json:"delete,omitempty"`
+	Who    string         `json:"who"`
 }
 
 // PlanResponse carries a rendered plan.
@@ -52,9 +77,13 @@ type PlanResponse struct {
 	Applied  int    `json:"applied,omitempty"`
 }
 
-// Handler serves the local API. Extra routes (status, export, edit,
-// backup) are added by the caller with Handle.
-func (a *Agent) Handler() *http.ServeMux {
+// maxRequest bounds a request body: a document (16 MiB) as the base64 of a
+// JSON string, with room to spare.
+const maxRequest = 32 << 20
+
+// Handler serves the local API, every route of it: the command line reaches
+// the fleet through it while the agent holds the state file.
+func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]any{"agent": true, "branch": a.cfg.Branch, "following": true})
@@ -64,17 +93,39 @@ func (a *Agent) Handler() *http.ServeMux {
 		if !readJSON(w, r, &req) {
 			return
 		}
+		f, err := plan.ParseFormat(req.Output)
+		if err != nil {
+			WriteError(w, refusal.Wrap(refusal.InvalidInput, err, "output"))
+			return
+		}
 		p, full, err := a.PlanCommit(r.Context(), req.Commit)
 		if err != nil {
 			WriteError(w, err)
 			return
 		}
-		out, err := render(p, req.Output, req.Calls, full, a.cfg.Branch)
+		a.replyPlan(w, p, f, req.Calls, full, 0)
+	})
+	mux.HandleFunc("POST /v1/plan-document", func(w http.ResponseWriter, r *http.Request) {
+		var req PlanDocumentRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		f, err := plan.ParseFormat(req.Output)
+		if err != nil {
+			WriteError(w, refusal.Wrap(refusal.InvalidInput, err, "output"))
+			return
+		}
+		doc, errs := fleet.Validate(req.Name, req.Document)
+		if errs != nil {
+			WriteError(w, errs.Refusal())
+			return
+		}
+		p, err := a.makePlan(r.Context(), doc, planHow{prune: req.Prune, offline: req.Offline})
 		if err != nil {
 			WriteError(w, err)
 			return
 		}
-		WriteJSON(w, http.StatusOK, PlanResponse{Commit: full, Output: out, PlanHash: p.PlanHash, Blocked: p.Blocked(), Calls: len(p.Calls)})
+		a.replyPlan(w, p.Plan, f, req.Calls, "", 0)
 	})
 	mux.HandleFunc("POST /v1/apply", func(w http.ResponseWriter, r *http.Request) {
 		var req ApplyRequest
@@ -89,16 +140,87 @@ func (a *Agent) Handler() *http.ServeMux {
 			resp := apiError{Code: refusal.CodeOf(err), Message: errMessage(err)}
 			if p != nil {
 				// The plan explains a refusal: send it along.
-				out, _ := render(p, "text", false, req.Commit, a.cfg.Branch)
-				resp.Message = out + resp.Message
+				var b bytes.Buffer
+				_ = p.Render(&b, plan.Text, plan.RenderOptions{})
+				resp.Message = b.String() + resp.Message
 			}
 			WriteJSON(w, statusOf(resp.Code), resp)
 			return
 		}
-		out, _ := render(p, "text", false, req.Commit, a.cfg.Branch)
-		WriteJSON(w, http.StatusOK, PlanResponse{Commit: req.Commit, Output: out, PlanHash: p.PlanHash, Calls: len(p.Calls), Applied: n})
+		a.replyPlan(w, p, plan.Text, false, req.Commit, n)
+	})
+	mux.HandleFunc("POST /v1/apply-document", func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, refusal.New(refusal.InvalidState,
+			"this agent follows %s: documents reach the fleet from branch %s; merge the change, or apply a commit of it by hand with fleet-agent apply --commit SHA --plan-hash H",
+			a.cfg.Repository, a.cfg.Branch))
+	})
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		v, err := Status(a.store, a.cfg.Tenant)
+		reply(w, v, err)
+	})
+	mux.HandleFunc("GET /v1/export", func(w http.ResponseWriter, r *http.Request) {
+		data, err := Export(a.store)
+		if err != nil {
+			WriteError(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(data)
+	})
+	mux.HandleFunc("POST /v1/edit", func(w http.ResponseWriter, r *http.Request) {
+		var req EditRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		err := apply.ApplyEdit(a.store, apply.Edit{Kind: inventory.Kind(req.Kind), Name: req.Name, Set: req.Set, Delete: req.Delete, Who: req.Who})
+		reply(w, map[string]any{"ok": err == nil}, err)
+	})
+	mux.HandleFunc("GET /v1/audit", func(w http.ResponseWriter, r *http.Request) {
+		rows, err := AuditRows(a.store)
+		reply(w, rows, err)
+	})
+	mux.HandleFunc("GET /v1/backup", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = a.store.WriteBackup(w)
 	})
 	return mux
+}
+
+// replyPlan answers a plan rendered in one format.
+func (a *Agent) replyPlan(w http.ResponseWriter, p *plan.Plan, f plan.Format, calls bool, head string, applied int) {
+	var b bytes.Buffer
+	if err := p.Render(&b, f, plan.RenderOptions{Calls: calls, Markdown: plan.MarkdownOptions{Head: head, Branch: a.cfg.Branch}}); err != nil {
+		WriteError(w, refusal.Wrap(refusal.Internal, err, "cannot render the plan"))
+		return
+	}
+	WriteJSON(w, http.StatusOK, PlanResponse{Commit: head, Output: b.String(), PlanHash: p.PlanHash, Blocked: p.Blocked(), Calls: len(p.Calls), Applied: applied})
+}
+
+// Export renders the fleet of a store as a document.
+func Export(s *state.Store) ([]byte, error) {
+	snap, err := s.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	doc, err := plan.Export(snap)
+	if err != nil {
+		return nil, err
+	}
+	data, err := plan.Pretty(doc)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.Internal, err, "cannot render the document")
+	}
+	return data, nil
+}
+
+// AuditRows reads the audit log of a store ([] when empty).
+func AuditRows(s *state.Store) ([]state.AuditRow, error) {
+	var rows []state.AuditRow
+	err := s.View(func(tx *state.Tx) (err error) { rows, err = tx.Audit(); return })
+	if rows == nil {
+		rows = []state.AuditRow{}
+	}
+	return rows, err
 }
 
 func errMessage(err error) string {
@@ -123,7 +245,17 @@ func statusOf(c refusal.Code) int {
 	return http.StatusInternalServerError
 }
 
-// WriteError answers a refusal with the status its code maps to.
+// reply answers v, or the refusal err.
+func reply(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, v)
+}
+
+// WriteError answers a refusal with the status its code maps to: the one
+// error writer of the local API and the ops listener.
 func WriteError(w http.ResponseWriter, err error) {
 	code := refusal.CodeOf(err)
 	WriteJSON(w, statusOf(code), apiError{Code: code, Message: errMessage(err)})
@@ -138,11 +270,17 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
+// readJSON is the one decoder of the local API: one size limit, unknown
+// fields refused, one value.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 32<<20))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequest))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		WriteJSON(w, http.StatusBadRequest, apiError{Code: refusal.InvalidInput, Message: "bad request: " + err.Error()})
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	if err != nil {
+		WriteError(w, refusal.New(refusal.InvalidInput, "bad request: %v", err))
 		return false
 	}
 	return true

@@ -3,11 +3,11 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
@@ -74,22 +74,17 @@ func (a *Agent) DriftCheck(ctx context.Context) error {
 	if errs != nil {
 		return a.recordDriftError(now, reported, "the applied document no longer validates: "+errs.Error())
 	}
-	snap, err := a.store.Snapshot()
-	if err != nil {
-		return err
-	}
-	live, checker := a.liveFor(snap)
-	facts, err := plan.Gather(ctx, doc, snap, live)
+	made, err := a.makePlan(ctx, doc, planHow{prune: &ap.Prune})
 	if err != nil {
 		// An unreachable provider is an error of the check, not a new drift.
 		a.metrics.Drift(false, err)
 		return a.recordDriftError(now, reported, errText(err))
 	}
-	p := plan.Make(doc, snap, plan.Options{Tenant: a.cfg.Tenant, Prune: ap.Prune, Facts: facts})
+	p := made.Plan
 	drifted := !p.Empty() || p.Blocked()
 	a.metrics.Drift(drifted, nil)
 	if drifted && a.cfg.Heal && !p.Blocked() {
-		err := a.heal(ctx, ap, doc, planned{Plan: p, live: live, checker: checker})
+		err := a.heal(ctx, ap, doc, made)
 		if err == nil {
 			return nil
 		}
@@ -99,28 +94,27 @@ func (a *Agent) DriftCheck(ctx context.Context) error {
 	changes, _ := json.Marshal(p.Doing())
 	summary, _ := json.Marshal(p.Summary)
 	rec := &state.Drift{Changes: changes, Summary: summary, Blocked: p.Blocked(), PlanHash: p.PlanHash, DriftHash: p.DriftHash(), CheckedAt: now, Reported: reported}
-	var posts []Post
+	var posts []outbox.Post
 	switch {
 	case drifted && reported != rec.DriftHash:
 		rec.Reported = rec.DriftHash
 		a.log.Warn().Str("commit", ap.Commit).Str("driftHash", rec.DriftHash).Int("calls", len(p.Calls)).Bool("blocked", p.Blocked()).
 			Msg("the fleet drifted from the applied document: " + strings.Join(p.TextLines(false), " | "))
 		if ap.Commit != "" { // an apply from the command line has no commit
-			posts = append(posts, Post{Kind: PostStatus, SHA: ap.Commit, Context: "drift", State: "failure",
-				Description: fmt.Sprintf("drifted: %s", p.Summary.Counts())})
+			posts = append(posts, outbox.Status(ap.Commit, "drift", "failure", "drifted: "+p.Summary.Counts(), ""))
 		}
 		if from.PR > 0 {
-			posts = append(posts, Post{Kind: PostOnce, PR: from.PR, Marker: a.Marker("drift", rec.DriftHash), Body: a.driftBody(ap.Commit, rec.DriftHash, p)})
+			posts = append(posts, outbox.Once(from.PR, a.Marker(commentDrift, rec.DriftHash), a.driftBody(ap.Commit, rec.DriftHash, p)))
 		}
 	case !drifted && reported != reportedConverged:
 		rec.Reported = reportedConverged
 		a.log.Info().Str("commit", ap.Commit).Msg("the fleet matches the applied document again")
 		if ap.Commit != "" {
-			posts = append(posts, Post{Kind: PostStatus, SHA: ap.Commit, Context: "drift", State: "success", Description: "no drift: the fleet matches the applied document"})
+			posts = append(posts, outbox.Status(ap.Commit, "drift", "success", "no drift: the fleet matches the applied document", ""))
 		}
 		if from.PR > 0 {
-			marker := a.Marker("converged", reported)
-			posts = append(posts, Post{Kind: PostOnce, PR: from.PR, Marker: marker, Body: a.convergedBody(marker, ap.Commit)})
+			marker := a.Marker(commentConverged, reported)
+			posts = append(posts, outbox.Once(from.PR, marker, a.convergedBody(marker, ap.Commit)))
 		}
 	}
 	return a.store.Update(func(tx *state.Tx) error {
@@ -159,28 +153,18 @@ func (a *Agent) recordDriftError(now int64, reported, msg string) error {
 func (a *Agent) heal(ctx context.Context, ap *state.Applied, doc *fleet.Document, p planned) error {
 	a.applyMu.Lock()
 	defer a.applyMu.Unlock()
+	start := a.clock.Now()
 	res, err := apply.Apply(ctx, a.store, doc, apply.Options{Tenant: a.cfg.Tenant, Prune: ap.Prune, PlanHash: p.PlanHash,
-		AppliedBy: "agent (heal)", Commit: ap.Commit, Live: p.live, Checker: p.checker, Now: a.clock.Now,
+		AppliedBy: "agent (heal)", Commit: ap.Commit, Live: p.checks, Now: a.clock.Now,
 		InTx: func(tx *state.Tx, healed *plan.Plan) error {
 			return tx.AppendAudit(state.AuditRow{At: a.clock.Now().UnixMilli(), Who: "agent", Action: "heal", PlanHash: healed.PlanHash, Commit: ap.Commit, Calls: len(healed.Calls)})
 		}})
 	if err != nil {
+		a.metrics.Apply(triggerHeal, resultFailed, a.clock.Now().Sub(start))
 		return err
 	}
+	a.metrics.Apply(triggerHeal, resultApplied, a.clock.Now().Sub(start))
+	a.wakeSubstrates()
 	a.log.Warn().Str("commit", ap.Commit).Int("calls", res.Applied).Msg("healed drift by re-applying the applied document")
 	return nil
-}
-
-func (a *Agent) driftBody(commit, hash string, p *plan.Plan) string {
-	var b strings.Builder
-	b.WriteString(a.Marker("drift", hash) + "\n")
-	fmt.Fprintf(&b, "### fleet-agent: the fleet drifted from `%s`\n\n", commit)
-	b.WriteString("Someone changed the fleet outside the document. Planning the applied document again gives:\n\n")
-	b.WriteString(p.Markdown(plan.MarkdownOptions{Branch: a.cfg.Branch, Limit: plan.CommentTarget - 500}))
-	b.WriteString("\nTo converge, apply the document again (merge a change, or `fleet-agent apply --commit` on the ops box), or undo the hand edit.\n")
-	return b.String()
-}
-
-func (a *Agent) convergedBody(marker, commit string) string {
-	return fmt.Sprintf("%s\n### fleet-agent: no drift\n\nThe fleet matches the document applied at `%s` again.\n", marker, commit)
 }

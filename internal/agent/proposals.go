@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 
-	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
+	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
@@ -27,7 +27,7 @@ func (a *Agent) planProposals(ctx context.Context, snap gitsync.Snapshot, prs []
 	var todo []proposal
 	if a.forge != nil {
 		for _, pr := range prs {
-			ref := "refs/pull/" + strconv.Itoa(pr.Number) + "/head"
+			ref := refs.PullHead(pr.Number)
 			head, ok := snap.Heads[ref]
 			if !ok {
 				continue // not fetched yet: next poll
@@ -36,7 +36,7 @@ func (a *Agent) planProposals(ctx context.Context, snap gitsync.Snapshot, prs []
 		}
 	} else {
 		for ref, head := range snap.Heads {
-			if ref == "refs/heads/"+a.cfg.Branch {
+			if ref == "refs/heads/"+a.cfg.Branch || a.merged(snap.Tip, head) {
 				continue
 			}
 			todo = append(todo, proposal{ref: ref, head: head})
@@ -85,13 +85,9 @@ func (a *Agent) planProposals(ctx context.Context, snap gitsync.Snapshot, prs []
 // "reviewed" means) and posts it.
 func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit string) {
 	rec := storedProposal{Proposal: Proposal{Ref: p.ref, Commit: p.head, Errors: []string{}}, Tip: tip, Applied: appliedCommit, PR: p.pr}
-	var posts []Post
-	status := func(state, desc string) Post {
-		return Post{Kind: PostStatus, SHA: p.head, Context: "plan", State: state, Description: desc}
-	}
-	comment := func(body string) Post {
-		return Post{Kind: PostSticky, PR: p.pr, Marker: a.Marker("plan", ""), Body: body}
-	}
+	var posts []outbox.Post
+	status := func(state, desc string) outbox.Post { return outbox.Status(p.head, "plan", state, desc, "") }
+	comment := func(body string) outbox.Post { return outbox.Sticky(p.pr, a.Marker(commentPlan, ""), body) }
 	doc, errs, err := a.readDocument(p.head)
 	var pl *plan.Plan
 	var made planned
@@ -99,7 +95,7 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 	case err != nil && refusal.CodeOf(err) == refusal.InvalidInput:
 		// A missing or oversized document is the proposal's fault.
 		rec.Errors = []string{errText(err)}
-		posts = append(posts, status("failure", "no valid document: "+errText(err)), comment(a.errorBody(p.head, []string{errText(err)})))
+		posts = append(posts, status("failure", "no valid document: "+errText(err)), comment(a.notMadeBody(p.head, []string{errText(err)})))
 	case err != nil:
 		a.log.Warn().Err(err).Str("ref", p.ref).Msg("cannot read the proposal's document")
 		return
@@ -110,11 +106,11 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 		posts = append(posts, status("failure", fmt.Sprintf("invalid document: %d error(s); first %s %s", len(errs), errs[0].Path, errs[0].Message)),
 			comment(a.invalidBody(p.head, errs)))
 	default:
-		made, err = a.makePlan(ctx, doc)
+		made, err = a.makePlan(ctx, doc, planHow{})
 		pl = made.Plan
 		if err != nil {
 			rec.Errors = []string{errText(err)}
-			posts = append(posts, status("error", "the plan could not be made: "+errText(err)), comment(a.errorBody(p.head, []string{errText(err)})))
+			posts = append(posts, status("error", "the plan could not be made: "+errText(err)), comment(a.notMadeBody(p.head, []string{errText(err)})))
 			break
 		}
 		rec.PlanHash, rec.Summary, rec.Blocked = pl.PlanHash, pl.Summary, pl.Blocked()
@@ -124,7 +120,7 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 			state = "failure"
 			desc = fmt.Sprintf("blocked: %d change(s) cannot be applied; %s", pl.Summary.Blocked, pl.Summary.Counts())
 		}
-		posts = append(posts, status(state, desc), comment(pl.Markdown(plan.MarkdownOptions{Marker: a.Marker("plan", ""), Head: p.head, Branch: a.cfg.Branch})))
+		posts = append(posts, status(state, desc), comment(a.planBody(p.head, pl)))
 	}
 	a.log.Info().Str("ref", p.ref).Str("commit", p.head).Str("planHash", rec.PlanHash).Bool("blocked", rec.Blocked).Int("errors", len(rec.Errors)).Msg("planned proposal")
 	err = a.store.Update(func(tx *state.Tx) error {
@@ -147,29 +143,37 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 	}
 }
 
-func (a *Agent) invalidBody(head string, errs fleet.Errors) string {
-	var b strings.Builder
-	b.WriteString(a.Marker("plan", "") + "\n")
-	b.WriteString("### fleet-agent plan: invalid document\n\n")
-	fmt.Fprintf(&b, "Checked at commit `%s`. `%s` is refused with %d error(s):\n\n", head, a.cfg.Path, len(errs))
-	b.WriteString("| pointer | error |\n| --- | --- |\n")
-	for _, e := range errs {
-		fmt.Fprintf(&b, "| `%s` | %s |\n", e.Path, strings.ReplaceAll(e.Message, "|", "\\|"))
+// merged reports whether a branch's head is already in the branch (the tip
+// or an ancestor of it): without GitHub, a merged branch that nobody
+// deleted is not an open proposal.
+func (a *Agent) merged(tip, head string) bool {
+	if tip == "" {
+		return false
 	}
-	fmt.Fprintf(&b, "\nNothing applies on merge to `%s` until the document is valid.\n", a.cfg.Branch)
-	return b.String()
-}
-
-func (a *Agent) errorBody(head string, reasons []string) string {
-	var b strings.Builder
-	b.WriteString(a.Marker("plan", "") + "\n")
-	b.WriteString("### fleet-agent plan: not made\n\n")
-	fmt.Fprintf(&b, "At commit `%s` the plan could not be made:\n\n", head)
-	for _, r := range reasons {
-		fmt.Fprintf(&b, "- %s\n", r)
+	if tip == head {
+		return true
 	}
-	b.WriteString("\nThe agent tries again when the head or the branch moves.\n")
-	return b.String()
+	// A walk of the history per branch and poll adds up: the answer holds
+	// until the tip moves.
+	a.mu.Lock()
+	if a.mergedTip != tip {
+		a.mergedTip, a.mergedHeads = tip, map[string]bool{}
+	}
+	known, ok := a.mergedHeads[head]
+	a.mu.Unlock()
+	if ok {
+		return known
+	}
+	yes, err := a.repo.Descends(tip, head)
+	if err != nil {
+		return false // unknown: plan it rather than hide it
+	}
+	a.mu.Lock()
+	if a.mergedTip == tip {
+		a.mergedHeads[head] = yes
+	}
+	a.mu.Unlock()
+	return yes
 }
 
 // Proposals lists the recorded proposals for status.

@@ -78,7 +78,9 @@ func TestRefusalIsLoggedOnce(t *testing.T) {
 }
 
 // failingChecker refuses every call, as a provider that lost a permission.
-type failingChecker struct{}
+type failingChecker struct{ plan.Offline }
+
+func (f failingChecker) For(*inventory.Snapshot) plan.Checks { return f }
 
 func (failingChecker) CheckCall(context.Context, plan.Call) error {
 	return refusal.New(refusal.InvalidState, "permission denied on the provider")
@@ -95,7 +97,7 @@ func TestHealThatFailsStillReportsDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	healer := agent.New(agent.Config{Branch: "main", Heal: true}, agent.Options{Store: w.store, Repo: w.repo, Clock: w.clk, Log: zerolog.New(w.log),
-		LiveFor: func(*inventory.Snapshot) (plan.Live, apply.Checker) { return plan.Offline{}, failingChecker{} }})
+		Live: failingChecker{}})
 	t.Log(healer.DriftCheck(t.Context()))
 	v, err := agent.Status(w.store, "root")
 	if err != nil {

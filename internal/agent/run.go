@@ -2,13 +2,11 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/fleet-agent/fleet-agent/internal/apply"
-	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
@@ -83,7 +81,7 @@ func (a *Agent) onBranch(commit string) (string, error) {
 			return "", err
 		}
 		if !ok {
-			return "", refusal.New(refusal.InvalidState, "%s is not on %s: only commits of the branch are planned and applied by hand", shortSHA(full), a.cfg.Branch)
+			return "", refusal.New(refusal.InvalidState, "%s is not on %s: only commits of the branch are planned and applied by hand", refs.Short(full), a.cfg.Branch)
 		}
 	}
 	return full, nil
@@ -103,83 +101,54 @@ func (a *Agent) PlanCommit(ctx context.Context, commit string) (*plan.Plan, stri
 	if errs != nil {
 		return nil, full, errs.Refusal()
 	}
-	p, err := a.makePlan(ctx, doc)
+	p, err := a.makePlan(ctx, doc, planHow{})
 	return p.Plan, full, err
 }
 
 // ApplyCommit applies the document at a commit of the branch by hand, held
-// to the reviewed plan hash; the trust rules other than review still hold.
+// to the reviewed plan hash; the trust rules other than review still hold
+// (byHandSteps). It returns the plan (which explains a refusal too) and the
+// number of calls applied.
 func (a *Agent) ApplyCommit(ctx context.Context, commit, planHash, by string) (*plan.Plan, int, error) {
 	if planHash == "" {
 		return nil, 0, refusal.New(refusal.InvalidInput, "--plan-hash is required with --commit: plan the commit first and pass the hash you reviewed")
 	}
 	a.applyMu.Lock()
 	defer a.applyMu.Unlock()
-	full, err := a.onBranch(commit)
-	if err != nil {
-		return nil, 0, err
-	}
 	ap, err := a.applied()
 	if err != nil {
 		return nil, 0, err
 	}
-	if ap != nil && ap.Commit != "" && ap.Commit != full {
-		if err := a.repo.CheckForward(ap.Commit, full); err != nil {
-			return nil, 0, refusal.Wrap(refusal.InvalidState, err, "%s does not descend from the applied commit %s", shortSHA(full), shortSHA(ap.Commit))
+	c := &candidate{commit: commit, applied: ap, hashWanted: planHash, operator: by}
+	v, _ := check(ctx, a.byHandSteps(), c)
+	if v.kind == goOn {
+		// The result belongs on the pull request that merged the commit, if
+		// GitHub can say which (best effort: an apply by hand never waits).
+		if a.forge != nil {
+			if m, ok, err := a.mergedPR(ctx, c.commit); err == nil && ok {
+				c.pr = m.Number
+			}
 		}
+		v = a.runApply(ctx, c, commentByHand, triggerHand)
 	}
-	if a.cfg.Verify {
-		if _, err := a.repo.Verify(full); err != nil {
-			return nil, 0, err
-		}
+	if v.kind == goOn {
+		a.log.Info().Str("commit", c.commit).Str("by", by).Msg(fmt.Sprintf("applied by hand (%d calls)", len(c.plan.Calls)))
+		return c.plan.Plan, len(c.plan.Calls), nil
 	}
-	doc, errs, err := a.readDocument(full)
-	if err != nil {
-		return nil, 0, err
+	// Nobody retries an apply by hand: its refusal goes back to the
+	// operator, and an apply status it set pending is resolved.
+	a.log.Error().Str("commit", c.commit).Str("by", by).Str("code", string(v.code)).Msg("not applied by hand: " + v.reason)
+	if v.kind == refuse {
+		a.metrics.Apply(triggerHand, resultRefused, 0)
 	}
-	if errs != nil {
-		return nil, 0, errs.Refusal()
+	if a.outbox != nil && c.plan.Plan != nil {
+		_ = a.store.Update(func(tx *state.Tx) error {
+			var p pendingApply
+			if found, err := tx.Get(spacePending, c.commit, &p); err != nil || !found {
+				return err
+			}
+			return a.setApplyStatus(tx, c.commit, "failure", "not applied by hand: "+v.reason)
+		})
 	}
-	return a.applyByHand(ctx, full, doc, planHash, by)
-}
-
-func (a *Agent) applyByHand(ctx context.Context, commit string, doc *fleet.Document, planHash, by string) (*plan.Plan, int, error) {
-	pl, err := a.makePlan(ctx, doc)
-	if err != nil {
-		return nil, 0, err
-	}
-	p := pl.Plan
-	if p.Blocked() {
-		return p, 0, apply.Blocked(p)
-	}
-	if p.PlanHash != planHash {
-		return p, 0, refusal.New(refusal.ConfigDrift, "the plan of %s is now %s, not the reviewed %s: the fleet moved; plan it again", shortSHA(commit), shortSHA(p.PlanHash), shortSHA(planHash))
-	}
-	// The result belongs on the pull request that merged the commit, if
-	// GitHub can say which (best effort: an apply by hand never waits).
-	pr := 0
-	if a.forge != nil {
-		if m, ok, err := a.mergedPR(ctx, commit); err == nil && ok {
-			pr = m.Number
-		}
-	}
-	if err := a.runApply(ctx, commit, doc, pl, by, pr, "by-hand"); err != nil {
-		var w errWait
-		if errors.As(err, &w) {
-			err = w.err
-		}
-		// Nobody retries an apply by hand: resolve its pending status.
-		a.log.Error().Str("commit", commit).Str("by", by).Str("code", string(refusal.CodeOf(err))).Msg("not applied by hand: " + errText(err))
-		if a.outbox != nil {
-			_ = a.store.Update(func(tx *state.Tx) error {
-				if err := tx.Delete(spacePending, commit); err != nil {
-					return err
-				}
-				return a.enqueue(tx, Post{Kind: PostStatus, SHA: commit, Context: "apply", State: "failure", Description: "not applied by hand: " + errText(err)})
-			})
-		}
-		return p, 0, err
-	}
-	a.log.Info().Str("commit", commit).Str("by", by).Msg(fmt.Sprintf("applied by hand (%d calls)", len(p.Calls)))
-	return p, len(p.Calls), nil
+	return c.plan.Plan, 0, v.err()
 }

@@ -1,7 +1,13 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
+	"strings"
+
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
 
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
@@ -31,6 +37,17 @@ type DriftView struct {
 	Blocked  bool            `json:"blocked"`
 	PlanHash string          `json:"planHash"`
 	Error    string          `json:"error,omitempty"`
+	// Now says the drift was checked by this status itself (no agent
+	// running) rather than read from the agent's last check.
+	Now bool `json:"checkedNow,omitempty"`
+}
+
+// orEmpty keeps JSON lists lists: a missing or null list is [].
+func orEmpty(raw json.RawMessage, empty string) json.RawMessage {
+	if t := strings.TrimSpace(string(raw)); t == "" || t == "null" {
+		return json.RawMessage(empty)
+	}
+	return raw
 }
 
 // Status reads the status of a store.
@@ -49,7 +66,7 @@ func Status(s *state.Store, tenant string) (StatusView, error) {
 			v.Applied = &AppliedView{PlanHash: ap.PlanHash, Commit: ap.Commit, AppliedBy: ap.AppliedBy, AppliedAt: ap.AppliedAt, Prune: ap.Prune, CheckedAt: ap.CheckedAt}
 			if dr != nil {
 				v.Applied.CheckedAt = dr.CheckedAt
-				v.Drift = &DriftView{Changes: dr.Changes, Summary: dr.Summary, Blocked: dr.Blocked, PlanHash: dr.PlanHash, Error: dr.Error}
+				v.Drift = &DriftView{Changes: orEmpty(dr.Changes, "[]"), Summary: orEmpty(dr.Summary, "{}"), Blocked: dr.Blocked, PlanHash: dr.PlanHash, Error: dr.Error}
 			}
 		}
 		return tx.ForEach(spaceProposals, func(_ string, b []byte) error {
@@ -75,4 +92,48 @@ func Drifted(dr *state.Drift) bool {
 		return false
 	}
 	return dr.Blocked || (len(dr.Changes) > 0 && string(dr.Changes) != "[]" && string(dr.Changes) != "null")
+}
+
+// StatusNow is the status of a store that no agent follows (the command
+// line, with the state file to itself): the applied document is planned
+// again now against the fleet, so a break-glass edit shows as drift at once
+// rather than at an agent's next check. Nothing is written. A check that
+// cannot be made (a provider unreachable) keeps the recorded drift and says
+// why.
+func StatusNow(ctx context.Context, s *state.Store, live plan.Source, tenant string) (StatusView, error) {
+	v, err := Status(s, tenant)
+	if err != nil || v.Applied == nil {
+		return v, err
+	}
+	var ap *state.Applied
+	var snap *inventory.Snapshot
+	err = s.View(func(tx *state.Tx) (err error) {
+		if ap, err = tx.Applied(); err != nil {
+			return err
+		}
+		snap, err = tx.Snapshot()
+		return err
+	})
+	if err != nil {
+		return v, err
+	}
+	doc, errs := fleet.Validate("applied", ap.Document)
+	if errs != nil {
+		return v, errs.Refusal()
+	}
+	if live == nil {
+		live = plan.OfflineSource{}
+	}
+	p, err := plan.For(ctx, doc, snap, live.For(snap), plan.Options{Tenant: tenant, Prune: ap.Prune})
+	if err != nil {
+		if v.Drift == nil {
+			v.Drift = &DriftView{Changes: json.RawMessage("[]"), Summary: json.RawMessage("{}")}
+		}
+		v.Drift.Error = "cannot check drift now: " + errText(err)
+		return v, nil
+	}
+	changes, _ := json.Marshal(p.Doing())
+	summary, _ := json.Marshal(p.Summary)
+	v.Drift = &DriftView{Changes: orEmpty(changes, "[]"), Summary: summary, Blocked: p.Blocked(), PlanHash: p.PlanHash, Now: true}
+	return v, nil
 }

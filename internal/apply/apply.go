@@ -15,15 +15,10 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
-
-// Checker decides one call before anything is written (credentials that
-// work, a permission, a secret that resolves). Providers satisfy it.
-type Checker interface {
-	CheckCall(ctx context.Context, call plan.Call) error
-}
 
 // Options of one apply.
 type Options struct {
@@ -36,10 +31,10 @@ type Options struct {
 	// AppliedBy and Commit go into the audit log and the applied record.
 	AppliedBy string
 	Commit    string
-	// Live answers the plan's live checks; nil plans offline.
-	Live plan.Live
-	// Checker decides each call before the write; nil decides nothing.
-	Checker Checker
+	// Live answers the plan's live checks and decides each call before the
+	// write (plan.Checks: the checks of this one plan); nil plans offline
+	// and decides nothing.
+	Live plan.Checks
 	// Now stamps the records.
 	Now func() time.Time
 	// AfterCall, when set, runs inside the write transaction after each
@@ -74,26 +69,28 @@ func Apply(ctx context.Context, store *state.Store, doc *fleet.Document, opts Op
 	if err != nil {
 		return nil, err
 	}
-	facts, err := plan.Gather(ctx, doc, snap, opts.Live)
+	var live plan.Live
+	if opts.Live != nil {
+		live = opts.Live
+	}
+	p, err := plan.For(ctx, doc, snap, live, plan.Options{Tenant: opts.Tenant, Prune: opts.Prune})
 	if err != nil {
 		return nil, err
 	}
-	popts := plan.Options{Tenant: opts.Tenant, Prune: opts.Prune, Facts: facts}
-	p := plan.Make(doc, snap, popts)
 	res := &Result{Plan: p}
 	if p.Blocked() {
 		return res, Blocked(p)
 	}
 	if opts.PlanHash != "" && p.PlanHash != opts.PlanHash {
 		return res, refusal.New(refusal.ConfigDrift,
-			"the plan is no longer the reviewed one (reviewed %s, now %s): the fleet or the document moved; plan again and review the new plan", short(opts.PlanHash), short(p.PlanHash))
+			"the plan is no longer the reviewed one (reviewed %s, now %s): the fleet or the document moved; plan again and review the new plan", refs.Short(opts.PlanHash), refs.Short(p.PlanHash))
 	}
 	if p.Empty() && opts.PlanHash == "" {
 		return res, nil // nothing to change, nothing recorded
 	}
-	if opts.Checker != nil {
+	if opts.Live != nil {
 		for i, c := range p.Calls {
-			if err := opts.Checker.CheckCall(ctx, c); err != nil {
+			if err := opts.Live.CheckCall(ctx, c); err != nil {
 				code := refusal.InvalidState
 				if refusal.CodeOf(err) == refusal.Unavailable {
 					code = refusal.Unavailable
@@ -112,7 +109,7 @@ func Apply(ctx context.Context, store *state.Store, doc *fleet.Document, opts Op
 			if err != nil {
 				return err
 			}
-			again := plan.Make(doc, snap, popts)
+			again := plan.Again(p, doc, snap)
 			if again.PlanHash != p.PlanHash || again.Blocked() {
 				return refusal.New(refusal.ConfigDrift, "the fleet changed while the apply was checking its calls; nothing was applied; plan again")
 			}
@@ -179,12 +176,6 @@ func Blocked(p *plan.Plan) error {
 	return refusal.New(refusal.PlanBlocked, "%d change(s) blocked (%s%s); fix the document", p.Summary.Blocked, strings.Join(parts, "; "), more)
 }
 
-func short(h string) string {
-	if len(h) > 12 {
-		return h[:12]
-	}
-	return h
-}
 
 // run executes one call on the store, as the owning module's method would.
 func run(tx *state.Tx, c plan.Call) error {

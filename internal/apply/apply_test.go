@@ -110,15 +110,15 @@ func TestRefusalsWriteNothing(t *testing.T) {
 	}{
 		{"blocked", `{"version":1,"pools":[{"name":"p","site":"nowhere","class":"vps-host"}]}`, apply.Options{}, refusal.PlanBlocked},
 		{"stale plan hash", base, apply.Options{PlanHash: strings.Repeat("0", 64)}, refusal.ConfigDrift},
-		{"a call that cannot be made", base, apply.Options{Checker: refuse{"pools.create"}}, refusal.InvalidState},
-		{"provider unreachable during checks", base, apply.Options{Checker: refuse{"unavailable"}}, refusal.Unavailable},
+		{"a call that cannot be made", base, apply.Options{Live: refuse{method: "pools.create"}}, refusal.InvalidState},
+		{"provider unreachable during checks", base, apply.Options{Live: refuse{method: "unavailable"}}, refusal.Unavailable},
 		{"the fleet moves between check and write", base, apply.Options{}, refusal.ConfigDrift},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := statetest.Open(t)
 			if c.name == "the fleet moves between check and write" {
-				c.opts.Checker = mover{s}
+				c.opts.Live = mover{s: s}
 			}
 			_, err := apply.Apply(t.Context(), s, doc(t, c.doc), c.opts)
 			if refusal.CodeOf(err) != c.code {
@@ -141,13 +141,16 @@ func TestRefusalsWriteNothing(t *testing.T) {
 func TestFleetMovedButPlanSame(t *testing.T) {
 	s := statetest.Open(t)
 	d := doc(t, `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"}]}`)
-	res, err := apply.Apply(t.Context(), s, d, apply.Options{Checker: unrelated{s}})
+	res, err := apply.Apply(t.Context(), s, d, apply.Options{Live: unrelated{s: s}})
 	if err != nil || res.Applied != 1 {
 		t.Fatalf("%+v %v", res, err)
 	}
 }
 
-type unrelated struct{ s *state.Store }
+type unrelated struct {
+	plan.Offline
+	s *state.Store
+}
 
 func (u unrelated) CheckCall(context.Context, plan.Call) error {
 	return u.s.Update(func(tx *state.Tx) error {
@@ -155,7 +158,10 @@ func (u unrelated) CheckCall(context.Context, plan.Call) error {
 	})
 }
 
-type refuse struct{ method string }
+type refuse struct {
+	plan.Offline
+	method string
+}
 
 func (r refuse) CheckCall(_ context.Context, c plan.Call) error {
 	if r.method == "unavailable" {
@@ -168,7 +174,10 @@ func (r refuse) CheckCall(_ context.Context, c plan.Call) error {
 }
 
 // mover changes the fleet while the apply checks its calls.
-type mover struct{ s *state.Store }
+type mover struct {
+	plan.Offline
+	s *state.Store
+}
 
 func (m mover) CheckCall(context.Context, plan.Call) error {
 	return m.s.Update(func(tx *state.Tx) error {

@@ -70,7 +70,7 @@ func TestFaultClassesInApply(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := w.checker()
-			_, err := apply.Apply(t.Context(), store, applyDoc(t), apply.Options{Live: c, Checker: c})
+			_, err := apply.Apply(t.Context(), store, applyDoc(t), apply.Options{Live: c})
 			if got := refusal.CodeOf(err); got != cl.inPlan {
 				t.Fatalf("got %s (%v), want %s", got, err, cl.inPlan)
 			}
@@ -89,7 +89,7 @@ func TestFaultClassesInApply(t *testing.T) {
 			if err := w.fake.FailNext("Verify", 1, cl.class, providers.None); err != nil {
 				t.Fatal(err)
 			}
-			_, err := apply.Apply(t.Context(), store, doc, apply.Options{Live: c, Checker: c})
+			_, err := apply.Apply(t.Context(), store, doc, apply.Options{Live: c})
 			if got := refusal.CodeOf(err); got != cl.beforeWrite {
 				t.Fatalf("got %s (%v), want %s", got, err, cl.beforeWrite)
 			}
@@ -105,7 +105,7 @@ func TestApplyVerifiesAgainOnce(t *testing.T) {
 	w := newWorld(t, nil)
 	store := statetest.Open(t)
 	c := w.checker()
-	res, err := apply.Apply(t.Context(), store, applyDoc(t), apply.Options{Live: c, Checker: c})
+	res, err := apply.Apply(t.Context(), store, applyDoc(t), apply.Options{Live: c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestPreflightSecretGone(t *testing.T) {
 	if err := os.Remove(filepath.Join(w.dir, "acct-token")); err != nil {
 		t.Fatal(err)
 	}
-	_, err := apply.Apply(t.Context(), store, doc, apply.Options{Live: c, Checker: c})
+	_, err := apply.Apply(t.Context(), store, doc, apply.Options{Live: c})
 	if refusal.CodeOf(err) != refusal.InvalidState || !strings.Contains(err.Error(), `provider account "demo": a secret reference does not resolve: secret://acct-token`) {
 		t.Fatalf("got %v", err)
 	}
@@ -228,7 +228,7 @@ func TestCanaryNeverShows(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.secret(t, "acct-token", "rotated-"+canary[:8])
-	if _, err := apply.Apply(t.Context(), store, good, apply.Options{Live: c, Checker: c}); err == nil {
+	if _, err := apply.Apply(t.Context(), store, good, apply.Options{Live: c}); err == nil {
 		t.Fatal("preflight passed")
 	} else {
 		seen(err.Error())
@@ -236,7 +236,7 @@ func TestCanaryNeverShows(t *testing.T) {
 	// And an apply that goes through.
 	w.secret(t, "acct-token", canary)
 	c = w.checker()
-	res, err := apply.Apply(t.Context(), store, good, apply.Options{Live: c, Checker: c})
+	res, err := apply.Apply(t.Context(), store, good, apply.Options{Live: c})
 	if err != nil {
 		t.Fatal(err)
 	}

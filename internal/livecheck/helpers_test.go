@@ -11,7 +11,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/livecheck"
@@ -22,7 +21,7 @@ import (
 
 var (
 	_ plan.Live     = (*livecheck.Checker)(nil)
-	_ apply.Checker = (*livecheck.Checker)(nil)
+	_ plan.Checks   = (*livecheck.Checker)(nil)
 )
 
 // canary is the fake's token: it must never show anywhere.

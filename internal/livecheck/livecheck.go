@@ -88,7 +88,8 @@ type Options struct {
 }
 
 // Checker is the live checks of one plan and the apply that follows it.
-// It satisfies plan.Live and apply.Checker. It is safe for concurrent use.
+// It satisfies plan.Checks (and, through For, plan.Source). It is safe for
+// concurrent use.
 type Checker struct {
 	opts Options
 	log  zerolog.Logger
@@ -158,6 +159,12 @@ func (c *Checker) reset() {
 // Fresh returns a Checker over the same adapters and options with nothing
 // learned yet: the one for the next plan.
 func (c *Checker) Fresh() *Checker { return New(c.opts) }
+
+// For makes the checks of one plan against the fleet snap: a Checker is
+// also the plan.Source its plans draw from, opened once with the adapters.
+func (c *Checker) For(snap *inventory.Snapshot) plan.Checks { return c.Fresh().WithFleet(snap) }
+
+var _ plan.Source = (*Checker)(nil)
 
 // WithFleet tells the checks which fleet the plan is made against, so that
 // a pool of the fleet that adopted a cluster through another account claims

@@ -46,7 +46,7 @@ func New(box *Outbox) *Metrics {
 	}
 	m.polls = f("polls_total", "Polls of the git remote, by result.", "result")
 	m.plans = f("plans_total", "Plans made (proposals, tips, drift), by result.", "result")
-	m.applies = f("applies_total", "Applies of a tip or by hand, by result.", "result")
+	m.applies = f("applies_total", "Outcomes of applies, by trigger (tip, hand, heal) and result (applied, refused, failed).", "trigger", "result")
 	m.driftChecks = f("drift_checks_total", "Drift checks, by result (clean, drifted, error).", "result")
 	m.fetches = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleet_agent_fetches_total", Help: "Polls that fetched objects from the remote."})
 	m.forgeErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleet_agent_forge_errors_total", Help: "Failed GitHub reads (pull request lists, merged pull request lookups)."})
@@ -109,10 +109,14 @@ func (m *Metrics) Plan(err error, took time.Duration) {
 	m.done("plan", err, took)
 }
 
-// Apply counts an apply.
-func (m *Metrics) Apply(err error, took time.Duration) {
-	m.applies.WithLabelValues(result(err)).Inc()
-	m.done("apply", err, took)
+// Apply counts an outcome of an apply; only applies that ran are timed.
+func (m *Metrics) Apply(trigger, result string, took time.Duration) {
+	m.applies.WithLabelValues(trigger, result).Inc()
+	if result == "applied" {
+		m.done("apply", nil, took)
+	} else if result == "failed" {
+		m.durations.WithLabelValues("apply").Observe(took.Seconds())
+	}
 }
 
 // ForgeError counts a failed GitHub read.

@@ -41,8 +41,35 @@ type Live interface {
 	CheckSubstrate(ctx context.Context, pool string, sub *fleet.Substrate, acc Account) (Verdict, error)
 }
 
+// Checks are the live checks of one plan and of the apply that follows it:
+// what the plan asks (Live), and the apply's preflight of each call before
+// anything is written (credentials that work, a secret that resolves). A
+// check remembers what it learned for its one plan, so the apply sees what
+// the reviewed plan saw.
+type Checks interface {
+	Live
+	CheckCall(ctx context.Context, call Call) error
+}
+
+// Source makes the checks of one plan against the fleet it is planned
+// against (the fleet's own pools claim clusters too). It is opened once,
+// with the provider adapters, and asked for new checks per plan.
+type Source interface {
+	For(snap *inventory.Snapshot) Checks
+}
+
+// OfflineSource is the Source of a build or a config without adapters, and
+// of --offline.
+type OfflineSource struct{}
+
+// For answers offline checks.
+func (OfflineSource) For(*inventory.Snapshot) Checks { return Offline{} }
+
 // Offline is the Live of a plan with no provider adapters (or --offline).
 type Offline struct{}
+
+// CheckCall decides nothing: without adapters nobody can be asked.
+func (Offline) CheckCall(context.Context, Call) error { return nil }
 
 // CheckAccount answers offline.
 func (Offline) CheckAccount(context.Context, Account) (Verdict, error) {
@@ -59,6 +86,27 @@ func (Offline) CheckSubstrate(context.Context, string, *fleet.Substrate, Account
 type Facts struct {
 	Accounts   map[string]Verdict
 	Substrates map[string]Verdict
+}
+
+// For is the one way a plan is made: it asks the live checks about every
+// account and substrate of the document (Gather), then diffs the document
+// against the snapshot (Make). The agent, the apply, drift checks, the
+// local API and the command line all plan through it, so they see the
+// fleet the same way. live nil plans offline.
+func For(ctx context.Context, doc *fleet.Document, snap *inventory.Snapshot, live Live, opts Options) (*Plan, error) {
+	facts, err := Gather(ctx, doc, snap, live)
+	if err != nil {
+		return nil, err
+	}
+	opts.Facts = facts
+	return Make(doc, snap, opts), nil
+}
+
+// Again plans doc against another snapshot with the options and live facts
+// p was made with, calling nobody: what an apply does inside its write
+// transaction when the fleet moved since its plan.
+func Again(p *Plan, doc *fleet.Document, snap *inventory.Snapshot) *Plan {
+	return Make(doc, snap, p.opts)
 }
 
 // Gather asks the live world about every account and substrate of the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/providers"
 )
 
 // Options shape a plan.
@@ -36,9 +37,6 @@ const (
 	gPoolArchives
 	gAccountDeletes
 )
-
-// substrateProviders are the providers a Kubernetes substrate may use.
-var substrateProviders = []string{"aws", "gcp", "digitalocean", "fake"}
 
 // rule says what a kind may change.
 type rule struct {
@@ -369,8 +367,8 @@ func (p *planner) poolsPlan() {
 			switch {
 			case provider == "":
 				blocked = append(blocked, fmt.Sprintf("unknown provider account %q (policy.substrate.account)", sub.Account))
-			case !slices.Contains(substrateProviders, provider):
-				blocked = append(blocked, fmt.Sprintf("substrate account %q is a %s account; a Kubernetes substrate needs an aws, gcp, digitalocean or fake account", sub.Account, provider))
+			case !providers.Known(provider):
+				blocked = append(blocked, fmt.Sprintf("substrate account %q is a %s account; a Kubernetes substrate needs an account of one of the providers %s", sub.Account, provider, strings.Join(providers.KnownIDs, ", ")))
 			}
 			if exists && !existing.Archived {
 				if old, ok := stored["substrate"].(map[string]any); ok && !sameIdentity(old, substrateValue(sub)) {
@@ -607,7 +605,7 @@ func (p *planner) finish() *Plan {
 		}
 		return strings.Compare(a.change.order, b.change.order)
 	})
-	pl := &Plan{Changes: make([]Change, 0, len(p.out)), Calls: []Call{}}
+	pl := &Plan{Changes: make([]Change, 0, len(p.out)), Calls: []Call{}, opts: p.opts}
 	for _, e := range p.out {
 		c := e.change
 		pl.Changes = append(pl.Changes, c)

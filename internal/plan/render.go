@@ -223,3 +223,50 @@ func (p *Plan) Markdown(o MarkdownOptions) string {
 	}
 	return out
 }
+
+// Format is an output format of a plan.
+type Format string
+
+// The formats: the contract's text grammar, the JSON of the reference, and
+// the markdown of a pull request comment.
+const (
+	Text         Format = "text"
+	JSON         Format = "json"
+	MarkdownText Format = "markdown"
+)
+
+// ParseFormat checks a format named on the command line or the socket; ""
+// is text.
+func ParseFormat(s string) (Format, error) {
+	switch Format(s) {
+	case "", Text:
+		return Text, nil
+	case JSON, MarkdownText:
+		return Format(s), nil
+	}
+	return "", fmt.Errorf("the output must be text, json or markdown, got %q", s)
+}
+
+// RenderOptions are what the renderers need beside the plan.
+type RenderOptions struct {
+	// Calls adds the call lines to text.
+	Calls bool
+	// Markdown says what a markdown rendering is about.
+	Markdown MarkdownOptions
+}
+
+// Render writes the plan in one format. It is the one place a format is
+// chosen: the command line, the local API and the agent's comments all
+// render through it.
+func (p *Plan) Render(w io.Writer, f Format, o RenderOptions) error {
+	switch f {
+	case JSON:
+		return p.WriteJSON(w)
+	case MarkdownText:
+		_, err := io.WriteString(w, p.Markdown(o.Markdown))
+		return err
+	case "", Text:
+		return p.WriteText(w, o.Calls)
+	}
+	return fmt.Errorf("unknown plan format %q", f)
+}

@@ -117,6 +117,10 @@ type Plan struct {
 	Calls    []Call   `json:"calls"`
 	Summary  Summary  `json:"summary"`
 	PlanHash string   `json:"planHash"`
+
+	// opts are what the plan was made with (the live facts included), so
+	// Again can plan once more without calling out.
+	opts Options
 }
 
 // Blocked reports whether any change is blocked.
@@ -155,7 +159,7 @@ func (p *Plan) DriftHash() string {
 // Doing returns the changes that do something, are blocked or carry a note:
 // what text, markdown and a drift report show.
 func (p *Plan) Doing() []Change {
-	var out []Change
+	out := []Change{} // a list in JSON even when empty
 	for _, c := range p.Changes {
 		if c.Shown() {
 			out = append(out, c)

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/config"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+)
+
+// begin is what plan and apply do first: a FILE or --commit (which needs
+// the running agent), the config, prune's default, and the agent's client
+// when one runs.
+func (a *app) begin(cmd *cobra.Command, args []string, commit string, prune *bool) (*config.Config, *agent.Client, error) {
+	if (len(args) == 1) == (commit != "") {
+		return nil, nil, fmt.Errorf("give a FILE or --commit SHA")
+	}
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	if !cmd.Flags().Changed("prune") {
+		*prune = cfg.Apply.Prune
+	}
+	client := a.agentClient(cmd.Context(), cfg)
+	if commit != "" && client == nil {
+		return nil, nil, refusal.New(refusal.Unavailable, "--commit needs the running agent (it reads the commit of %s from its repository); none answers on %s", cfg.Git.Branch, cfg.Socket)
+	}
+	return cfg, client, nil
+}
+
+// planHere plans doc against a snapshot in this process, through the one
+// planning pipeline, with the live checks of the config (or offline).
+func planHere(ctx context.Context, cfg *config.Config, doc *fleet.Document, snap *inventory.Snapshot, prune bool, live plan.Source) (*plan.Plan, plan.Checks, error) {
+	checks := live.For(snap)
+	p, err := plan.For(ctx, doc, snap, checks, plan.Options{Tenant: cfg.Tenant, Prune: prune})
+	return p, checks, err
+}
+
+// planOutcome turns a plan into the exit status plan has.
+func planOutcome(blocked bool, calls int, failOnDrift bool, what string) error {
+	if blocked {
+		return refusal.New(refusal.PlanBlocked, "the plan of %s has blocked changes; fix the document", what)
+	}
+	if failOnDrift && calls > 0 {
+		return refusal.New(refusal.FleetDrifted, "%d call(s) would run: the fleet does not match %s", calls, what)
+	}
+	return nil
+}
+
+func (a *app) planCommand() *cobra.Command {
+	var prune, calls, failOnDrift, offline bool
+	var output, commit string
+	cmd := &cobra.Command{
+		Use:   "plan FILE",
+		Short: "Show what applying a document would change",
+		Long: `Plans FILE against the fleet (the state file and the live providers) and prints
+one line per change, then the counts. Exits 1 with PLAN_BLOCKED when a change is
+blocked, and with --fail-on-drift, FLEET_DRIFTED when any call would run.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := plan.ParseFormat(output)
+			if err != nil {
+				return fmt.Errorf("-o: %v", err)
+			}
+			cfg, client, err := a.begin(cmd, args, commit, &prune)
+			if err != nil {
+				return err
+			}
+			var resp agent.PlanResponse
+			switch {
+			case commit != "":
+				if err := client.Do(cmd.Context(), "POST", "/v1/plan", agent.PlanRequest{Commit: commit, Output: output, Calls: calls}, &resp); err != nil {
+					return err
+				}
+				fmt.Fprint(a.stdout, resp.Output)
+				return planOutcome(resp.Blocked, resp.Calls, failOnDrift, resp.Commit)
+			case client != nil:
+				if _, err := a.readDocument(args[0]); err != nil {
+					return err
+				}
+				data, _ := fleet.ReadFile(args[0])
+				req := agent.PlanDocumentRequest{Name: args[0], Document: data, Calls: calls, Output: output, Offline: offline}
+				if cmd.Flags().Changed("prune") {
+					req.Prune = &prune
+				}
+				if err := client.Do(cmd.Context(), "POST", "/v1/plan-document", req, &resp); err != nil {
+					return err
+				}
+				fmt.Fprint(a.stdout, resp.Output)
+				return planOutcome(resp.Blocked, resp.Calls, failOnDrift, args[0])
+			}
+			doc, err := a.readDocument(args[0])
+			if err != nil {
+				return err
+			}
+			snap, err := a.snapshotForPlan(a.stateFile(cfg))
+			if err != nil {
+				return err
+			}
+			live, err := a.liveSource(cfg, offline)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
+			defer cancel()
+			p, _, err := planHere(ctx, cfg, doc, snap, prune, live)
+			if err != nil {
+				return err
+			}
+			err = p.Render(a.stdout, format, plan.RenderOptions{Calls: calls, Markdown: plan.MarkdownOptions{Branch: cfg.Git.Branch}})
+			if err != nil {
+				return refusal.Wrap(refusal.Internal, err, "cannot write the plan")
+			}
+			if p.Blocked() {
+				return apply.Blocked(p)
+			}
+			return planOutcome(false, len(p.Calls), failOnDrift, args[0])
+		},
+	}
+	cmd.Flags().BoolVar(&prune, "prune", false, "delete what the document leaves out (default: the config's apply.prune)")
+	cmd.Flags().StringVar(&commit, "commit", "", "plan the document at this commit of the branch (through the running agent)")
+	cmd.Flags().BoolVar(&calls, "calls", false, "print the calls after the counts")
+	cmd.Flags().BoolVar(&failOnDrift, "fail-on-drift", false, "exit FLEET_DRIFTED when any call would run")
+	cmd.Flags().BoolVar(&offline, "offline", false, "skip the live checks")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, json or markdown")
+	return cmd
+}

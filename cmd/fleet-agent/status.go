@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refs"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+func (a *app) statusCommand() *cobra.Command {
+	var failOnDrift bool
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the applied document, the drift and the proposals",
+		Long: `Shows the applied document, the drift and the proposals. Through a running
+agent the drift is the agent's last check; with the state file to itself, status
+plans the applied document again now, so a break-glass edit shows at once.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("-o must be text or json, got %q", output)
+			}
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			var v agent.StatusView
+			if client := a.agentClient(cmd.Context(), cfg); client != nil {
+				if err := client.Do(cmd.Context(), "GET", "/v1/status", nil, &v); err != nil {
+					return err
+				}
+			} else {
+				s, err := openStateRead(a.stateFile(cfg))
+				if err != nil {
+					return err
+				}
+				live, err := a.liveSource(cfg, false)
+				if err != nil {
+					s.Close()
+					return err
+				}
+				ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
+				v, err = agent.StatusNow(ctx, s, live, cfg.Tenant)
+				cancel()
+				s.Close()
+				if err != nil {
+					return err
+				}
+			}
+			if output == "json" {
+				if err := a.printJSON(v); err != nil {
+					return err
+				}
+			} else {
+				a.statusText(v)
+			}
+			if failOnDrift && v.Drift != nil && agent.Drifted(&state.Drift{Changes: v.Drift.Changes, Blocked: v.Drift.Blocked, Error: v.Drift.Error}) {
+				return refusal.New(refusal.FleetDrifted, "the fleet has drifted from the applied document")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&failOnDrift, "fail-on-drift", false, "exit FLEET_DRIFTED while drift is recorded")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}
+
+func (a *app) statusText(v agent.StatusView) {
+	w := a.stdout
+	fmt.Fprintf(w, "tenant: %s\n", v.TenantID)
+	if v.Applied == nil {
+		fmt.Fprintln(w, "applied: nothing yet")
+	} else {
+		ap := v.Applied
+		commit := ""
+		if ap.Commit != "" {
+			commit = " from commit " + ap.Commit
+		}
+		fmt.Fprintf(w, "applied: plan %s%s by %s at %s (prune %v)\n", ap.PlanHash, commit, ap.AppliedBy, ms(ap.AppliedAt), ap.Prune)
+		dr := v.Drift
+		when := "checked at " + ms(ap.CheckedAt)
+		if dr != nil && dr.Now {
+			when = "checked now"
+		}
+		switch {
+		case dr == nil:
+			fmt.Fprintln(w, "drift: not checked since the apply")
+		case dr.Error != "" && !agent.Drifted(&state.Drift{Changes: dr.Changes, Blocked: dr.Blocked}):
+			fmt.Fprintf(w, "drift: the check (%s) failed: %s\n", when, dr.Error)
+		case !agent.Drifted(&state.Drift{Changes: dr.Changes, Blocked: dr.Blocked}):
+			fmt.Fprintf(w, "drift: none (%s)\n", when)
+		default:
+			var changes []plan.Change
+			_ = json.Unmarshal(dr.Changes, &changes)
+			fmt.Fprintf(w, "drift: %d change(s) (%s)\n", len(changes), when)
+			for _, c := range changes {
+				fmt.Fprintln(w, "  "+c.Line())
+			}
+			if dr.Error != "" {
+				fmt.Fprintf(w, "  (the last check failed: %s)\n", dr.Error)
+			}
+		}
+	}
+	for _, p := range v.Proposals {
+		what := p.Summary.Counts()
+		switch {
+		case len(p.Errors) > 0:
+			what = fmt.Sprintf("%d error(s): %s", len(p.Errors), p.Errors[0])
+		case p.Blocked:
+			what = fmt.Sprintf("blocked (%d); %s", p.Summary.Blocked, what)
+		}
+		fmt.Fprintf(w, "proposal %s at %s: %s\n", p.Ref, refs.Short(p.Commit), what)
+	}
+}

@@ -1,0 +1,289 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/refs"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// The trust rules (CONTRACT.md section 4, step 3) are ordered steps. Each
+// looks at one thing about a commit and answers go on, wait or refuse:
+//
+//   - go on: the next step runs; after the last, the commit is applied;
+//   - wait: the commit stays for the next poll (GitHub or a provider cannot
+//     answer, or GitHub has not linked the merge yet); its apply status is
+//     pending with what it waits for;
+//   - refuse: the commit is never applied by the loop; a code and a reason
+//     a person can act on.
+//
+// The loop's verdicts are recorded, reported and logged in one place
+// (settle); an apply by hand runs the steps it shares with the loop and
+// returns the verdict to its caller instead.
+
+type verdictKind int
+
+const (
+	goOn verdictKind = iota
+	wait
+	refuse
+)
+
+// verdict is one step's answer.
+type verdict struct {
+	kind   verdictKind
+	code   refusal.Code
+	reason string
+}
+
+func proceed() verdict { return verdict{kind: goOn} }
+
+func waitFor(format string, args ...any) verdict {
+	return verdict{kind: wait, code: refusal.Unavailable, reason: fmt.Sprintf(format, args...)}
+}
+
+func refused(code refusal.Code, format string, args ...any) verdict {
+	return verdict{kind: refuse, code: code, reason: fmt.Sprintf(format, args...)}
+}
+
+// err is the verdict as a refusal, for an apply by hand.
+func (v verdict) err() error { return refusal.New(v.code, "%s", v.reason) }
+
+// candidate is a commit on its way through the steps, with what they learn.
+type candidate struct {
+	commit  string
+	applied *state.Applied
+	doc     *fleet.Document
+	plan    planned
+	// pr and author are the pull request that merged the commit, when
+	// GitHub says; prHead is its head, whose plan was reviewed.
+	pr     int
+	author string
+	prHead string
+	// hashWanted and operator, for an apply by hand, are the plan hash
+	// the operator reviewed and who they are (USER@HOST).
+	hashWanted string
+	operator   string
+}
+
+// by is the appliedBy of the apply: the operator of an apply by hand, else
+// the agent and the pull request that merged the commit.
+func (c *candidate) by() string {
+	if c.operator != "" {
+		return c.operator
+	}
+	if c.pr > 0 {
+		return fmt.Sprintf("agent (#%d by %s)", c.pr, c.author)
+	}
+	return "agent"
+}
+
+// step is one trust rule.
+type step struct {
+	name string
+	run  func(ctx context.Context, c *candidate) verdict
+}
+
+// tipSteps are the rules for a new tip of the branch, in order. The tip is
+// on the branch by definition; a commit applied by hand is checked for it
+// first (byHandSteps).
+func (a *Agent) tipSteps() []step {
+	return []step{
+		{"descends", a.stepDescends},
+		{"signed", a.stepSigned},
+		{"document", a.stepDocument},
+		{"plan", a.stepPlan},
+		{"merge", a.stepMergeLinked},
+		{"reviewed", a.stepReviewed},
+	}
+}
+
+// byHandSteps are the rules for a commit an operator applies by hand after
+// review: the review is theirs (the plan hash they pass), the rest holds.
+func (a *Agent) byHandSteps() []step {
+	return []step{
+		{"branch", a.stepOnBranch},
+		{"descends", a.stepDescends},
+		{"signed", a.stepSigned},
+		{"document", a.stepDocument},
+		{"plan", a.stepPlan},
+		{"hash", a.stepHash},
+	}
+}
+
+// check runs steps until one does not go on.
+func check(ctx context.Context, steps []step, c *candidate) (verdict, string) {
+	for _, s := range steps {
+		if v := s.run(ctx, c); v.kind != goOn {
+			return v, s.name
+		}
+	}
+	return proceed(), ""
+}
+
+// stepOnBranch resolves a commit named by hand (a prefix is fine) and
+// refuses one that is not the tip of the branch or an ancestor of it.
+func (a *Agent) stepOnBranch(_ context.Context, c *candidate) verdict {
+	full, err := a.onBranch(c.commit)
+	if err != nil {
+		return verdictOf(err)
+	}
+	c.commit = full
+	return proceed()
+}
+
+// stepDescends refuses a commit that does not descend from the applied
+// one: a force-push or rewind is never applied.
+func (a *Agent) stepDescends(_ context.Context, c *candidate) verdict {
+	if c.applied == nil || c.applied.Commit == "" || c.applied.Commit == c.commit {
+		return proceed()
+	}
+	if err := a.repo.CheckForward(c.applied.Commit, c.commit); err != nil {
+		return refused(refusal.InvalidState, "%s does not descend from the applied commit %s (a force-push or rewind of %s); it is never applied: push a commit on top of the applied one",
+			refs.Short(c.commit), refs.Short(c.applied.Commit), a.cfg.Branch)
+	}
+	return proceed()
+}
+
+// stepSigned refuses, with git.verify, a commit without a trusted signature.
+func (a *Agent) stepSigned(_ context.Context, c *candidate) verdict {
+	if !a.cfg.Verify {
+		return proceed()
+	}
+	if _, err := a.repo.Verify(c.commit); err != nil {
+		return refused(refusal.InvalidState, "signature: %s", errText(err))
+	}
+	return proceed()
+}
+
+// stepDocument reads and validates the document at the commit.
+func (a *Agent) stepDocument(_ context.Context, c *candidate) verdict {
+	doc, errs, err := a.readDocument(c.commit)
+	switch {
+	case err != nil:
+		return verdictOf(err)
+	case errs != nil:
+		return refused(refusal.InvalidInput, "the document is invalid (%d error(s)); first: %s", len(errs), errs[0].String())
+	}
+	c.doc = doc
+	return proceed()
+}
+
+// stepPlan plans the document; a provider that cannot answer makes the
+// commit wait, a blocked plan refuses it.
+func (a *Agent) stepPlan(ctx context.Context, c *candidate) verdict {
+	p, err := a.makePlan(ctx, c.doc, planHow{})
+	if err != nil {
+		return verdictOf(err)
+	}
+	c.plan = p
+	if p.Blocked() {
+		return refused(refusal.PlanBlocked, "%s", errMessage(apply.Blocked(p.Plan)))
+	}
+	return proceed()
+}
+
+// stepHash holds an apply by hand to the plan the operator reviewed.
+func (a *Agent) stepHash(_ context.Context, c *candidate) verdict {
+	if c.plan.PlanHash != c.hashWanted {
+		return refused(refusal.ConfigDrift, "the plan of %s is now %s, not the reviewed %s: the fleet moved; plan it again",
+			refs.Short(c.commit), refs.Short(c.plan.PlanHash), refs.Short(c.hashWanted))
+	}
+	return proceed()
+}
+
+// reviewNeeded says whether the commit's plan must be the reviewed one.
+func (a *Agent) reviewNeeded(c *candidate) bool {
+	return a.cfg.RequireReviewedPlan && !c.plan.Empty()
+}
+
+// stepMergeLinked finds the pull request that merged the commit. Where
+// review is needed it waits while GitHub cannot answer or has not linked
+// the merge yet (MergeLinkGrace), then refuses a direct push; elsewhere the
+// pull request only tells where the result comment goes, so it never waits.
+func (a *Agent) stepMergeLinked(ctx context.Context, c *candidate) verdict {
+	if a.forge == nil {
+		return proceed()
+	}
+	pr, ok, err := a.mergedPR(ctx, c.commit)
+	need := a.reviewNeeded(c)
+	switch {
+	case err != nil && need:
+		return waitFor("waiting for GitHub to say which pull request merged %s: %s", refs.Short(c.commit), errText(err))
+	case err != nil || (!ok && !need):
+		return proceed()
+	case !ok:
+		if a.firstSeen(c.commit).Add(MergeLinkGrace).After(a.clock.Now()) {
+			return waitFor("waiting for GitHub to link %s to the pull request that merged it (up to %s)", refs.Short(c.commit), MergeLinkGrace)
+		}
+		return refused(refusal.InvalidState, "%s was pushed to %s directly: no merged pull request has it, so no plan was reviewed; apply it by hand with fleet-agent apply --commit",
+			refs.Short(c.commit), a.cfg.Branch)
+	}
+	c.pr, c.author, c.prHead = pr.Number, pr.Author, pr.HeadSHA
+	return proceed()
+}
+
+// stepReviewed refuses, with requireReviewedPlan, a commit whose plan is
+// not the one recorded for the reviewed head: through GitHub the head of the
+// pull request that merged it; without GitHub a proposal head that is the
+// commit or a parent of it.
+func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
+	if !a.reviewNeeded(c) {
+		return proceed()
+	}
+	hash := c.plan.PlanHash
+	if a.forge != nil {
+		rv, found, err := a.reviewed(c.prHead)
+		switch {
+		case err != nil:
+			return verdictOf(err)
+		case !found || !rv.Valid:
+			return refused(refusal.InvalidState, "pull request #%d was merged at head %s before its plan was made; apply it by hand after reviewing fleet-agent plan --commit %s",
+				c.pr, refs.Short(c.prHead), refs.Short(c.commit))
+		case rv.PlanHash != hash:
+			return refused(refusal.InvalidState, "the plan changed since review: #%d was reviewed with plan %s, the merged commit plans %s (main moved, or the fleet changed); re-run the plan on a new pull request",
+				c.pr, refs.Short(rv.PlanHash), refs.Short(hash))
+		}
+		return proceed()
+	}
+	info, err := a.repo.Commit(c.commit)
+	if err != nil {
+		return verdictOf(err)
+	}
+	for _, h := range append([]string{c.commit}, info.Parents...) {
+		rv, found, err := a.reviewed(h)
+		if err != nil {
+			return verdictOf(err)
+		}
+		if found && rv.Valid && rv.PlanHash == hash {
+			return proceed()
+		}
+	}
+	return refused(refusal.InvalidState, "no proposal with this plan (%s) was recorded for %s or its parents: push the change to a branch first so it is planned, then merge it",
+		refs.Short(hash), refs.Short(c.commit))
+}
+
+// reviewed reads the plan recorded for a head.
+func (a *Agent) reviewed(head string) (Reviewed, bool, error) {
+	var rv Reviewed
+	var found bool
+	err := a.store.View(func(tx *state.Tx) (err error) { found, err = tx.Get(spaceReviewed, head, &rv); return })
+	return rv, found, err
+}
+
+// verdictOf turns an error met by a step into its verdict: an unreachable
+// repository, provider or GitHub waits; anything else refuses with its code.
+func verdictOf(err error) verdict {
+	code := refusal.CodeOf(err)
+	if code == refusal.Unavailable {
+		return waitFor("%s", errText(err))
+	}
+	if code == "" {
+		code = refusal.Internal
+	}
+	return verdict{kind: refuse, code: code, reason: errMessage(err)}
+}
