@@ -75,4 +75,3 @@ accounts are ids, as the state stores them.`,
 	cmd.Flags().BoolVar(&del, "delete", false, "delete the object")
 	return cmd
 }
-

@@ -54,4 +54,3 @@ of {file, code, message, path} for all files. Exits 0 when every file is valid.`
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
 }
-

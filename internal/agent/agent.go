@@ -79,14 +79,14 @@ type Config struct {
 
 // Agent is one running agent.
 type Agent struct {
-	cfg     Config
-	store   *state.Store
-	repo    *gitsync.Repo
-	forge   Forge  // nil without github
-	outbox  Outbox // nil without github
-	live    plan.Source
-	clock   clock.Clock
-	log     zerolog.Logger
+	cfg    Config
+	store  *state.Store
+	repo   *gitsync.Repo
+	forge  Forge  // nil without github
+	outbox Outbox // nil without github
+	live   plan.Source
+	clock  clock.Clock
+	log    zerolog.Logger
 
 	// applyMu makes applies one at a time: the loop's and the local API's.
 	applyMu sync.Mutex
@@ -119,8 +119,8 @@ type Options struct {
 	// Live gives the live checks of each plan (and of the apply that
 	// follows it), opened once with the provider adapters; nil plans
 	// offline.
-	Live  plan.Source
-	Clock clock.Clock
+	Live    plan.Source
+	Clock   clock.Clock
 	Log     zerolog.Logger
 	Metrics Metrics
 	// Substrates is woken after every apply, so a substrate the apply

@@ -176,7 +176,6 @@ func Blocked(p *plan.Plan) error {
 	return refusal.New(refusal.PlanBlocked, "%d change(s) blocked (%s%s); fix the document", p.Summary.Blocked, strings.Join(parts, "; "), more)
 }
 
-
 // run executes one call on the store, as the owning module's method would.
 func run(tx *state.Tx, c plan.Call) error {
 	kind, id := c.Kind(), c.ID()

@@ -20,8 +20,8 @@ import (
 )
 
 var (
-	_ plan.Live     = (*livecheck.Checker)(nil)
-	_ plan.Checks   = (*livecheck.Checker)(nil)
+	_ plan.Live   = (*livecheck.Checker)(nil)
+	_ plan.Checks = (*livecheck.Checker)(nil)
 )
 
 // canary is the fake's token: it must never show anywhere.
