@@ -3,6 +3,7 @@ package boundary
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -117,40 +118,172 @@ func TestBoundaryOrchestrationReachesNoSDK(t *testing.T) {
 	}
 }
 
-// TestBoundaryDetectorWorks proves the check can fail: the GitHub adapter,
-// when it exists, must be seen reaching go-github.
-func TestBoundaryDetectorWorks(t *testing.T) {
-	root := repoRoot(t)
-	pkgs := existing(root, "forge")
-	if len(pkgs) == 0 {
-		// Before the forge exists, check the detector on a synthetic list.
-		if len(reachesForbidden([]string{"fmt", "github.com/google/go-github/v62/github"})) != 1 {
-			t.Fatal("detector missed go-github")
-		}
-		return
+// The rooms that may reach each outside library (DESIGN.md): a cloud SDK
+// only its adapter, go-github only the forge, client-go only the substrate
+// and the adapters (and test support that starts a cluster).
+var (
+	cloudSDKs = map[string]string{
+		"aws":          "github.com/aws/",
+		"gcp":          "google.golang.org/api",
+		"digitalocean": "github.com/digitalocean/godo",
 	}
-	for path, l := range goList(t, root, pkgs...) {
-		if len(reachesForbidden(l.Deps)) == 0 {
-			t.Errorf("%s should reach go-github; the detector is blind", path)
+	anyCloudSDK = []string{"github.com/aws/", "google.golang.org/api", "cloud.google.com/go", "github.com/digitalocean/godo"}
+	goGitHub    = "github.com/google/go-github"
+	clientGo    = []string{"k8s.io/client-go", "k8s.io/api/", "k8s.io/apimachinery"}
+)
+
+// allInternal lists every package under internal/ with what it reaches.
+func allInternal(t *testing.T, root string) map[string]listed {
+	t.Helper()
+	all := goList(t, root, "./internal/...")
+	if len(all) < 20 {
+		t.Fatalf("only %d packages under internal/: the test is looking in the wrong place", len(all))
+	}
+	return all
+}
+
+// rel is a package's path below internal/.
+func rel(path string) string { return strings.TrimPrefix(path, module+"/internal/") }
+
+func under(path, room string) bool { return path == room || strings.HasPrefix(path, room+"/") }
+
+// adapterOf says which provider adapter a package below internal/ belongs
+// to ("" for none).
+func adapterOf(r string) string {
+	for _, a := range adapters {
+		if under(r, "providers/"+a) {
+			return a
+		}
+	}
+	return ""
+}
+
+func hasPrefixAny(d string, prefixes ...string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(d, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// violations lists what a package (its path below internal/) breaks of the
+// rules of the house by reaching deps.
+func violations(r string, deps []string) []string {
+	var out []string
+	own := adapterOf(r)
+	for _, d := range deps {
+		switch {
+		case hasPrefixAny(d, anyCloudSDK...):
+			if own == "" || !strings.HasPrefix(d, cloudSDKs[own]) && !(own == "gcp" && strings.HasPrefix(d, "cloud.google.com/go")) {
+				out = append(out, fmt.Sprintf("%s reaches the cloud SDK %s: only its own adapter under internal/providers/<id> may", r, d))
+			}
+		case strings.HasPrefix(d, goGitHub):
+			if !under(r, "forge") {
+				out = append(out, fmt.Sprintf("%s reaches go-github (%s): only internal/forge may; declare what you need as an interface", r, d))
+			}
+		case hasPrefixAny(d, clientGo...):
+			if own == "" && !under(r, "substrate") && !under(r, "testutil") {
+				out = append(out, fmt.Sprintf("%s reaches client-go (%s): only internal/substrate, the adapters and test support may", r, d))
+			}
+		}
+		if a := adapterOf(rel(d)); strings.HasPrefix(d, module+"/internal/") && a != "" && a != own {
+			if own != "" {
+				out = append(out, fmt.Sprintf("adapter %s imports adapter %s", r, rel(d)))
+			} else {
+				out = append(out, fmt.Sprintf("%s imports the adapter %s: only cmd/fleet-agent wires adapters in", r, rel(d)))
+			}
+		}
+	}
+	return out
+}
+
+// TestBoundaryEveryPackage checks every package under internal/ against
+// the rules of the house.
+func TestBoundaryEveryPackage(t *testing.T) {
+	root := repoRoot(t)
+	for path, l := range allInternal(t, root) {
+		for _, v := range violations(rel(path), l.Deps) {
+			t.Error(v)
 		}
 	}
 }
 
-func TestBoundaryAdaptersStayApart(t *testing.T) {
-	root := repoRoot(t)
-	var rel []string
-	for _, a := range adapters {
-		rel = append(rel, "providers/"+a)
+// TestBoundaryRulesCatch: each rule fails on the dependency it forbids and
+// lets the allowed ones through.
+func TestBoundaryRulesCatch(t *testing.T) {
+	m := module + "/internal/"
+	for _, tc := range []struct {
+		pkg  string
+		dep  string
+		fail bool
+	}{
+		{"agent", "github.com/aws/aws-sdk-go-v2/service/eks", true},
+		{"substrate", "google.golang.org/api/container/v1", true},
+		{"providers/aws", "github.com/aws/aws-sdk-go-v2/service/eks", false},
+		{"providers/aws/eksemu", "github.com/aws/aws-sdk-go-v2/service/eks/types", false},
+		{"providers/aws", "github.com/digitalocean/godo", true},
+		{"providers/gcp", "cloud.google.com/go/compute/metadata", false},
+		{"providers/digitalocean", "google.golang.org/api/option", true},
+		{"outbox", "github.com/google/go-github/v62/github", true},
+		{"forge/githubemu", "github.com/google/go-github/v62/github", false},
+		{"agent", "k8s.io/client-go/kubernetes", true},
+		{"substrate", "k8s.io/client-go/kubernetes", false},
+		{"providers/fake", "k8s.io/api/core/v1", false},
+		{"testutil/kubeplane", "k8s.io/client-go/rest", false},
+		{"plan", "k8s.io/apimachinery/pkg/types", true},
+		{"livecheck", m + "providers/fake", true},
+		{"providers/aws", m + "providers/fake", true},
+		{"providers/aws/eksemu", m + "providers/aws", false},
+		{"providers/conformance", m + "providers", false},
+	} {
+		got := violations(tc.pkg, []string{"fmt", tc.dep})
+		if (len(got) > 0) != tc.fail {
+			t.Errorf("%s reaching %s: violations %q, want failure %v", tc.pkg, tc.dep, got, tc.fail)
+		}
 	}
-	pkgs := existing(root, rel...)
-	for path, l := range goList(t, root, pkgs...) {
+}
+
+// TestBoundaryDetectorWorks proves the checks can fail: the GitHub adapter
+// is seen reaching go-github, and each cloud adapter that exists its SDK.
+func TestBoundaryDetectorWorks(t *testing.T) {
+	root := repoRoot(t)
+	all := allInternal(t, root)
+	seen := func(pkg, prefix string) {
+		t.Helper()
+		l, ok := all[module+"/internal/"+pkg]
+		if !ok {
+			t.Fatalf("internal/%s not listed", pkg)
+		}
 		for _, d := range l.Deps {
-			for _, a := range adapters {
-				other := module + "/internal/providers/" + a
-				if d != path && (d == other || strings.HasPrefix(d, other+"/")) {
-					t.Errorf("adapter %s imports adapter %s", path, d)
-				}
+			if strings.HasPrefix(d, prefix) {
+				return
 			}
+		}
+		t.Errorf("internal/%s should reach %s; the detector is blind", pkg, prefix)
+	}
+	seen("forge", goGitHub)
+	for id, sdk := range cloudSDKs {
+		if len(existing(root, "providers/"+id)) > 0 {
+			seen("providers/"+id, sdk)
+		}
+	}
+	if !hasPrefixAny("k8s.io/client-go/rest", clientGo...) || adapterOf("providers/fake/x") != "fake" || adapterOf("providers") != "" {
+		t.Fatal("the rules' helpers are wrong")
+	}
+}
+
+// TestBoundaryBinaryWiresTheAdapters: cmd/fleet-agent is where adapters
+// enter, so it must reach each adapter that exists.
+func TestBoundaryBinaryWiresTheAdapters(t *testing.T) {
+	root := repoRoot(t)
+	bin := goList(t, root, "./cmd/fleet-agent")[module+"/cmd/fleet-agent"]
+	for _, a := range adapters {
+		if len(existing(root, "providers/"+a)) == 0 {
+			continue
+		}
+		if !contains(bin.Deps, module+"/internal/providers/"+a) {
+			t.Errorf("cmd/fleet-agent does not wire the adapter providers/%s: register it in cmd/fleet-agent/adapters.go", a)
 		}
 	}
 }
@@ -167,9 +300,6 @@ func TestBoundaryLiveChecksUseOnlyTheInterfaces(t *testing.T) {
 	for path, l := range goList(t, root, pkgs...) {
 		if bad := reachesAdapter(l.Deps); len(bad) > 0 {
 			t.Errorf("%s imports adapter %s; take the adapter as an interface from cmd/fleet-agent instead", path, strings.Join(bad, ", "))
-		}
-		if bad := reachesForbidden(l.Deps); len(bad) > 0 {
-			t.Errorf("%s reaches %s", path, strings.Join(bad, ", "))
 		}
 		if !contains(l.Deps, module+"/internal/providers") {
 			t.Errorf("%s does not reach internal/providers: the test is looking at the wrong package", path)

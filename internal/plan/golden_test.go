@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/testutil/golden"
 )
 
 const goldenDir = "../../testdata/plans"
@@ -88,30 +88,10 @@ func TestGoldenRenderings(t *testing.T) {
 				".json":      js.Bytes(),
 				".md":        []byte(p.Markdown(mdOptions)),
 			} {
-				golden(t, filepath.Join(goldenDir, tc.name+ext), got)
+				golden.Check(t, filepath.Join(goldenDir, tc.name+ext), got)
 			}
 			checkJSON(t, p, js.Bytes())
 		})
-	}
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/plan -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (run go test ./internal/plan -update and review the diff):\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }
 

@@ -2,7 +2,6 @@ package plan
 
 import (
 	"encoding/json"
-	"flag"
 	"os"
 	"strconv"
 	"strings"
@@ -12,9 +11,6 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 )
-
-// update rewrites the golden files under ../../testdata/plans.
-var update = flag.Bool("update", false, "rewrite golden plans under testdata/plans")
 
 // jdoc is a document as decoded JSON, edited by tests before validation.
 type jdoc = map[string]any
