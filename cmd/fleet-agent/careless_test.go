@@ -89,7 +89,7 @@ func TestApplyPrintsACommandThatWorks(t *testing.T) {
 	}
 }
 
-// splitShell splits what quote wrote: words, single quotes, '\'' escapes.
+// splitShell splits what quote wrote: words, single quotes, '\” escapes.
 func splitShell(t *testing.T, s string) []string {
 	t.Helper()
 	var out []string
