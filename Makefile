@@ -11,7 +11,7 @@ TESTFLAGS ?= -count=1 -timeout 25m
 
 STATICCHECK ?= $(shell go env GOPATH)/bin/staticcheck
 
-.PHONY: build test gate lint vet fmt-check tidy-check boundary bench fuzz demo install clean
+.PHONY: build test gate lint vet fmt-check tidy-check boundary bench golden fuzz demo install clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/fleet-agent
@@ -28,12 +28,9 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null; git ls-files --others --exclude-standard '*.go' 2>/dev/null)); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
+# go mod tidy -diff changes nothing and writes nothing outside the clone.
 tidy-check:
-	@cp go.mod /tmp/fleet-agent.go.mod.bak; cp go.sum /tmp/fleet-agent.go.sum.bak; \
-	$(GO) mod tidy; \
-	if ! cmp -s go.mod /tmp/fleet-agent.go.mod.bak || ! cmp -s go.sum /tmp/fleet-agent.go.sum.bak; then \
-	  cp /tmp/fleet-agent.go.mod.bak go.mod; cp /tmp/fleet-agent.go.sum.bak go.sum; \
-	  echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 
 boundary:
 	$(GO) test -count=1 -run TestBoundary ./internal/boundary/
@@ -49,6 +46,11 @@ gate: build vet fmt-check tidy-check lint test boundary
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./... | tee bench/latest.txt
 	@echo "idle memory and CPU over 10 minutes: bench/idle.sh"
+
+# golden rewrites the golden files (testdata/) of every package that keeps
+# some: review the diff before committing it.
+golden:
+	$(GO) test -count=1 $$(grep -rl --include='*_test.go' 'testutil/golden"' . | xargs -n1 dirname | sort -u) -update
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime $${FUZZTIME:-60s} ./internal/fleet/

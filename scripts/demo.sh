@@ -103,7 +103,7 @@ providers:
     statePath: $DEMO/state/fake.json
 EOF
 show <"$DEMO/config.yaml"
-check "the config is valid" "$BIN" status
+check "the config is valid (a plan loads it and opens its providers)" "$BIN" plan fleet.json
 
 step "start the agent; an empty plan is followed without review"
 start_agent
@@ -169,6 +169,21 @@ step "stop the agent (SIGTERM)"
 kill -TERM "$AGENT_PID"
 if wait "$AGENT_PID"; then ok "the agent exits 0 on SIGTERM"; else bad "the agent exits 0 on SIGTERM"; fi
 AGENT_PID=
+
+step "what to try next: the commands below are run here as printed, so they work when pasted"
+cd "$ROOT"
+NEXT=$(cat <<EOF
+export PATH="$(dirname "$BIN"):\$PATH" FLEET_AGENT_CONFIG="$DEMO/config.yaml"
+fleet-agent status
+fleet-agent plan demo/work/fleet.json
+fleet-agent audit
+fleet-agent export
+EOF
+)
+echo "$NEXT" | show
+check "the printed commands work as pasted" bash -euo pipefail -c "$NEXT"
+echo "    fleet-agent run   # the demo's agent again, in the foreground: Ctrl-C stops it"
+echo "    The state file is $DEMO/state/fleet.db; the repository is $DEMO/remote.git (clone it, push a branch, watch)."
 
 echo
 echo "demo: $checks checks in $(($(date +%s) - START))s; the agent's log is $DEMO/agent.log"

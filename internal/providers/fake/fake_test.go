@@ -667,3 +667,17 @@ func TestZonalClusters(t *testing.T) {
 		t.Errorf("the same shape spelled out: %v", err)
 	}
 }
+
+// A state file whose directory does not exist yet (a plan before the
+// agent's first run) is made, directory and all.
+func TestStatePathInANewDirectory(t *testing.T) {
+	cfg := config(t)
+	cfg.StatePath = filepath.Join(t.TempDir(), "not", "yet", "fake.json")
+	f := open(t, cfg, clock.NewFake(epoch))
+	if _, err := f.EnsureCluster(t.Context(), acct, providers.ClusterSpec{Name: "c1", Location: "fake-east"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cfg.StatePath); err != nil {
+		t.Fatalf("the state was not written: %v", err)
+	}
+}

@@ -124,6 +124,11 @@ func save(path string, st *State) error {
 		return err
 	}
 	dir := filepath.Dir(path)
+	// The provider's truth may be opened before anything else made its
+	// directory (a plan before the agent's first run).
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
 	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
