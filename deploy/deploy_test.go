@@ -71,7 +71,7 @@ func systemdAnalyze(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		t.Skip("systemd-analyze is not installed on this machine")
+		t.Fatal("systemd-analyze is not installed: install systemd (.ci/run does)")
 	}
 	return p
 }
@@ -103,5 +103,18 @@ func TestUnitExposure(t *testing.T) {
 	t.Logf("systemd-analyze security exposure: %.1f", score)
 	if score > 2.0 {
 		t.Fatalf("exposure %.1f is over 2.0:\n%s", score, out)
+	}
+}
+
+// TestUnitIPRulesMeanSomething: IPAddressAllow= only narrows an
+// IPAddressDeny=; alone it restricts nothing and reads as if it did.
+func TestUnitIPRulesMeanSomething(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("systemd", "fleet-agent.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := "\n" + string(data)
+	if strings.Contains(unit, "\nIPAddressAllow=") && !strings.Contains(unit, "\nIPAddressDeny=") {
+		t.Fatal("IPAddressAllow= without IPAddressDeny= does nothing: remove it or add the deny list it narrows")
 	}
 }

@@ -311,9 +311,21 @@ func ListenSocket(path, group string) (net.Listener, error) {
 			return nil, refusal.Wrap(refusal.InvalidInput, err, "socketGroup %q", group)
 		}
 		gid, _ := strconv.Atoi(g.Gid)
-		if err := os.Chown(path, -1, gid); err != nil {
+		// A socket the process made already has its group when socketGroup
+		// is the service's own group (the shipped unit: Group=fleet-agent),
+		// and a chown there is refused by the unit's system call filter
+		// (~@privileged holds @chown): only change what differs.
+		var st syscall.Stat_t
+		if err := syscall.Stat(path, &st); err != nil {
 			l.Close()
-			return nil, refusal.Wrap(refusal.InvalidState, err, "cannot give the socket to group %s", group)
+			return nil, refusal.Wrap(refusal.InvalidState, err, "cannot read the socket %s", path)
+		}
+		if int(st.Gid) != gid {
+			if err := os.Chown(path, -1, gid); err != nil {
+				l.Close()
+				return nil, refusal.Wrap(refusal.InvalidState, err,
+					"cannot give the socket to group %s: run the agent with that group as its own (systemd: Group=%s in a drop-in), or leave socketGroup unset", group, group)
+			}
 		}
 	}
 	return l, nil
