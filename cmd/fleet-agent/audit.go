@@ -20,8 +20,8 @@ func (a *app) auditCommand() *cobra.Command {
 		Short: "Print the audit log: every call, apply, heal and break-glass edit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o must be text or json, got %q", output)
+			if err := textOrJSON(output); err != nil {
+				return err
 			}
 			cfg, err := a.loadConfig()
 			if err != nil {

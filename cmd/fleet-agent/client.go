@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
@@ -28,4 +29,12 @@ func (a *app) printJSON(v any) error {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// textOrJSON checks the -o of a command that prints text or JSON.
+func textOrJSON(output string) error {
+	if output != "text" && output != "json" {
+		return fmt.Errorf("-o must be text or json, got %q", output)
+	}
+	return nil
 }

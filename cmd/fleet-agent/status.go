@@ -26,8 +26,8 @@ agent the drift is the agent's last check; with the state file to itself, status
 plans the applied document again now, so a break-glass edit shows at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o must be text or json, got %q", output)
+			if err := textOrJSON(output); err != nil {
+				return err
 			}
 			cfg, err := a.loadConfig()
 			if err != nil {

@@ -20,8 +20,8 @@ standard output ("-" reads standard input). With -o json it prints one flat list
 of {file, code, message, path} for all files. Exits 0 when every file is valid.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o must be text or json, got %q", output)
+			if err := textOrJSON(output); err != nil {
+				return err
 			}
 			all := fleet.Errors{}
 			bad := 0

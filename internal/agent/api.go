@@ -90,12 +90,8 @@ func (a *Agent) Handler() http.Handler {
 	})
 	mux.HandleFunc("POST /v1/plan", func(w http.ResponseWriter, r *http.Request) {
 		var req PlanRequest
-		if !readJSON(w, r, &req) {
-			return
-		}
-		f, err := plan.ParseFormat(req.Output)
-		if err != nil {
-			WriteError(w, refusal.Wrap(refusal.InvalidInput, err, "output"))
+		f, ok := readPlanRequest(w, r, &req, &req.Output)
+		if !ok {
 			return
 		}
 		p, full, err := a.PlanCommit(r.Context(), req.Commit)
@@ -107,12 +103,8 @@ func (a *Agent) Handler() http.Handler {
 	})
 	mux.HandleFunc("POST /v1/plan-document", func(w http.ResponseWriter, r *http.Request) {
 		var req PlanDocumentRequest
-		if !readJSON(w, r, &req) {
-			return
-		}
-		f, err := plan.ParseFormat(req.Output)
-		if err != nil {
-			WriteError(w, refusal.Wrap(refusal.InvalidInput, err, "output"))
+		f, ok := readPlanRequest(w, r, &req, &req.Output)
+		if !ok {
 			return
 		}
 		doc, errs := fleet.Validate(req.Name, req.Document)
@@ -184,6 +176,20 @@ func (a *Agent) Handler() http.Handler {
 		_, _ = a.store.WriteBackup(w)
 	})
 	return mux
+}
+
+// readPlanRequest reads a request that asks for a plan in a format (output,
+// a field of v).
+func readPlanRequest(w http.ResponseWriter, r *http.Request, v any, output *string) (plan.Format, bool) {
+	if !readJSON(w, r, v) {
+		return "", false
+	}
+	f, err := plan.ParseFormat(*output)
+	if err != nil {
+		WriteError(w, refusal.Wrap(refusal.InvalidInput, err, "output"))
+		return "", false
+	}
+	return f, true
 }
 
 // replyPlan answers a plan rendered in one format.
