@@ -442,4 +442,3 @@ func TestSocketGroupOtherThanTheServiceGroup(t *testing.T) {
 		t.Fatalf("want a refusal saying what to do, got %v:\n%s", err, out)
 	}
 }
-
