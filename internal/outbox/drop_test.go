@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +178,9 @@ func TestDropsWithoutANote(t *testing.T) {
 	if got := drops(e); got["status/validation"] != 1 || got["once/not_found"] != 1 || len(got) != 2 {
 		t.Errorf("drops %v", got)
 	}
+	var each []string
+	e.ob.EachDrop(func(kind, reason string, n uint64) { each = append(each, fmt.Sprint(kind, "/", reason, "=", n)) })
+	equal(t, "EachDrop", each, []string{"once/not_found=1", "status/validation=1"})
 	if n := len(e.posts()); n != 1 {
 		t.Errorf("posts %q, want the refused status alone (the once-comment is refused on reading)", e.posts())
 	}
