@@ -100,7 +100,7 @@ func (t *jwtTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	r := req.Clone(req.Context())
 	r.Header.Set("Authorization", "Bearer "+jwt)
-	r.Header.Set("X-GitHub-Api-Version", "2022-11-28")
+	r.Header.Set(hdrAPIVersion, APIVersion)
 	resp, err := t.base.RoundTrip(r)
 	if err != nil {
 		return nil, err

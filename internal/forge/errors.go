@@ -29,9 +29,15 @@ const (
 	// ClassNotFound: 404, the repository, pull request or comment does not
 	// exist or the credential cannot see it.
 	ClassNotFound Class = "not_found"
-	// ClassValidation: 422, or refused here before sending (a body too long,
-	// an unknown status state); the same request will fail again.
+	// ClassValidation: a 422 about what was sent (a body too long, an
+	// unknown commit, a status over the cap of its context), or a request
+	// refused here before sending; the same request will fail again.
 	ClassValidation Class = "validation"
+	// ClassContentLimited: a 422 to a comment that is not about the
+	// comment: GitHub's limit on creating content ("was submitted too
+	// quickly", "the endpoint has been spammed"). The same request
+	// succeeds later: wait a minute, or Retry-After.
+	ClassContentLimited Class = "content_limited"
 	// ClassRateLimited: the primary rate limit is spent until its reset.
 	ClassRateLimited Class = "rate_limited"
 	// ClassSecondaryRateLimited: a secondary limit; wait for Retry-After.
@@ -100,6 +106,8 @@ func (e *Error) advice() string {
 		return "check github.repository and that the credential can see it"
 	case ClassValidation:
 		return "GitHub will refuse this request again as it is"
+	case ClassContentLimited:
+		return "GitHub limits how fast content is created; retry after " + e.Until.UTC().Format(time.RFC3339)
 	case ClassRateLimited, ClassSecondaryRateLimited:
 		return "retry after " + e.Until.UTC().Format(time.RFC3339)
 	case ClassServer, ClassNetwork:
@@ -117,7 +125,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // changing anything.
 func (e *Error) Retryable() bool {
 	switch e.Class {
-	case ClassRateLimited, ClassSecondaryRateLimited, ClassServer, ClassNetwork:
+	case ClassRateLimited, ClassSecondaryRateLimited, ClassContentLimited, ClassServer, ClassNetwork:
 		return true
 	}
 	return false
@@ -226,6 +234,11 @@ func classifyResponse(op string, now time.Time, resp *http.Response, msg string,
 		e.Class = ClassForbidden
 	case s == http.StatusNotFound:
 		e.Class = ClassNotFound
+	case s == http.StatusUnprocessableEntity && isWrite(resp) && !aboutContent(err):
+		e.Class, e.Until = ClassContentLimited, now.Add(DefaultSecondaryRetryDelay)
+		if hasRetryAfter {
+			e.Until = retryAfter
+		}
 	case s == http.StatusUnprocessableEntity:
 		e.Class = ClassValidation
 	case s >= 500:
@@ -240,6 +253,47 @@ func classifyResponse(op string, now time.Time, resp *http.Response, msg string,
 		e.Class = ClassUnexpected
 	}
 	return e
+}
+
+// isWrite reports whether the request made or changed something: only
+// those meet GitHub's limit on content, reads answer 422 for what they ask.
+func isWrite(resp *http.Response) bool {
+	return resp.Request != nil && resp.Request.Method != http.MethodGet && resp.Request.Method != http.MethodHead
+}
+
+// aboutContent reports whether a 422 is about what the request sent, so that
+// sending it again cannot succeed. GitHub documents the 422 of creating a
+// comment as "Validation failed, or the endpoint has been spammed" and tells
+// the two apart only in words: both come as an error on field "data", code
+// "unprocessable", with the reason in the message ("Body is too long
+// (maximum is 65536 characters)", "was submitted too quickly"). So a 422 is
+// about the content when an error names a field the request sends (body;
+// state, description, context, target_url for a status), or its message
+// speaks of the body or the status cap, or GitHub does not know the commit;
+// anything else (too quickly, spammed, a node it could not resolve, no
+// details at all) is taken for the limit. The word lists are a guess from
+// answers seen in the wild; a 422 they misjudge as a limit is retried a
+// bounded number of times by the outbox, not forever.
+func aboutContent(err error) bool {
+	var er *github.ErrorResponse
+	if !errors.As(err, &er) {
+		return false
+	}
+	msg := strings.ToLower(er.Message)
+	if strings.Contains(msg, "no commit found") {
+		return true
+	}
+	for _, d := range er.Errors {
+		switch strings.ToLower(d.Field) {
+		case "body", "state", "description", "context", "target_url", "sha":
+			return true
+		}
+		m := strings.ToLower(d.Message)
+		if strings.HasPrefix(m, "body ") || strings.Contains(m, "maximum number of statuses") || strings.Contains(m, "no commit found") {
+			return true
+		}
+	}
+	return false
 }
 
 // isAbuse reports whether go-github recognised a secondary limit by its

@@ -64,7 +64,11 @@ type Config struct {
 	WebhookSecret string
 	// StatusContext prefixes the status contexts and the comment markers
 	// (default "fleet-agent"), so two agents on one repository stay apart.
+	// GitHub compares status contexts without case, and so does the forge.
 	StatusContext string
+	// Branch is the agent's branch, the only one applied (default "main"):
+	// MergedPullRequest finds only pull requests merged into it.
+	Branch string
 	// Resolver resolves Token, App.PrivateKey and WebhookSecret.
 	Resolver Resolver
 	// Clock stamps responses for retry times and ages installation tokens.
@@ -81,6 +85,15 @@ const DefaultAPIURL = "https://api.github.com/"
 
 // DefaultStatusContext is the prefix of status contexts and markers.
 const DefaultStatusContext = "fleet-agent"
+
+// DefaultBranch is the branch of Config.Branch when none is given, as the
+// agent's git.branch defaults to it.
+const DefaultBranch = "main"
+
+// APIVersion is the REST API version every request names
+// (X-GitHub-Api-Version): the answers the forge reads are those of this
+// version, whatever GitHub makes its default later.
+const APIVersion = "2022-11-28"
 
 // GitHub talks to one repository. It is safe for concurrent use.
 type GitHub struct {
@@ -135,6 +148,9 @@ func New(cfg Config) (*GitHub, error) {
 	}
 	if strings.ContainsAny(cfg.StatusContext, " \t\r\n<>") || strings.Contains(cfg.StatusContext, "--") {
 		return nil, refusal.New(refusal.InvalidInput, "github.statusContext %q may not hold spaces, '<', '>' or '--' (it goes into an HTML comment)", cfg.StatusContext)
+	}
+	if cfg.Branch == "" {
+		cfg.Branch = DefaultBranch
 	}
 	if cfg.APIURL == "" {
 		cfg.APIURL = DefaultAPIURL
@@ -196,6 +212,9 @@ const (
 	movedPrefix   = "X-Fleet-Agent-"
 )
 
+// hdrAPIVersion names the REST API version of a request.
+const hdrAPIVersion = "X-GitHub-Api-Version"
+
 // authTransport sets the credential on each request, resolving it at that
 // moment, and moves the rate-limit headers where go-github will not see them.
 type authTransport struct {
@@ -219,7 +238,7 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	r := req.Clone(req.Context())
 	r.Header.Set("Authorization", "Bearer "+cred)
-	r.Header.Set("X-GitHub-Api-Version", "2022-11-28")
+	r.Header.Set(hdrAPIVersion, APIVersion)
 	resp, err := t.base.RoundTrip(r)
 	if err != nil {
 		return nil, err

@@ -98,6 +98,14 @@ func newEnv(t *testing.T, opts githubemu.Options) *env {
 		Log:           slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	e.forge = e.restart(t)
+	// Every request the forge makes names the API version it reads.
+	t.Cleanup(func() {
+		for _, r := range e.emu.Requests() {
+			if r.APIVersion != forge.APIVersion {
+				t.Errorf("%s %s named API version %q, want %s", r.Method, r.Path, r.APIVersion, forge.APIVersion)
+			}
+		}
+	})
 	return e
 }
 

@@ -118,8 +118,11 @@ func (g *GitHub) OpenPullRequests(ctx context.Context, base string) ([]PullReque
 }
 
 // PullRequestsForCommit lists the pull requests GitHub associates with a
-// commit: for a commit on the base branch, the one that merged it (merge,
-// squash and rebase alike); for an unmerged commit, the open ones holding it.
+// commit. GitHub's rules: for a commit on the repository's default branch,
+// the merged pull requests that brought it, whatever branch they were merged
+// into; for any other commit, the open and the merged pull requests that
+// hold it. So the list can hold pull requests that are open, or merged into
+// another branch than the agent's: MergedPullRequest sorts them out.
 func (g *GitHub) PullRequestsForCommit(ctx context.Context, sha string) ([]PullRequest, error) {
 	op := "list pull requests of commit " + short(sha)
 	var all []PullRequest
@@ -143,28 +146,37 @@ func (g *GitHub) PullRequestsForCommit(ctx context.Context, sha string) ([]PullR
 	return all, nil
 }
 
-// MergedPullRequest is the merged pull request among those of a commit whose
-// merge produced that commit, or else the only merged one; ok is false when
-// none was merged.
+// MergedPullRequest is the pull request that merged sha into the agent's
+// branch (Config.Branch): MergedPullRequestInto that branch.
 func (g *GitHub) MergedPullRequest(ctx context.Context, sha string) (pr PullRequest, ok bool, err error) {
+	return g.MergedPullRequestInto(ctx, sha, g.cfg.Branch)
+}
+
+// MergedPullRequestInto is the pull request that merged sha into branch
+// base. Of the pull requests GitHub lists for the commit, only those merged
+// (an open one merely holds the commit) into base (one merged into another
+// branch did not bring it here, even when the commit reached base by a push
+// since) count. Of those, the one whose merge made sha (merge, squash or
+// rebase: its merge commit is sha) wins; else the most recently merged, the
+// higher number on a tie. ok is false when none counts.
+func (g *GitHub) MergedPullRequestInto(ctx context.Context, sha, base string) (pr PullRequest, ok bool, err error) {
 	prs, err := g.PullRequestsForCommit(ctx, sha)
 	if err != nil {
 		return PullRequest{}, false, err
 	}
-	var merged []PullRequest
+	var best PullRequest
 	for _, p := range prs {
-		if !p.Merged {
+		if !p.Merged || p.BaseRef != base {
 			continue
 		}
 		if p.MergeCommitSHA == sha {
 			return p, true, nil
 		}
-		merged = append(merged, p)
+		if !ok || p.MergedAt.After(best.MergedAt) || (p.MergedAt.Equal(best.MergedAt) && p.Number > best.Number) {
+			best, ok = p, true
+		}
 	}
-	if len(merged) == 1 {
-		return merged[0], true, nil
-	}
-	return PullRequest{}, false, nil
+	return best, ok, nil
 }
 
 func short(sha string) string {

@@ -8,8 +8,9 @@ import (
 
 // LatestStatus returns the newest status on sha for the context suffix (the
 // prefix is put before it, as SetStatus does), reading GitHub's list of the
-// commit's statuses newest first and stopping at the first match. found is
-// false when no status has that context.
+// commit's statuses newest first and stopping at the first match; contexts
+// match without case, as on GitHub. found is false when no status has that
+// context. The Status returned has the suffix as asked.
 func (g *GitHub) LatestStatus(ctx context.Context, sha, suffix string) (s Status, found bool, err error) {
 	full := g.Context(suffix)
 	op := "read status " + full + " on " + short(sha)
@@ -29,7 +30,7 @@ func (g *GitHub) LatestStatus(ctx context.Context, sha, suffix string) (s Status
 			return Status{}, false, err
 		}
 		for _, rs := range got {
-			if rs.GetContext() == full {
+			if foldContext(rs.GetContext()) == foldContext(full) {
 				return Status{Context: suffix, State: rs.GetState(), Description: rs.GetDescription(), TargetURL: rs.GetTargetURL()}, true, nil
 			}
 		}
@@ -68,10 +69,10 @@ func (p *Poster) StatusIsLatest(ctx context.Context, sha, context, state, descri
 	if err != nil || !found {
 		return false, err
 	}
-	if got != want {
+	if foldStatus(got) != foldStatus(want) {
 		return false, nil
 	}
-	p.g.statuses.put(sha+"\x00"+p.g.Context(context), want)
+	p.g.statuses.put(statusKey(sha, p.g.Context(context)), want)
 	return true, nil
 }
 

@@ -61,8 +61,9 @@ func CutDescription(s string) string {
 }
 
 // statusMemory remembers the last status posted per commit and context, so
-// that an identical one is not posted again. It keeps the most recent
-// entries only: old commits are not posted to again.
+// that an identical one is not posted again. Contexts are compared as GitHub
+// compares them, without case (statusKey). It keeps the most recent entries
+// only: old commits are not posted to again.
 type statusMemory struct {
 	mu    sync.Mutex
 	last  map[string]Status
@@ -77,7 +78,21 @@ func (m *statusMemory) same(key string, s Status) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old, ok := m.last[key]
-	return ok && old == s
+	return ok && old == foldStatus(s)
+}
+
+// statusKey is the memory's key of a commit and a full context.
+func statusKey(sha, fullContext string) string {
+	return sha + "\x00" + foldContext(fullContext)
+}
+
+// foldContext is a status context as GitHub compares it: "This field is
+// case-insensitive" (the REST description of POST statuses/{sha}).
+func foldContext(c string) string { return strings.ToLower(c) }
+
+func foldStatus(s Status) Status {
+	s.Context = foldContext(s.Context)
+	return s
 }
 
 func (m *statusMemory) put(key string, s Status) {
@@ -90,7 +105,7 @@ func (m *statusMemory) put(key string, s Status) {
 			m.order = m.order[1:]
 		}
 	}
-	m.last[key] = s
+	m.last[key] = foldStatus(s)
 }
 
 // SetStatus sets a commit status on sha. The description is cut to 140 code
@@ -109,7 +124,7 @@ func (g *GitHub) SetStatus(ctx context.Context, sha string, s Status) (posted bo
 		return false, invalid(op, "a status needs a commit and a context")
 	}
 	s.Description = CutDescription(s.Description)
-	key := sha + "\x00" + full
+	key := statusKey(sha, full)
 	if g.statuses.same(key, s) {
 		return false, nil
 	}

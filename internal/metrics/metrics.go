@@ -34,6 +34,25 @@ type Outbox struct {
 	// Posts returns the posts delivered and dropped, and the failed sends,
 	// since the agent started.
 	Posts func() (delivered, dropped, failed uint64)
+	// Drops calls fn with the posts dropped for good since the agent
+	// started, by kind (status, sticky, once) and reason (the forge's
+	// class word); outbox.(*Outbox).EachDrop has this shape. Optional.
+	Drops func(fn func(kind, reason string, n uint64))
+}
+
+// dropsCollector serves fleet_agent_posts_dropped_total{kind,reason} from the
+// outbox's counts at scrape time.
+type dropsCollector struct {
+	desc  *prometheus.Desc
+	drops func(fn func(kind, reason string, n uint64))
+}
+
+func (c dropsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c dropsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.drops(func(kind, reason string, n uint64) {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), kind, reason)
+	})
 }
 
 // New registers the metrics; box is nil without GitHub.
@@ -70,6 +89,11 @@ func New(box *Outbox) *Metrics {
 			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fleet_agent_posts_total",
 				Help: "Posts to GitHub: delivered, dropped (refused for good) and failed sends (each retry counts).", ConstLabels: prometheus.Labels{"result": r.result}},
 				func() float64 { d, x, f := box.Posts(); return float64(r.pick(d, x, f)) }))
+		}
+		if box.Drops != nil {
+			m.reg.MustRegister(dropsCollector{drops: box.Drops, desc: prometheus.NewDesc("fleet_agent_posts_dropped_total",
+				"Posts to GitHub dropped for good, by kind (status, sticky, once) and reason (validation, content_limited, not_found, ...); each is also an error log line, and a dropped comment a status on its commit.",
+				[]string{"kind", "reason"}, nil)})
 		}
 	}
 	return m

@@ -3,8 +3,11 @@ package outbox
 import (
 	"context"
 	"errors"
+	"sort"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -17,8 +20,9 @@ import (
 //
 // Errors should carry a class and a retry time: the outbox looks for
 // ClassName() string (the forge's class words: unauthorized, forbidden,
-// not_found, validation, rate_limited, secondary_rate_limited, server,
-// network, credentials, unexpected) and for Retryable() bool and
+// not_found, validation, content_limited, rate_limited,
+// secondary_rate_limited, server, network, credentials, unexpected) and for
+// Retryable() bool and
 // RetryAt(now) time.Time. An error with neither is taken as retryable, and as
 // possibly done.
 type Sender interface {
@@ -43,6 +47,7 @@ const (
 	classForbidden    = "forbidden"
 	classNotFound     = "not_found"
 	classValidation   = "validation"
+	classContentLimit = "content_limited"
 	classRateLimited  = "rate_limited"
 	classSecondary    = "secondary_rate_limited"
 	classServer       = "server"
@@ -55,8 +60,12 @@ const (
 	DefaultMinBackoff   = 2 * time.Second
 	DefaultMaxBackoff   = 5 * time.Minute
 	DefaultAuthAttempts = 20
-	DefaultIdle         = time.Minute
-	DefaultMinSpacing   = time.Second
+	// DefaultContentLimitAttempts: 20 tries spread over about 70 minutes
+	// (a minute each at first, as GitHub asks, then the backoff's cap),
+	// past GitHub's hourly content limit.
+	DefaultContentLimitAttempts = 20
+	DefaultIdle                 = time.Minute
+	DefaultMinSpacing           = time.Second
 )
 
 // NoSpacing, as Options.MinSpacing, sends back to back: for tests that drain
@@ -77,6 +86,10 @@ type Options struct {
 	// that does not resolve) is tried before it is dropped (default 20,
 	// about an hour).
 	AuthAttempts int
+	// ContentLimitAttempts is how many times a comment meeting GitHub's
+	// content limit (a 422 that is not about its content) is tried before
+	// it is dropped (default DefaultContentLimitAttempts).
+	ContentLimitAttempts int
 	// Idle is how often Run looks at an empty queue, for posts queued with
 	// the package's Enqueue, which wakes nothing (default 1 min). It reads
 	// the state file only: an idle outbox sends nothing.
@@ -123,6 +136,19 @@ type Outbox struct {
 
 	mu    sync.Mutex
 	stats Stats
+	drops map[dropKey]uint64
+	// lastStatus is, per status key, the status this process delivered
+	// last (the newest few only): the note of a dropped comment repeats it.
+	lastStatus map[string]Post
+	lastOrder  []string
+
+	// pairTx and pairStatus remember the first status queued in the
+	// current write transaction, for the comments queued after it there.
+	// bbolt runs one write transaction at a time, and the pointer kept
+	// keeps a finished transaction's Tx from being reused as another's.
+	pairMu     sync.Mutex
+	pairTx     *state.Tx
+	pairStatus *Post
 
 	// afterSend, for tests, runs after a send GitHub took and before it is
 	// recorded; true stops there as if the process died.
@@ -146,6 +172,9 @@ func New(store *state.Store, send Sender, opts Options) *Outbox {
 	if opts.AuthAttempts <= 0 {
 		opts.AuthAttempts = DefaultAuthAttempts
 	}
+	if opts.ContentLimitAttempts <= 0 {
+		opts.ContentLimitAttempts = DefaultContentLimitAttempts
+	}
 	if opts.Idle <= 0 {
 		opts.Idle = DefaultIdle
 	}
@@ -156,17 +185,40 @@ func New(store *state.Store, send Sender, opts Options) *Outbox {
 		opts.MinSpacing = 0
 	}
 	return &Outbox{store: store, send: send, opts: opts, clock: opts.Clock, log: opts.Log,
-		wake: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), drops: map[dropKey]uint64{}, lastStatus: map[string]Post{}}
 }
 
 // Enqueue queues p inside tx, like the package's Enqueue, and wakes Run when
-// tx commits. It never waits for GitHub.
+// tx commits. It never waits for GitHub. A comment is paired with the first
+// status queued through it in the same transaction: the status that tells
+// the reviewer when the comment cannot be posted.
 func (o *Outbox) Enqueue(tx *state.Tx, p Post) error {
-	if err := Enqueue(tx, p); err != nil {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if err := enqueue(tx, p, o.pair(tx, p)); err != nil {
 		return err
 	}
 	tx.OnCommit(o.Wake)
 	return nil
+}
+
+// pair records the first status of tx, and returns it for a comment of tx.
+func (o *Outbox) pair(tx *state.Tx, p Post) *Post {
+	o.pairMu.Lock()
+	defer o.pairMu.Unlock()
+	if p.Kind == KindStatus {
+		if o.pairTx != tx {
+			st := p
+			o.pairTx, o.pairStatus = tx, &st
+		}
+		return nil
+	}
+	if o.pairTx != tx {
+		return nil
+	}
+	st := *o.pairStatus
+	return &st
 }
 
 // Add queues posts in a transaction of its own.
@@ -315,7 +367,7 @@ func (o *Outbox) step(ctx context.Context) (stepResult, error) {
 		if err != nil {
 			// A record this build cannot read is a poison post too.
 			o.log.Error().Err(err).Uint64("seq", e.Seq).Msg("outbox: dropped an unreadable post")
-			o.count(func(s *Stats) { s.Dropped++ })
+			o.countDrop("unknown", "unreadable")
 			seq, found = e.Seq, false
 			return tx.OutboxDelete(e.Seq)
 		}
@@ -402,11 +454,14 @@ func (o *Outbox) delivered(seq uint64, sent record, already bool) (stepResult, e
 		// Coalesced while it was being sent: the newer content is not
 		// on GitHub yet, and we know exactly what is, so it is no longer
 		// in flight. It stays at the head and goes next.
-		cur.InFlight, cur.Attempts, cur.AuthFailures, cur.NotBefore, cur.LastError = false, 0, 0, 0, ""
+		cur.InFlight, cur.Attempts, cur.AuthFailures, cur.LimitFailures, cur.NotBefore, cur.LastError = false, 0, 0, 0, 0, ""
 		return tx.OutboxReplace(seq, cur.encode())
 	})
 	if err != nil {
 		return stepResult{}, err
+	}
+	if sent.Post.Kind == KindStatus {
+		o.rememberStatus(sent.Post)
 	}
 	now := o.clock.Now()
 	o.count(func(s *Stats) {
@@ -432,6 +487,10 @@ type verdict struct {
 	maybeDone bool
 	// auth: a credential failure (counted towards AuthAttempts).
 	auth bool
+	// limit: GitHub's content limit (counted towards ContentLimitAttempts).
+	limit bool
+	// reason is the word for the drop metric: the class, or "refused".
+	reason string
 }
 
 type classed interface{ ClassName() string }
@@ -442,8 +501,9 @@ type retryable interface {
 }
 
 // judge applies the error policy (see the package comment); attempts counts
-// this failure, authFailures the credential failures before it.
-func (o *Outbox) judge(err error, attempts, authFailures int, now time.Time) verdict {
+// this failure, authFailures and limitFailures the credential and content
+// limit failures before it.
+func (o *Outbox) judge(err error, attempts, authFailures, limitFailures int, now time.Time) verdict {
 	hold := now.Add(o.backoff(attempts))
 	var re retryable
 	if errors.As(err, &re) {
@@ -458,16 +518,19 @@ func (o *Outbox) judge(err error, attempts, authFailures int, now time.Time) ver
 	}
 	switch class {
 	case classUnauthorized, classCredentials:
-		return verdict{drop: authFailures+1 >= o.opts.AuthAttempts, until: hold, auth: true}
+		return verdict{drop: authFailures+1 >= o.opts.AuthAttempts, until: hold, auth: true, reason: class}
+	case classContentLimit:
+		// GitHub did not take it (a 422 creates nothing): not maybe done.
+		return verdict{drop: limitFailures+1 >= o.opts.ContentLimitAttempts, until: hold, limit: true, reason: class}
 	case classRateLimited, classSecondary:
 		return verdict{until: hold}
 	case classServer, classNetwork:
 		return verdict{until: hold, maybeDone: true}
 	case classForbidden, classNotFound, classValidation, classUnexpected:
-		return verdict{drop: true}
+		return verdict{drop: true, reason: class}
 	}
 	if re != nil && !re.Retryable() {
-		return verdict{drop: true}
+		return verdict{drop: true, reason: "refused"}
 	}
 	// Unknown: retryable, and maybe done.
 	return verdict{until: hold, maybeDone: true}
@@ -490,10 +553,12 @@ func (o *Outbox) failed(ctx context.Context, seq uint64, sent record, wasInFligh
 		return stepResult{}, ctx.Err()
 	}
 	now := o.clock.Now()
-	v := o.judge(sendErr, sent.Attempts+1, sent.AuthFailures, now)
+	v := o.judge(sendErr, sent.Attempts+1, sent.AuthFailures, sent.LimitFailures, now)
 	msg := sendErr.Error()
 	res := stepResult{progressed: true}
 	var held *HeldError
+	dropped := false
+	noted := ""
 	err := o.store.Update(func(tx *state.Tx) error {
 		e, ok, err := tx.OutboxGet(seq)
 		if err != nil || !ok {
@@ -505,18 +570,26 @@ func (o *Outbox) failed(ctx context.Context, seq uint64, sent record, wasInFligh
 		}
 		if v.drop {
 			if cur.Rev == sent.Rev {
-				return tx.OutboxDelete(seq)
+				if err := tx.OutboxDelete(seq); err != nil {
+					return err
+				}
+				dropped = true
+				noted, err = o.noteDrop(tx, cur, v.reason)
+				return err
 			}
 			// The post was replaced while it failed; the new content
 			// deserves its own try. What failed was refused, so
 			// nothing of it reached GitHub.
-			cur.InFlight, cur.Attempts, cur.AuthFailures, cur.NotBefore, cur.LastError = wasInFlight, 0, 0, 0, msg
+			cur.InFlight, cur.Attempts, cur.AuthFailures, cur.LimitFailures, cur.NotBefore, cur.LastError = wasInFlight, 0, 0, 0, 0, msg
 			return tx.OutboxReplace(seq, cur.encode())
 		}
 		cur.InFlight = wasInFlight || v.maybeDone
 		cur.Attempts = sent.Attempts + 1
 		if v.auth {
 			cur.AuthFailures = sent.AuthFailures + 1
+		}
+		if v.limit {
+			cur.LimitFailures = sent.LimitFailures + 1
 		}
 		cur.NotBefore = ceilMilli(v.until)
 		cur.LastError = msg
@@ -529,16 +602,26 @@ func (o *Outbox) failed(ctx context.Context, seq uint64, sent record, wasInFligh
 	o.count(func(s *Stats) {
 		s.Failures++
 		s.LastError, s.LastErrorAt = msg, now
-		if v.drop {
-			s.Dropped++
-		}
 		if held != nil {
 			s.HeldUntil = held.Until
 		}
 	})
+	if dropped {
+		o.countDrop(string(sent.Post.Kind), v.reason)
+		ev := o.log.Error().Str("post", sent.Post.String()).Str("kind", string(sent.Post.Kind)).Int("attempts", sent.Attempts+1).
+			Str("class", v.reason).Str("reason", msg)
+		switch {
+		case noted != "":
+			ev = ev.Str("noted", noted)
+		case sent.Post.Kind != KindStatus:
+			ev = ev.Str("noted", "no status was queued with this comment to carry the note")
+		}
+		ev.Msg("outbox: dropped a post GitHub will not take")
+		return res, nil
+	}
 	if v.drop {
-		o.log.Error().Str("post", sent.Post.String()).Int("attempts", sent.Attempts+1).Str("reason", msg).
-			Msg("outbox: dropped a post GitHub will not take")
+		o.log.Warn().Str("post", sent.Post.String()).Str("class", v.reason).Str("reason", msg).
+			Msg("outbox: GitHub refused a version of a post replaced since; the newer one goes next")
 		return res, nil
 	}
 	o.log.Warn().Str("post", sent.Post.String()).Int("attempts", sent.Attempts+1).Time("retryAt", v.until).
@@ -563,4 +646,142 @@ func (o *Outbox) count(fn func(*Stats)) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	fn(&o.stats)
+}
+
+// dropKey counts drops by post kind and reason.
+type dropKey struct{ kind, reason string }
+
+// Drop is a count of posts dropped for good, by kind (status, sticky, once,
+// unknown for a record that could not be read) and reason (the forge's class
+// word: validation, not_found, forbidden, unauthorized, credentials,
+// content_limited, unexpected; "refused" for another error that says it
+// cannot succeed; "unreadable").
+type Drop struct {
+	Kind, Reason string
+	Count        uint64
+}
+
+// Drops lists the drop counts since New, by kind then reason.
+func (o *Outbox) Drops() []Drop {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]Drop, 0, len(o.drops))
+	for k, n := range o.drops {
+		out = append(out, Drop{Kind: k.kind, Reason: k.reason, Count: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].Reason < out[j].Reason
+	})
+	return out
+}
+
+// EachDrop calls fn with each drop count: the shape metrics.Outbox.Drops
+// takes, so that the binary passes the method as it is.
+func (o *Outbox) EachDrop(fn func(kind, reason string, n uint64)) {
+	for _, d := range o.Drops() {
+		fn(d.Kind, d.Reason, d.Count)
+	}
+}
+
+func (o *Outbox) countDrop(kind, reason string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.stats.Dropped++
+	o.drops[dropKey{kind, reason}]++
+}
+
+// lastStatusKeep bounds the statuses remembered for notes: a note is made
+// right after its status was delivered, when the comment behind it fails.
+const lastStatusKeep = 1024
+
+func (o *Outbox) rememberStatus(p Post) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := p.Key()
+	if _, ok := o.lastStatus[k]; !ok {
+		o.lastOrder = append(o.lastOrder, k)
+		if len(o.lastOrder) > lastStatusKeep {
+			delete(o.lastStatus, o.lastOrder[0])
+			o.lastOrder = o.lastOrder[1:]
+		}
+	}
+	o.lastStatus[k] = p
+}
+
+func (o *Outbox) rememberedStatus(key string) (Post, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p, ok := o.lastStatus[key]
+	return p, ok
+}
+
+// noteDrop queues, in tx, the status that tells the reviewer the dropped
+// comment rec was not posted (see "Nothing is dropped unsaid"). It returns
+// what it noted on, "" when rec is a status or has no paired status.
+func (o *Outbox) noteDrop(tx *state.Tx, rec record, reason string) (string, error) {
+	if rec.Post.Kind == KindStatus || rec.Status == nil {
+		return "", nil
+	}
+	base := *rec.Status
+	key := base.Key()
+	if last, ok := o.rememberedStatus(key); ok {
+		base = last
+	}
+	note := base.String()
+	queued, ok, err := tx.OutboxLookup(key)
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		cur, err := decodeRecord(queued)
+		if err != nil {
+			return "", err
+		}
+		if !strings.HasPrefix(cur.Post.Description, notePrefix) {
+			cur.Post.Description = noteText(reason, cur.Post.Description)
+			cur.Rev++
+		}
+		return cur.Post.String() + " (queued, amended)", tx.OutboxReplace(queued.Seq, cur.encode())
+	}
+	base.Description = noteText(reason, base.Description)
+	_, err = tx.OutboxAppend(key, record{Post: base}.encode())
+	return note, err
+}
+
+// notePrefix starts every note, so that a note is not noted twice.
+const notePrefix = "comment not posted"
+
+// maxDescription is GitHub's limit on a status description, in code points
+// (the forge cuts too; the note is cut here so that its words come first).
+const maxDescription = 140
+
+// noteText is the description of a note: what happened, where to look, and
+// the status's own description after it, cut to fit.
+func noteText(reason, description string) string {
+	why := map[string]string{
+		classValidation:   "GitHub refused its content",
+		classContentLimit: "GitHub kept limiting new content",
+		classNotFound:     "the pull request was not found",
+		classForbidden:    "no permission to comment",
+		classUnauthorized: "GitHub refused the credential",
+		classCredentials:  "the credential did not resolve",
+	}[reason]
+	if why == "" {
+		why = "GitHub refused it"
+	}
+	s := notePrefix + " (" + why + "); see the fleet-agent log"
+	if description == "" {
+		return s
+	}
+	s += " · "
+	// The note's own words always fit; the status's description gets the
+	// code points left, and an ellipsis when it loses some.
+	room := maxDescription - utf8.RuneCountInString(s)
+	if d := []rune(description); len(d) > room {
+		return s + string(d[:room-1]) + "…"
+	}
+	return s + description
 }

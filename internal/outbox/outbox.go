@@ -39,8 +39,31 @@
 // limit, secondary limit, 5xx, network) holds the whole queue until
 // max(the error's RetryAt, capped exponential backoff); the hold is persisted
 // in the entry, so a restart honours it too. A failure that the same request
-// would meet again (403, 404, 422, any other 4xx) drops the post with an
-// error log line that says why: a poison post never jams the queue.
+// would meet again (403, 404, a 422 about the content, any other 4xx) drops
+// the post: a poison post never jams the queue.
+//
+// A 422 to a comment that is not about its content (the forge's class
+// content_limited: "was submitted too quickly", "the endpoint has been
+// spammed") is GitHub's limit on creating content, and passes: it holds the
+// queue like a secondary limit. It is retried ContentLimitAttempts times (20
+// by default, about 70 minutes: GitHub's content limits run per minute and
+// per hour), then dropped, so that a 422 misjudged as a limit cannot hold
+// every post behind it for ever.
+//
+// # Nothing is dropped unsaid
+//
+// Every drop is an error log line (the post, the attempts, the reason), a
+// count by kind and reason (Drops, for fleet_agent_posts_dropped_total), and,
+// for a comment, a status that says so. A comment queued by (*Outbox).Enqueue
+// in the same transaction as a status (the agent queues a status and the
+// comment that explains it together: plan, apply, drift) is paired with the
+// first such status. When the comment is dropped, that status is queued
+// again, in the transaction that drops the comment, with its newest known
+// content (a version of it still queued is amended in place; else the one
+// this process delivered last; else the one paired) and a description that
+// starts by telling the reviewer the comment could not be posted and to look
+// in the fleet-agent log. A comment with no paired status, and a dropped
+// status, are logged and counted only.
 //
 // A 401 (or a credential that does not resolve) is never about the post but
 // about the credential, which may be in the middle of a rotation (a token
@@ -82,9 +105,14 @@ type record struct {
 	// known (set before each send, kept after a crash or a lost answer).
 	InFlight bool `json:"inFlight,omitempty"`
 	// Attempts counts failed sends since the last success; AuthFailures
-	// those of them that met 401 or an unresolvable credential.
-	Attempts     int `json:"attempts,omitempty"`
-	AuthFailures int `json:"authFailures,omitempty"`
+	// those of them that met 401 or an unresolvable credential,
+	// LimitFailures those that met GitHub's content limit.
+	Attempts      int `json:"attempts,omitempty"`
+	AuthFailures  int `json:"authFailures,omitempty"`
+	LimitFailures int `json:"limitFailures,omitempty"`
+	// Status, for a comment, is the status queued with it that the note
+	// of a drop goes on (see "Nothing is dropped unsaid").
+	Status *Post `json:"status,omitempty"`
 	// NotBefore is when the next send may be made (Unix ms), 0 for now.
 	NotBefore int64 `json:"notBefore,omitempty"`
 	// LastError is the last failure's text, for logs and metrics.
@@ -109,10 +137,21 @@ func (r record) encode() []byte {
 
 // Enqueue queues p inside the caller's transaction, coalescing it with what
 // is queued under the same key; it is delivered once tx commits. Nothing
-// wakes a deliverer: use (*Outbox).Enqueue for that, or let its timer find it.
+// wakes a deliverer: use (*Outbox).Enqueue for that, or let its timer find
+// it. A comment queued here is paired with no status: use (*Outbox).Enqueue
+// for that too.
 func Enqueue(tx *state.Tx, p Post) error {
 	if err := p.Validate(); err != nil {
 		return err
+	}
+	return enqueue(tx, p, nil)
+}
+
+// enqueue is Enqueue of a valid post; status is the status a comment is
+// paired with, nil for none.
+func enqueue(tx *state.Tx, p Post, status *Post) error {
+	if p.Kind == KindStatus {
+		status = nil
 	}
 	key := p.Key()
 	old, ok, err := tx.OutboxLookup(key)
@@ -120,7 +159,7 @@ func Enqueue(tx *state.Tx, p Post) error {
 		return err
 	}
 	if !ok {
-		_, err := tx.OutboxAppend(key, record{Post: p}.encode())
+		_, err := tx.OutboxAppend(key, record{Post: p, Status: status}.encode())
 		return err
 	}
 	if p.Kind == KindOnce {
@@ -130,8 +169,14 @@ func Enqueue(tx *state.Tx, p Post) error {
 	if err != nil {
 		return err
 	}
+	if status != nil {
+		rec.Status = status
+	}
 	if rec.Post == p {
-		return nil
+		if status == nil {
+			return nil
+		}
+		return tx.OutboxReplace(old.Seq, rec.encode())
 	}
 	// Same place in the queue (see the package comment). The in-flight
 	// mark stays: an older version may have reached GitHub. The hold stays

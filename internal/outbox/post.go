@@ -81,11 +81,13 @@ func (p Post) Validate() error {
 	return nil
 }
 
-// Key is the coalescing key: posts with the same key are one post.
+// Key is the coalescing key: posts with the same key are one post. Status
+// contexts are case-insensitive on GitHub ("plan" and "Plan" are one status
+// context), so the key folds their case.
 func (p Post) Key() string {
 	switch p.Kind {
 	case KindStatus:
-		return "status\x00" + p.SHA + "\x00" + p.Context
+		return "status\x00" + p.SHA + "\x00" + strings.ToLower(p.Context)
 	default:
 		return string(p.Kind) + "\x00" + strconv.Itoa(p.PR) + "\x00" + p.Marker
 	}

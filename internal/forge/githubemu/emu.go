@@ -4,6 +4,16 @@
 // 304s, rate-limit headers and budget, secondary limits, 401/404/422, App
 // installation tokens), with state a test can drive and read.
 //
+// It follows GitHub's REST description (version 2022-11-28, the parts kept
+// under testdata/restapi and checked by the tests) where fleet-agent's tests
+// once followed their own idea of GitHub: the X-GitHub-Api-Version header is
+// checked and answered; status contexts are case-insensitive; creating or
+// editing a comment can answer 422 "was submitted too quickly"
+// (SubmittedTooQuicklyNext); and commits/{sha}/pulls lists, for a commit on
+// the default branch, the merged pull requests that brought it, and for any
+// other commit the open and merged pull requests that hold it, whatever their
+// base branch.
+//
 // It is an ordinary package so that end-to-end tests elsewhere can use it;
 // only tests import it.
 package githubemu
@@ -32,7 +42,17 @@ type Options struct {
 	Clock clock.Clock
 	// RateLimit is the budget of counted requests per hour (default 5000).
 	RateLimit int
+	// APIVersions are the REST API versions answered (default
+	// SupportedAPIVersion only). A request naming another version in
+	// X-GitHub-Api-Version gets GitHub's 400; one naming none is answered
+	// as the first.
+	APIVersions []string
 }
+
+// SupportedAPIVersion is the REST API version the emulator's answers follow
+// (GitHub also offers 2026-03-10, whose changes the emulator does not model,
+// so it refuses that version rather than answer it wrongly).
+const SupportedAPIVersion = "2022-11-28"
 
 // Server is the emulator. All methods are safe for concurrent use.
 type Server struct {
@@ -52,6 +72,8 @@ type Server struct {
 	secondary int
 	secAfter  time.Duration
 	fail5xx   int
+	tooQuick  int
+	versions  []string
 	outage    bool
 	log       []Request
 	minted    int
@@ -87,6 +109,8 @@ type Request struct {
 	Counted bool
 	// Conditional says whether it carried If-None-Match.
 	Conditional bool
+	// APIVersion is the X-GitHub-Api-Version the request named, "" for none.
+	APIVersion string
 }
 
 // Counters sum up the request log.
@@ -105,14 +129,18 @@ func New(tb testing.TB, opts Options) *Server {
 	if opts.RateLimit <= 0 {
 		opts.RateLimit = 5000
 	}
+	if len(opts.APIVersions) == 0 {
+		opts.APIVersions = []string{SupportedAPIVersion}
+	}
 	s := &Server{
-		prefix: strings.TrimSuffix(opts.Prefix, "/"),
-		clock:  opts.Clock,
-		tokens: map[string]tokenInfo{},
-		apps:   map[int64]appInfo{},
-		repos:  map[string]*Repo{},
-		nextID: 1000,
-		limit:  opts.RateLimit,
+		prefix:   strings.TrimSuffix(opts.Prefix, "/"),
+		clock:    opts.Clock,
+		tokens:   map[string]tokenInfo{},
+		apps:     map[int64]appInfo{},
+		repos:    map[string]*Repo{},
+		nextID:   1000,
+		limit:    opts.RateLimit,
+		versions: append([]string(nil), opts.APIVersions...),
 	}
 	s.remaining = s.limit
 	s.reset = s.clock.Now().Add(time.Hour)
@@ -214,6 +242,17 @@ func (s *Server) SecondaryLimitNext(n int, retryAfter time.Duration) {
 	s.secondary, s.secAfter = n, retryAfter
 }
 
+// SubmittedTooQuicklyNext answers the next n requests that create or edit a
+// comment with the 422 GitHub gives an integration that creates content too
+// fast ("was submitted too quickly"): the comment is not made, and the same
+// request succeeds later. The answer has the shape of a validation error, as
+// GitHub's has.
+func (s *Server) SubmittedTooQuicklyNext(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tooQuick = n
+}
+
 // Fail5xxNext answers the next n requests with 502 Bad Gateway.
 func (s *Server) Fail5xxNext(n int) {
 	s.mu.Lock()
@@ -277,10 +316,12 @@ func (s *Server) Repo(fullName string) *Repo {
 	owner, name, _ := strings.Cut(fullName, "/")
 	r := &Repo{
 		s: s, owner: owner, name: name, id: s.id(),
-		pulls:    map[int]*pull{},
-		commits:  map[string][]int{},
-		comments: map[int][]*comment{},
-		statuses: map[string][]*status{},
+		defaultBranch: "main",
+		pulls:         map[int]*pull{},
+		commits:       map[string][]int{},
+		branches:      map[string]map[string]bool{},
+		comments:      map[int][]*comment{},
+		statuses:      map[string][]*status{},
 	}
 	s.repos[fullName] = r
 	return r
@@ -288,14 +329,49 @@ func (s *Server) Repo(fullName string) *Repo {
 
 // Repo is one repository of the emulator.
 type Repo struct {
-	s           *Server
-	owner, name string
-	id          int64
-	number      int
-	pulls       map[int]*pull
-	commits     map[string][]int // sha -> pull request numbers
-	comments    map[int][]*comment
-	statuses    map[string][]*status
+	s             *Server
+	owner, name   string
+	id            int64
+	defaultBranch string
+	number        int
+	pulls         map[int]*pull
+	commits       map[string][]int // sha -> the pull requests that hold it
+	// branches: the commits known to be on each branch (pushed there or
+	// made there by a merge), which decides what commits/{sha}/pulls lists.
+	branches map[string]map[string]bool
+	comments map[int][]*comment
+	statuses map[string][]*status
+}
+
+// SetDefaultBranch makes name the repository's default branch ("main" until
+// then): commits/{sha}/pulls lists only merged pull requests for a commit on
+// it.
+func (r *Repo) SetDefaultBranch(name string) {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.defaultBranch = name
+}
+
+// PushCommit records that sha is on branch (a direct push, or a commit a
+// merge made there) and makes it known, as AddCommit does.
+func (r *Repo) PushCommit(branch, sha string) {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.onBranch(branch, sha)
+}
+
+func (r *Repo) onBranch(branch, sha string) {
+	if _, ok := r.commits[sha]; !ok {
+		r.commits[sha] = nil
+	}
+	b := r.branches[branch]
+	if b == nil {
+		b = map[string]bool{}
+		r.branches[branch] = b
+	}
+	b[sha] = true
 }
 
 // PR is a pull request as tests set and read it.
@@ -347,7 +423,8 @@ type Status struct {
 type status struct{ Status }
 
 // OpenPR opens a pull request; Number 0 takes the next one, BaseRef ""
-// means main, User "" means octocat. It returns the number.
+// means the default branch, User "" means octocat. Its head commit becomes
+// one of its commits. It returns the number.
 func (r *Repo) OpenPR(p PR) int {
 	s := r.s
 	s.mu.Lock()
@@ -359,7 +436,7 @@ func (r *Repo) OpenPR(p PR) int {
 		r.number = p.Number
 	}
 	if p.BaseRef == "" {
-		p.BaseRef = "main"
+		p.BaseRef = r.defaultBranch
 	}
 	if p.HeadRef == "" {
 		p.HeadRef = fmt.Sprintf("change-%d", p.Number)
@@ -401,7 +478,9 @@ func (r *Repo) PushHead(number int, sha string) {
 }
 
 // MergePR merges pull request number; mergeSHA is the commit the merge made
-// on the base branch (merge, squash or rebase).
+// on the base branch (merge, squash or rebase), which is then on that branch
+// and one of the pull request's commits. The head commits are not put on the
+// base branch (as a squash leaves them): say PushCommit for those that are.
 func (r *Repo) MergePR(number int, mergeSHA string) {
 	s := r.s
 	s.mu.Lock()
@@ -411,6 +490,7 @@ func (r *Repo) MergePR(number int, mergeSHA string) {
 	p.State, p.Merged, p.MergeCommitSHA = "closed", true, mergeSHA
 	p.MergedAt, p.mergedAt, p.closedAt, p.updated = now, now, now, now
 	r.link(mergeSHA, number)
+	r.onBranch(p.BaseRef, mergeSHA)
 }
 
 // ClosePR closes pull request number without merging.
@@ -423,8 +503,9 @@ func (r *Repo) ClosePR(number int) {
 	p.State, p.closedAt, p.updated = "closed", now, now
 }
 
-// AddCommit makes sha known (statuses can be set on it) and associates it
-// with pull requests, as commits/{sha}/pulls will list them.
+// AddCommit makes sha known (statuses can be set on it) and makes it one of
+// the commits of pull requests prs, which commits/{sha}/pulls then lists by
+// GitHub's rules (see commitPulls). It puts sha on no branch.
 func (r *Repo) AddCommit(sha string, prs ...int) {
 	s := r.s
 	s.mu.Lock()

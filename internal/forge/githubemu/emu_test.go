@@ -174,7 +174,8 @@ func TestCommentsAndStatuses(t *testing.T) {
 	long := strings.Repeat("ü", 65537)
 	_, _, err = c.Issues.CreateComment(ctx, "acme", "fleet", n, &github.IssueComment{Body: github.String(long)})
 	var er *github.ErrorResponse
-	if !errors.As(err, &er) || er.Response.StatusCode != 422 || len(er.Errors) != 1 || er.Errors[0].Field != "body" {
+	if !errors.As(err, &er) || er.Response.StatusCode != 422 || len(er.Errors) != 1 || er.Errors[0].Field != "data" ||
+		er.Errors[0].Code != "unprocessable" || !strings.HasPrefix(er.Errors[0].Message, "Body is too long") {
 		t.Errorf("long body: %v", err)
 	}
 	if _, _, err := c.Issues.CreateComment(ctx, "acme", "fleet", n, &github.IssueComment{Body: github.String(long[:len(long)-2])}); err != nil {

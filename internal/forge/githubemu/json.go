@@ -30,10 +30,16 @@ func userJSON(req *http.Request, login string) map[string]any {
 	if strings.HasSuffix(login, "[bot]") {
 		typ = "Bot"
 	}
+	api := "http://" + req.Host + "/users/" + login
 	return map[string]any{
 		"login": login, "id": idOf(login), "node_id": "U_" + login, "type": typ, "site_admin": false,
-		"url":      "http://" + req.Host + "/users/" + login,
-		"html_url": "http://" + req.Host + "/" + login,
+		"url": api, "html_url": "http://" + req.Host + "/" + login,
+		"avatar_url": "http://" + req.Host + "/avatars/" + login, "gravatar_id": "",
+		"followers_url": api + "/followers", "following_url": api + "/following{/other_user}",
+		"gists_url": api + "/gists{/gist_id}", "starred_url": api + "/starred{/owner}{/repo}",
+		"subscriptions_url": api + "/subscriptions", "organizations_url": api + "/orgs",
+		"repos_url": api + "/repos", "events_url": api + "/events{/privacy}",
+		"received_events_url": api + "/received_events",
 	}
 }
 
@@ -69,11 +75,32 @@ func (r *Repo) pullJSON(req *http.Request, p *pull, single bool) map[string]any 
 	if p.MergeCommitSHA != "" {
 		mergeSHA = p.MergeCommitSHA
 	}
+	self := r.apiURL(req, fmt.Sprintf("/pulls/%d", p.Number))
+	html := r.webURL(req, fmt.Sprintf("/pull/%d", p.Number))
+	issue := r.apiURL(req, fmt.Sprintf("/issues/%d", p.Number))
+	link := func(href string) map[string]any { return map[string]any{"href": href} }
 	out := map[string]any{
-		"url":                 r.apiURL(req, fmt.Sprintf("/pulls/%d", p.Number)),
+		"diff_url":            html + ".diff",
+		"patch_url":           html + ".patch",
+		"issue_url":           issue,
+		"commits_url":         self + "/commits",
+		"review_comments_url": self + "/comments",
+		"review_comment_url":  r.apiURL(req, "/pulls/comments{/number}"),
+		"comments_url":        issue + "/comments",
+		"statuses_url":        r.apiURL(req, "/statuses/"+p.HeadSHA),
+		"assignee":            nil,
+		"assignees":           []any{},
+		"milestone":           nil,
+		"requested_teams":     []any{},
+		"_links": map[string]any{
+			"self": link(self), "html": link(html), "issue": link(issue), "comments": link(issue + "/comments"),
+			"review_comments": link(self + "/comments"), "review_comment": link(r.apiURL(req, "/pulls/comments{/number}")),
+			"commits": link(self + "/commits"), "statuses": link(r.apiURL(req, "/statuses/"+p.HeadSHA)),
+		},
+		"url":                 self,
 		"id":                  p.id,
 		"node_id":             fmt.Sprintf("PR_%d", p.id),
-		"html_url":            r.webURL(req, fmt.Sprintf("/pull/%d", p.Number)),
+		"html_url":            html,
 		"number":              p.Number,
 		"state":               state,
 		"locked":              false,

@@ -18,8 +18,14 @@ const (
 	docsRoot          = "https://docs.github.com/rest"
 	docsPrimaryLimit  = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-the-primary-rate-limit"
 	docsSecondary     = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"
-	maxCommentBody    = 65536
-	maxStatusDescribe = 140
+	docsAPIVersions   = "https://docs.github.com/rest/about-the-rest-api/api-versions"
+	docsCreateComment = "https://docs.github.com/rest/issues/comments#create-an-issue-comment"
+	// The request header naming the REST API version, and the answer's
+	// header naming the version that answered.
+	hdrAPIVersion         = "X-GitHub-Api-Version"
+	hdrAPIVersionSelected = "X-GitHub-Api-Version-Selected"
+	maxCommentBody        = 65536
+	maxStatusDescribe     = 140
 	// maxStatusesPerContext: "a limit of 1000 statuses per sha and context
 	// within a repository", a validation error past it.
 	maxStatusesPerContext = 1000
@@ -70,7 +76,8 @@ func notFound() reply { return errReply(http.StatusNotFound, "Not Found") }
 
 func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 	path, inPrefix := strings.CutPrefix(req.URL.Path, s.prefix)
-	entry := Request{Method: req.Method, Path: path, Query: req.URL.RawQuery, Conditional: req.Header.Get("If-None-Match") != ""}
+	entry := Request{Method: req.Method, Path: path, Query: req.URL.RawQuery, Conditional: req.Header.Get("If-None-Match") != "",
+		APIVersion: req.Header.Get(hdrAPIVersion)}
 	body, _ := io.ReadAll(io.LimitReader(req.Body, 64<<20))
 
 	s.mu.Lock()
@@ -87,7 +94,15 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	s.roll()
 	var rep reply
+	version, versionOK := s.apiVersion(entry.APIVersion)
 	switch {
+	case !versionOK:
+		// GitHub answers an unsupported version with 400 and a message
+		// naming the versions it supports (a basic error).
+		rep = jsonReply(http.StatusBadRequest, errorBody{
+			Message: fmt.Sprintf("The X-GitHub-Api-Version header names %q, which is not a supported REST API version; supported: %s.",
+				entry.APIVersion, strings.Join(s.versions, ", ")),
+			DocumentationURL: docsAPIVersions, Status: "400"})
 	case !inPrefix || (path != "" && !strings.HasPrefix(path, "/")):
 		rep = notFound()
 	case req.Method == http.MethodPost && strings.HasPrefix(path, "/app/installations/"):
@@ -126,6 +141,9 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 	if !rep.free {
 		s.rateHeaders(rep.header)
 	}
+	if versionOK {
+		rep.header.Set(hdrAPIVersionSelected, version)
+	}
 	entry.Status = status
 	s.log = append(s.log, entry)
 	for k, v := range rep.header {
@@ -140,6 +158,21 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	w.WriteHeader(status)
 	w.Write(rep.body)
+}
+
+// apiVersion is the version a request asked for (the first supported one
+// when it names none, as GitHub answers such requests as 2022-11-28), and
+// whether it is answered.
+func (s *Server) apiVersion(asked string) (string, bool) {
+	if asked == "" {
+		return s.versions[0], true
+	}
+	for _, v := range s.versions {
+		if v == asked {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 func etagMatch(header, etag string) bool {
@@ -366,16 +399,35 @@ func (r *Repo) listPulls(req *http.Request) reply {
 	return rep
 }
 
+// commitPulls serves commits/{sha}/pulls as GitHub describes it: for a
+// commit on the default branch, the merged pull requests that brought it
+// (whatever branch they were merged into: a commit can reach the default
+// branch by a push after a pull request merged it elsewhere); for any other
+// commit, the merged and the open pull requests that hold it. Closed and
+// unmerged pull requests are left out either way. The order is the order in
+// which the pull requests came to hold the commit; GitHub documents none, so
+// a client must not depend on it.
 func (r *Repo) commitPulls(req *http.Request, sha string) reply {
 	nums, ok := r.commits[sha]
 	if !ok {
 		return noCommit(sha)
 	}
+	onDefault := r.branches[r.defaultBranch][sha]
+	var listed []*pull
+	for _, n := range nums {
+		p := r.pulls[n]
+		switch {
+		case p.Merged:
+		case onDefault, p.State != "open":
+			continue
+		}
+		listed = append(listed, p)
+	}
 	h := http.Header{}
-	lo, hi := page(req, len(nums), h)
+	lo, hi := page(req, len(listed), h)
 	out := make([]any, 0, hi-lo)
-	for _, n := range nums[lo:hi] {
-		out = append(out, r.pullJSON(req, r.pulls[n], false))
+	for _, p := range listed[lo:hi] {
+		out = append(out, r.pullJSON(req, p, false))
 	}
 	rep := jsonReply(http.StatusOK, out)
 	rep.header, rep.etag = h, true
@@ -420,9 +472,11 @@ func (r *Repo) createStatus(req *http.Request, sha string, body []byte, login st
 	if in.TargetURL != nil {
 		st.TargetURL = *in.TargetURL
 	}
+	// Contexts are case-insensitive: the cap counts "Fleet-Agent/Plan" and
+	// "fleet-agent/plan" as one context.
 	n := 0
 	for _, old := range r.statuses[sha] {
-		if old.Context == st.Context {
+		if strings.EqualFold(old.Context, st.Context) {
 			n++
 		}
 	}
@@ -460,9 +514,12 @@ func (r *Repo) combinedStatus(req *http.Request, ref string) reply {
 	all := r.statuses[ref]
 	for i := len(all) - 1; i >= 0; i-- {
 		st := all[i].Status
-		if _, ok := latest[st.Context]; !ok {
-			latest[st.Context] = st
-			order = append(order, st.Context)
+		// One entry per context, compared without case; the newest
+		// status shows with the context as it was sent.
+		key := strings.ToLower(st.Context)
+		if _, ok := latest[key]; !ok {
+			latest[key] = st
+			order = append(order, key)
 		}
 	}
 	state := "success"
@@ -519,17 +576,41 @@ func commentBody(body []byte) (string, *reply) {
 		return "", &r
 	}
 	if utf8.RuneCountInString(*in.Body) > maxCommentBody {
-		r := errReply(http.StatusUnprocessableEntity, "Validation Failed",
-			fieldError{Resource: "IssueComment", Code: "custom", Field: "body", Message: "body is too long (maximum is 65536 characters)"})
+		// GitHub's answer names the field "data", not "body", and puts
+		// what is wrong in the message (seen in the wild in 2023).
+		r := commentRefused("Body is too long (maximum is 65536 characters)")
 		return "", &r
 	}
 	return *in.Body, nil
+}
+
+// commentRefused is GitHub's 422 about a comment that goes through its
+// content pipeline: resource IssueComment, code unprocessable, field data,
+// and the reason in the message, for a body too long as for content created
+// too fast.
+func commentRefused(msg string) reply {
+	return jsonReply(http.StatusUnprocessableEntity, errorBody{Message: "Validation Failed",
+		Errors:           []fieldError{{Resource: "IssueComment", Code: "unprocessable", Field: "data", Message: msg}},
+		DocumentationURL: docsCreateComment, Status: "422"})
+}
+
+// tooQuickly answers a comment creation or edit with GitHub's secondary
+// limit on content creation when one was asked for.
+func (r *Repo) tooQuickly() (reply, bool) {
+	if r.s.tooQuick <= 0 {
+		return reply{}, false
+	}
+	r.s.tooQuick--
+	return commentRefused("was submitted too quickly"), true
 }
 
 func (r *Repo) createComment(req *http.Request, pr int, body []byte, login string) reply {
 	text, bad := commentBody(body)
 	if bad != nil {
 		return *bad
+	}
+	if rep, limited := r.tooQuickly(); limited {
+		return rep
 	}
 	c := r.addComment(pr, login, text)
 	return jsonReply(http.StatusCreated, r.commentJSON(req, pr, c))
@@ -539,6 +620,9 @@ func (r *Repo) editComment(req *http.Request, pr int, c *comment, body []byte) r
 	text, bad := commentBody(body)
 	if bad != nil {
 		return *bad
+	}
+	if rep, limited := r.tooQuickly(); limited {
+		return rep
 	}
 	c.Body = text
 	c.Edits++
