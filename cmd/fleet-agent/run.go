@@ -100,7 +100,7 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	var agentF agent.Forge
 	var agentO agent.Outbox // an interface holding no *outbox.Outbox when nil
 	if cfg.GitHub != nil {
-		fc := forge.Config{Repository: cfg.GitHub.Repository, APIURL: cfg.GitHub.APIURL, Token: cfg.GitHub.Token,
+		fc := forge.Config{Repository: cfg.GitHub.Repository, Branch: cfg.Git.Branch, APIURL: cfg.GitHub.APIURL, Token: cfg.GitHub.Token,
 			WebhookSecret: cfg.GitHub.WebhookSecret, StatusContext: cfg.GitHub.StatusContext, Resolver: resolver,
 			Log: slog.New(slog.NewJSONHandler(resolver.Redactor().Writer(a.stderr), &slog.HandlerOptions{Level: slog.LevelWarn}))}
 		if app := cfg.GitHub.App; app != nil {
@@ -118,6 +118,7 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		mbox = &metrics.Outbox{
 			Depth: func() int { n, _ := box.Depth(); return n },
 			Posts: func() (uint64, uint64, uint64) { s := box.Stats(); return s.Delivered, s.Dropped, s.Failures },
+			Drops: box.EachDrop,
 		}
 	}
 	m := metrics.New(mbox)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-github/v62/github"
+
+	"github.com/fleet-agent/fleet-agent/internal/refs"
 )
 
 // PullRequest is what the agent needs to know of a pull request.
@@ -124,7 +126,7 @@ func (g *GitHub) OpenPullRequests(ctx context.Context, base string) ([]PullReque
 // hold it. So the list can hold pull requests that are open, or merged into
 // another branch than the agent's: MergedPullRequest sorts them out.
 func (g *GitHub) PullRequestsForCommit(ctx context.Context, sha string) ([]PullRequest, error) {
-	op := "list pull requests of commit " + short(sha)
+	op := "list pull requests of commit " + refs.Short(sha)
 	var all []PullRequest
 	opts := &github.ListOptions{PerPage: perPage, Page: 1}
 	for opts.Page != 0 {
@@ -177,11 +179,4 @@ func (g *GitHub) MergedPullRequestInto(ctx context.Context, sha, base string) (p
 		}
 	}
 	return best, ok, nil
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }

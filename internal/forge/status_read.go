@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/google/go-github/v62/github"
+
+	"github.com/fleet-agent/fleet-agent/internal/refs"
 )
 
 // LatestStatus returns the newest status on sha for the context suffix (the
@@ -13,7 +15,7 @@ import (
 // context. The Status returned has the suffix as asked.
 func (g *GitHub) LatestStatus(ctx context.Context, sha, suffix string) (s Status, found bool, err error) {
 	full := g.Context(suffix)
-	op := "read status " + full + " on " + short(sha)
+	op := "read status " + full + " on " + refs.Short(sha)
 	if suffix == "" || sha == "" {
 		return Status{}, false, invalid(op, "a status needs a commit and a context")
 	}

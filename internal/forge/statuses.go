@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-github/v62/github"
+
+	"github.com/fleet-agent/fleet-agent/internal/refs"
 )
 
 // The status context suffixes; the full context is PREFIX/SUFFIX.
@@ -114,7 +116,7 @@ func (m *statusMemory) put(key string, s Status) {
 // was made.
 func (g *GitHub) SetStatus(ctx context.Context, sha string, s Status) (posted bool, err error) {
 	full := g.Context(s.Context)
-	op := "set status " + full + " on " + short(sha)
+	op := "set status " + full + " on " + refs.Short(sha)
 	switch s.State {
 	case StatePending, StateSuccess, StateFailure, StateError:
 	default:

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 )
 
@@ -97,15 +98,8 @@ func (p Post) Key() string {
 func (p Post) String() string {
 	switch p.Kind {
 	case KindStatus:
-		return "status " + p.Context + "=" + p.State + " on " + short(p.SHA)
+		return "status " + p.Context + "=" + p.State + " on " + refs.Short(p.SHA)
 	default:
 		return string(p.Kind) + " comment " + p.Marker + " on #" + strconv.Itoa(p.PR)
 	}
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }
