@@ -103,6 +103,9 @@ type Options struct {
 	// NoRetryAfter leaves Retry-After out of 429 answers, leaving only the
 	// RateLimit-* headers.
 	NoRetryAfter bool
+	// IgnoreSpot answers as a service without the Spot preview's field
+	// would: it takes `spot` silently and makes an on-demand pool.
+	IgnoreSpot bool
 }
 
 // DefaultSteps are the steps of a zero Options.Steps.

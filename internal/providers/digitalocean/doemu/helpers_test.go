@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -91,19 +90,13 @@ func client(t *testing.T, base, tok string) *godo.Client {
 	return c
 }
 
-var (
-	loadOnce sync.Once
-	checker  *wirecheck.Checker
-	loadErr  error
-)
-
 // checkWire holds every exchange of the test against DigitalOcean's
 // OpenAPI description.
 func checkWire(t *testing.T, emu *doemu.Emulator, mode wireMode, bad map[int]bool) {
 	t.Helper()
-	loadOnce.Do(func() { checker, loadErr = wirecheck.Load() })
-	if loadErr != nil {
-		t.Fatal(loadErr)
+	checker, err := wirecheck.Shared()
+	if err != nil {
+		t.Fatal(err)
 	}
 	for i, x := range emu.Exchanges() {
 		for _, err := range checker.Check(x) {

@@ -365,7 +365,7 @@ func (e *Emulator) newPool(c *cluster, req poolReq) (*pool, int, string) {
 	if msg != "" {
 		return nil, http.StatusUnprocessableEntity, msg
 	}
-	spot := req.Spot != nil && *req.Spot
+	spot := req.Spot != nil && *req.Spot && !e.opts.IgnoreSpot
 	if status, msg := e.capacity(c.team, c.region, req.Size, count, spot, e.previews(c.team)); status != 0 {
 		return nil, status, msg
 	}

@@ -27,6 +27,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -55,6 +56,19 @@ var Undeclared = map[string]string{
 type Checker struct {
 	doc    *openapi3.T
 	router routers.Router
+}
+
+var shared struct {
+	once sync.Once
+	c    *Checker
+	err  error
+}
+
+// Shared is one Checker for a whole test binary: loading and validating
+// the description takes about a second.
+func Shared() (*Checker, error) {
+	shared.once.Do(func() { shared.c, shared.err = Load() })
+	return shared.c, shared.err
 }
 
 // Load reads the embedded description.
