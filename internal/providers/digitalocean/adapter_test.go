@@ -3,6 +3,7 @@ package digitalocean_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -606,5 +607,31 @@ func TestRevokeAccessSeam(t *testing.T) {
 	}
 	if err := withSeam.RevokeAccess(t.Context(), acct, c.Ref); !errors.Is(err, providers.ErrNotFound) {
 		t.Fatalf("revoking on a gone cluster: %v", err)
+	}
+}
+
+// TestDeleteAnsweredTwice: whether DigitalOcean refuses a second delete of
+// a cluster it is deleting is not documented; a 409 or 422 there, with the
+// cluster reading back as being deleted, is what was asked.
+func TestDeleteAnsweredTwice(t *testing.T) {
+	for _, status := range []int{409, 422} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			w := newWorld(t, doemu.Options{}, "")
+			c := w.ready(t, "fa-delete")
+			if _, err := w.ad.DeleteCluster(t.Context(), acct, c.Ref); err != nil {
+				t.Fatal(err)
+			}
+			w.emu.Inject(doemu.Fault{Route: "DELETE /v2/kubernetes/clusters/{cluster_id}", Status: status})
+			got, err := w.ad.DeleteCluster(t.Context(), acct, c.Ref)
+			if err != nil || got.Status != providers.ClusterDeleting || got.Ref.ID != c.Ref.ID {
+				t.Fatalf("a second delete answered %d: %+v %v", status, got, err)
+			}
+			// A refusal of a cluster that is not being deleted stays one.
+			d := w.ready(t, "fa-delete-other")
+			w.emu.Inject(doemu.Fault{Route: "DELETE /v2/kubernetes/clusters/{cluster_id}", Status: status})
+			if _, err := w.ad.DeleteCluster(t.Context(), acct, d.Ref); err == nil {
+				t.Fatalf("a refused delete of a running cluster passed")
+			}
+		})
 	}
 }
