@@ -134,6 +134,7 @@ func Cases() []Case {
 		{"SpotNodePool", spotNodePool},
 		{"ResizeInPlace", resizeInPlace},
 		{"ShapeNeverChangesInPlace", shapeNeverChanges},
+		{"DiskAndZonesAsRulesSay", diskAndZones},
 		{"ZeroNodes", zeroNodes},
 		{"Credentials", credentials},
 		{"DeleteTwice", deleteTwice},
@@ -559,6 +560,54 @@ func shapeNeverChanges(t *testing.T, s *Subject) {
 	after := s.waitPool(t, c.Ref, spec.Name, "running", poolRunning)
 	if after.ID != p.ID || after.MachineType != p.MachineType || after.Spot != p.Spot || after.DiskGiB != p.DiskGiB || !slices.Equal(after.Zones, p.Zones) {
 		t.Errorf("refused shape changes left %+v, was %+v", after, p)
+	}
+}
+
+// diskAndZones: a node pool takes a disk size and zones where the rules
+// say it may (and then has them), and is refused as Invalid, making
+// nothing, where they say it may not (DOKS: its pools are regional and take
+// their size's disk).
+func diskAndZones(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	c := s.readyCluster(t, "fa-conf-disk-zones")
+	rules, err := s.Provider.Rules(ctx, s.Account)
+	if err != nil {
+		t.Fatalf("Rules: %v", err)
+	}
+	disk := s.pool(s.NodePool, "disk", false)
+	disk.DiskGiB = 200
+	if rules.DiskSize {
+		if p := s.readyPool(t, c.Ref, disk); p.DiskGiB != 200 {
+			t.Errorf("a pool asked for 200 GiB of disk has %d", p.DiskGiB)
+		}
+	} else {
+		_, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, disk)
+		refusedInvalid(t, "diskGiB where the rules have no disk size", err)
+		if _, err := s.Provider.GetNodePool(ctx, s.Account, c.Ref, disk.Name); !errors.Is(err, providers.ErrNotFound) {
+			t.Errorf("the refused pool exists: %v", err)
+		}
+	}
+	zoned := s.pool(s.NodePool, "zoned", false)
+	if !rules.NodePoolZones {
+		zoned.Zones = []string{s.Location + "-a"}
+		_, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, zoned)
+		refusedInvalid(t, "zones where the rules have none", err)
+		if _, err := s.Provider.GetNodePool(ctx, s.Account, c.Ref, zoned.Name); !errors.Is(err, providers.ErrNotFound) {
+			t.Errorf("the refused pool exists: %v", err)
+		}
+		return
+	}
+	locs, err := s.Provider.Locations(ctx, s.Account)
+	if err != nil {
+		t.Fatalf("Locations: %v", err)
+	}
+	for _, l := range locs {
+		if l.Name == s.Location && len(l.Zones) > 0 {
+			zoned.Zones = []string{l.Zones[0]}
+			if p := s.readyPool(t, c.Ref, zoned); !slices.Equal(p.Zones, zoned.Zones) {
+				t.Errorf("a pool asked for zones %v has %v", zoned.Zones, p.Zones)
+			}
+		}
 	}
 }
 

@@ -38,6 +38,7 @@ var mutants = map[string]string{
 	"hidesTheirPools":     "AdoptAndExtend",
 	"rulesLie":            "ZeroNodes",
 	"listsNothing":        "ListByLabel",
+	"diskIgnored":         "DiskAndZonesAsRulesSay",
 }
 
 func (m *mutant) ListClusters(ctx context.Context, a providers.Account, key string) ([]providers.Cluster, error) {
@@ -90,6 +91,8 @@ func (m *mutant) EnsureNodePool(ctx context.Context, a providers.Account, ref pr
 		spec.Labels = nil
 	case "spotIgnored":
 		spec.Spot = false
+	case "diskIgnored":
+		spec.DiskGiB = 0
 	}
 	p, err := m.fakeProvider.EnsureNodePool(ctx, a, ref, spec)
 	if m.kind == "shapeInPlace" && providers.ReasonOf(err) == "shapeChange" {

@@ -1,0 +1,251 @@
+// Package wirecheck holds the emulator and the requests godo sends against
+// DigitalOcean's own description of its API: the OpenAPI 3.0 documents of
+// github.com/digitalocean/openapi (Apache 2.0, see testdata/openapi/SOURCE.md)
+// for the routes doemu serves, validated with kin-openapi.
+//
+// Beyond what a schema says (types, required fields, enums, formats), Check
+// also refuses a property no schema of the exchange declares, so that the
+// emulator cannot drift into answering, or the adapter into sending, fields
+// the service does not have. The one field allowed without a declaration is
+// listed in Undeclared, with why.
+//
+// It is a test helper: only tests import it, and nothing of it reaches the
+// binary.
+package wirecheck
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/fleet-agent/fleet-agent/internal/providers/digitalocean/doemu"
+)
+
+//go:embed testdata/openapi
+var files embed.FS
+
+// Routes are the routes the subset must describe: the emulator's.
+var Routes = doemu.Routes
+
+// Undeclared are the properties Check takes although the description
+// declares none of that name there, each with the reason.
+var Undeclared = map[string]string{
+	// The Spot preview has no public wire form (godo v1.237.0 and the
+	// description name none); doemu and the adapter both guess `spot` on a
+	// node pool.
+	"spot": "the Spot preview's guessed node pool field",
+}
+
+// Checker validates exchanges against the description.
+type Checker struct {
+	doc    *openapi3.T
+	router routers.Router
+}
+
+var shared struct {
+	once sync.Once
+	c    *Checker
+	err  error
+}
+
+// Shared is one Checker for a whole test binary: loading and validating
+// the description takes about a second.
+func Shared() (*Checker, error) {
+	shared.once.Do(func() { shared.c, shared.err = Load() })
+	return shared.c, shared.err
+}
+
+// Load reads the embedded description.
+func Load() (*Checker, error) {
+	root, err := fs.Sub(files, "testdata/openapi")
+	if err != nil {
+		return nil, err
+	}
+	loader := openapi3.NewLoader()
+	loader.IsExternalRefsAllowed = true
+	loader.ReadFromURIFunc = func(_ *openapi3.Loader, u *url.URL) ([]byte, error) {
+		return fs.ReadFile(root, strings.TrimPrefix(path.Clean(u.Path), "/"))
+	}
+	doc, err := loader.LoadFromURI(&url.URL{Path: "specification/fleet-agent-subset.yaml"})
+	if err != nil {
+		return nil, fmt.Errorf("wirecheck: load: %w", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		return nil, fmt.Errorf("wirecheck: the description itself is invalid: %w", err)
+	}
+	// Route on paths alone: the description's server is the real API's.
+	doc.Servers = nil
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		return nil, fmt.Errorf("wirecheck: router: %w", err)
+	}
+	return &Checker{doc: doc, router: router}, nil
+}
+
+// Check validates one exchange: the request (path, query, body) and, unless
+// it was dropped, the answer (status, headers, body). Exchanges outside the
+// DigitalOcean API (the TokenReview route) are not its business.
+func (c *Checker) Check(x doemu.Exchange) []error {
+	if !strings.HasPrefix(x.Path, "/v2/") {
+		return nil
+	}
+	ctx := context.Background()
+	u := &url.URL{Scheme: "http", Host: "doemu", Path: x.Path, RawQuery: x.RawQuery}
+	req, err := http.NewRequestWithContext(ctx, x.Method, u.String(), bytes.NewReader(x.Body))
+	if err != nil {
+		return []error{err}
+	}
+	req.Header = x.Header.Clone()
+	route, params, err := c.router.FindRoute(req)
+	if err != nil {
+		return []error{fmt.Errorf("%s %s: no such route in the description: %w", x.Method, x.Path, err)}
+	}
+	in := &openapi3filter.RequestValidationInput{
+		Request: req, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true},
+	}
+	var errs []error
+	where := x.Method + " " + route.Path
+	if err := openapi3filter.ValidateRequest(ctx, in); err != nil {
+		errs = append(errs, fmt.Errorf("%s: request: %w", where, err))
+	}
+	if op := route.Operation; op.RequestBody != nil && len(x.Body) > 0 {
+		if mt := op.RequestBody.Value.Content.Get("application/json"); mt != nil {
+			errs = append(errs, undeclared(where+": request", x.Body, mt.Schema)...)
+		}
+	}
+	if x.Dropped {
+		return errs
+	}
+	resp := route.Operation.Responses.Status(x.Status)
+	if resp == nil {
+		resp = route.Operation.Responses.Default()
+	}
+	if resp == nil {
+		return append(errs, fmt.Errorf("%s: status %d is not in the description", where, x.Status))
+	}
+	out := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in, Status: x.Status, Header: x.RespHeader,
+		Body:    io.NopCloser(bytes.NewReader(x.RespBody)),
+		Options: &openapi3filter.Options{MultiError: true, IncludeResponseStatus: true},
+	}
+	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+		errs = append(errs, fmt.Errorf("%s: answer %d: %w", where, x.Status, err))
+	}
+	for name := range resp.Value.Headers {
+		if x.RespHeader.Get(name) == "" {
+			errs = append(errs, fmt.Errorf("%s: answer %d lacks the header %s", where, x.Status, name))
+		}
+	}
+	if mt := resp.Value.Content.Get("application/json"); mt != nil && len(bytes.TrimSpace(x.RespBody)) > 0 {
+		errs = append(errs, undeclared(fmt.Sprintf("%s: answer %d", where, x.Status), x.RespBody, mt.Schema)...)
+	} else if mt == nil && len(bytes.TrimSpace(x.RespBody)) > 0 {
+		errs = append(errs, fmt.Errorf("%s: answer %d has a body the description does not have", where, x.Status))
+	}
+	return errs
+}
+
+// undeclared finds properties of body that no schema at their place
+// declares.
+func undeclared(where string, body []byte, s *openapi3.SchemaRef) []error {
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return []error{fmt.Errorf("%s: not JSON: %w", where, err)}
+	}
+	var errs []error
+	walk(v, []*openapi3.Schema{derefSchema(s)}, "", func(p string) {
+		errs = append(errs, fmt.Errorf("%s: %s is not declared by the description", where, p))
+	})
+	return errs
+}
+
+func derefSchema(s *openapi3.SchemaRef) *openapi3.Schema {
+	if s == nil {
+		return nil
+	}
+	return s.Value
+}
+
+// flatten gathers a schema and the schemas it is composed of.
+func flatten(ss []*openapi3.Schema) []*openapi3.Schema {
+	var out []*openapi3.Schema
+	var add func(*openapi3.Schema)
+	add = func(s *openapi3.Schema) {
+		if s == nil || slices.Contains(out, s) {
+			return
+		}
+		out = append(out, s)
+		for _, group := range []openapi3.SchemaRefs{s.AllOf, s.AnyOf, s.OneOf} {
+			for _, r := range group {
+				add(r.Value)
+			}
+		}
+	}
+	for _, s := range ss {
+		add(s)
+	}
+	return out
+}
+
+func walk(v any, schemas []*openapi3.Schema, at string, report func(string)) {
+	schemas = flatten(schemas)
+	switch x := v.(type) {
+	case map[string]any:
+		declared := map[string][]*openapi3.Schema{}
+		open := len(schemas) == 0
+		for _, s := range schemas {
+			for name, p := range s.Properties {
+				declared[name] = append(declared[name], p.Value)
+			}
+			if ap := s.AdditionalProperties; ap.Schema != nil || (ap.Has != nil && *ap.Has) {
+				open = true
+			}
+		}
+		if len(declared) == 0 {
+			open = true // a free-form object (labels): any key
+		}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			sub, ok := declared[k]
+			if !ok {
+				if !open {
+					if _, allowed := Undeclared[k]; !allowed {
+						report(at + "/" + k)
+					}
+				}
+				continue
+			}
+			walk(x[k], sub, at+"/"+k, report)
+		}
+	case []any:
+		var items []*openapi3.Schema
+		for _, s := range schemas {
+			if s.Items != nil {
+				items = append(items, s.Items.Value)
+			}
+		}
+		for i, item := range x {
+			walk(item, items, fmt.Sprintf("%s/%d", at, i), report)
+		}
+	}
+}
