@@ -10,6 +10,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/livecheck"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/providers/digitalocean"
 	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
@@ -21,7 +22,8 @@ import (
 // adapterFactories are the adapters this build links in, by provider id.
 func adapterFactories() map[string]providers.Factory {
 	return map[string]providers.Factory{
-		providers.FakeID: fake.Factory(),
+		providers.FakeID:       fake.Factory(),
+		providers.DigitalOcean: digitalocean.Factory(),
 	}
 }
 
