@@ -190,25 +190,35 @@ func (r *Resolver) SecretsDir() string {
 }
 
 func (r *Resolver) fromDir(ref Ref) (string, error) {
+	// secret://TENANT/ID in a provider account (the reference's DOKS token is
+	// written so) reads the file ID in the directory TENANT of the secrets
+	// directory. The agent's own config refuses that form (config), and the
+	// sandboxes' env and userData references are never given to a resolver.
+	name := ref.Name
 	if ref.TenantScoped() {
-		return "", fail(refusal.InvalidInput, ErrMalformed, ref, "secret://TENANT/ID belongs to a tenant's sandboxes and is never resolved by the agent; use secret://NAME, env://VAR or vault://PATH#FIELD")
+		for _, seg := range []string{ref.Tenant, ref.ID} {
+			if seg == "." || seg == ".." {
+				return "", fail(refusal.InvalidInput, ErrMalformed, ref, "TENANT and ID must be names inside the secrets directory, not . or ..")
+			}
+		}
+		name = ref.Tenant + "/" + ref.ID
 	}
-	if ref.Name == "." || ref.Name == ".." {
+	if name == "." || name == ".." {
 		return "", fail(refusal.InvalidInput, ErrMalformed, ref, "NAME must be a file name inside the secrets directory, not . or ..")
 	}
 	dir := r.SecretsDir()
 	if dir == "" {
-		return "", fail(refusal.InvalidState, ErrNotConfigured, ref, "no secrets directory: set secrets.dir in the config, or run under systemd with LoadCredential=%s:PATH", ref.Name)
+		return "", fail(refusal.InvalidState, ErrNotConfigured, ref, "no secrets directory: set secrets.dir in the config, or run under systemd with LoadCredential=%s:PATH", name)
 	}
 	// os.OpenInRoot refuses a path that leaves dir, through a symbolic link
 	// included, so a link planted in the directory cannot read /etc/shadow.
-	f, err := os.OpenInRoot(dir, ref.Name)
+	f, err := os.OpenInRoot(dir, name)
 	if err != nil {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			return "", fail(refusal.InvalidState, ErrNotFound, ref, "no file %s in the secrets directory %s; create it (mode 0400) or add LoadCredential=%s:PATH to the unit", ref.Name, dir, ref.Name)
+			return "", fail(refusal.InvalidState, ErrNotFound, ref, "no file %s in the secrets directory %s; create it (mode 0400) or add LoadCredential=%s:PATH to the unit", name, dir, name)
 		case errors.Is(err, fs.ErrPermission):
-			return "", fail(refusal.InvalidState, ErrPermission, ref, "file %s in %s cannot be read by the agent's user; fix its owner or mode", ref.Name, dir)
+			return "", fail(refusal.InvalidState, ErrPermission, ref, "file %s in %s cannot be read by the agent's user; fix its owner or mode", name, dir)
 		default:
 			// The os error names a path, never content.
 			return "", &refusal.Error{Code: refusal.InvalidState, Message: ref.String() + ": cannot open it in " + dir + ": " + err.Error(), Err: errors.Join(ErrPermission, err)}
@@ -220,14 +230,14 @@ func (r *Resolver) fromDir(ref Ref) (string, error) {
 		return "", &refusal.Error{Code: refusal.InvalidState, Message: ref.String() + ": " + err.Error(), Err: err}
 	}
 	if !st.Mode().IsRegular() {
-		return "", fail(refusal.InvalidState, ErrUnusable, ref, "%s in %s is not a regular file", ref.Name, dir)
+		return "", fail(refusal.InvalidState, ErrUnusable, ref, "%s in %s is not a regular file", name, dir)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxSecretSize+1))
 	if err != nil {
 		return "", &refusal.Error{Code: refusal.InvalidState, Message: ref.String() + ": reading it failed: " + err.Error(), Err: err}
 	}
 	if len(b) > maxSecretSize {
-		return "", fail(refusal.InvalidState, ErrUnusable, ref, "file %s is larger than %d bytes; a secret file holds one secret", ref.Name, maxSecretSize)
+		return "", fail(refusal.InvalidState, ErrUnusable, ref, "file %s is larger than %d bytes; a secret file holds one secret", name, maxSecretSize)
 	}
 	// One trailing newline, as echo and editors leave it, is not part of
 	// the secret; more than one is kept, since it would be deliberate.

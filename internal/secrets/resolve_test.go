@@ -82,7 +82,9 @@ func TestResolveMalformed(t *testing.T) {
 	}
 }
 
-func TestResolveTenantScopedRefused(t *testing.T) {
+// secret://TENANT/ID (a provider account's token as the reference writes
+// it) reads TENANT/ID in the secrets directory, and never outside it.
+func TestResolveTenantScoped(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "acme"), 0o700); err != nil {
 		t.Fatal(err)
@@ -91,8 +93,17 @@ func TestResolveTenantScopedRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := NewResolver(Options{Env: envOf(nil), Dir: dir})
-	_, err := r.Resolve(t.Context(), "secret://acme/db")
-	wantRefusal(t, err, refusal.InvalidInput, ErrMalformed, "secret://acme/db", "sandbox-only")
+	v, err := r.Resolve(t.Context(), "secret://acme/db")
+	if err != nil || v != "sandbox-only" {
+		t.Fatalf("secret://acme/db: %q %v", v, err)
+	}
+	_, err = r.Resolve(t.Context(), "secret://acme/missing")
+	wantRefusal(t, err, refusal.InvalidState, ErrNotFound, "secret://acme/missing", "sandbox-only")
+	for _, bad := range []string{"secret://../db", "secret://acme/.."} {
+		if _, err := r.Resolve(t.Context(), bad); err == nil {
+			t.Errorf("%s resolved", bad)
+		}
+	}
 }
 
 func TestResolveSecretFile(t *testing.T) {
