@@ -196,11 +196,8 @@ func (p *parser) object() any {
 		return nil
 	}
 	defer func() { p.depth-- }()
-	p.pos++ // {
 	m := map[string]any{}
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
+	if p.opensEmpty('}') {
 		return m
 	}
 	for {
@@ -250,20 +247,11 @@ func (p *parser) object() any {
 		if p.err != nil {
 			return nil
 		}
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			p.fail(p.pos, "unexpected end of the document inside an object")
-			return nil
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
+		if more, ok := p.afterMember('}', "an object"); !more {
+			if !ok {
+				return nil
+			}
 			return m
-		default:
-			p.fail(p.pos, "expected ',' or '}' at offset %d%s", p.pos, p.found())
-			return nil
 		}
 	}
 }
@@ -273,11 +261,8 @@ func (p *parser) array() any {
 		return nil
 	}
 	defer func() { p.depth-- }()
-	p.pos++ // [
 	a := []any{}
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
+	if p.opensEmpty(']') {
 		return a
 	}
 	for {
@@ -292,22 +277,46 @@ func (p *parser) array() any {
 			return nil
 		}
 		a = append(a, v)
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			p.fail(p.pos, "unexpected end of the document inside a list")
-			return nil
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
+		if more, ok := p.afterMember(']', "a list"); !more {
+			if !ok {
+				return nil
+			}
 			return a
-		default:
-			p.fail(p.pos, "expected ',' or ']' at offset %d%s", p.pos, p.found())
-			return nil
 		}
 	}
+}
+
+// opensEmpty steps over the opening bracket at p.pos and reports whether
+// closing follows at once (an empty object or list).
+func (p *parser) opensEmpty(closing byte) bool {
+	p.pos++
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == closing {
+		p.pos++
+		return true
+	}
+	return false
+}
+
+// afterMember steps over what follows a member of an object or a list: a
+// comma (more is true) or the closing bracket. ok is false, with the
+// syntax error recorded, on anything else.
+func (p *parser) afterMember(closing byte, inside string) (more, ok bool) {
+	p.skipSpace()
+	if p.pos >= len(p.data) {
+		p.fail(p.pos, "unexpected end of the document inside %s", inside)
+		return false, false
+	}
+	switch p.data[p.pos] {
+	case ',':
+		p.pos++
+		return true, true
+	case closing:
+		p.pos++
+		return false, true
+	}
+	p.fail(p.pos, "expected ',' or '%c' at offset %d%s", closing, p.pos, p.found())
+	return false, false
 }
 
 func (p *parser) number() any {
@@ -506,45 +515,6 @@ func (p *parser) hex4(at int) (rune, bool) {
 		}
 	}
 	return r, true
-}
-
-// escapeToken escapes a key for a JSON Pointer (RFC 6901).
-func escapeToken(s string) string {
-	if !strings.ContainsAny(s, "~/") {
-		return s
-	}
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
-// unescapeToken reverses escapeToken.
-func unescapeToken(s string) string {
-	if !strings.Contains(s, "~") {
-		return s
-	}
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
-}
-
-// splitPointer splits a JSON Pointer into unescaped tokens.
-func splitPointer(ptr string) []string {
-	if ptr == "" {
-		return nil
-	}
-	parts := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
-	for i, s := range parts {
-		parts[i] = unescapeToken(s)
-	}
-	return parts
-}
-
-// joinPointer appends tokens to a pointer, escaping them.
-func joinPointer(base string, tokens ...string) string {
-	var b strings.Builder
-	b.WriteString(base)
-	for _, t := range tokens {
-		b.WriteByte('/')
-		b.WriteString(escapeToken(t))
-	}
-	return b.String()
 }
 
 // overflows reports whether a number literal is beyond the largest double.
