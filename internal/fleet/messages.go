@@ -67,6 +67,15 @@ func keywordMessage(keyword, name string, sub map[string]any, inst any, libMsg s
 	return fmt.Sprintf("%s is invalid: %s", name, libMsg)
 }
 
+// mapEntryName names an entry of the map parent for a message
+// ("ownerQuota.gpu"; an empty key is quoted).
+func mapEntryName(parent, key string) string {
+	if key == "" {
+		return parent + `[""]`
+	}
+	return parent + "." + key
+}
+
 // requiredContext says what kind of item lacks the field, when the pointer
 // names a list item ("in sites[0]").
 func requiredContext(toks []string) string {

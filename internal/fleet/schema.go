@@ -244,7 +244,7 @@ func (cs *compiled) findings(s *jsonschema.Schema, v any, prefix []string, tree 
 }
 
 func mapSchemaError(e *jsonschema.ValidationError, prefix []string, tree any, raw map[string]any) []finding {
-	toks := append(slices.Clip(prefix), instanceTokens(e.InstanceLocation)...)
+	toks := append(slices.Clip(prefix), instancePath(e)...)
 	ptr := joinPointer("", toks...)
 	sub, keyword := schemaAt(raw, e.AbsoluteKeywordLocation)
 	inst, _ := lookup(tree, toks)
@@ -254,7 +254,7 @@ func mapSchemaError(e *jsonschema.ValidationError, prefix []string, tree any, ra
 		return []finding{{ptr: ptr, anchor: atKey, msg: invalidKeyMessage(lastToken(ptr), describe(sub))}}
 	}
 	if strings.Contains(e.KeywordLocation, "/additionalProperties") && len(toks) >= 2 {
-		name = toks[len(toks)-2] + "." + toks[len(toks)-1]
+		name = mapEntryName(toks[len(toks)-2], toks[len(toks)-1])
 	}
 	switch keyword {
 	case "required":
@@ -322,6 +322,70 @@ func matchesAny(k string, patterns map[string]any) bool {
 		}
 	}
 	return false
+}
+
+// instancePath returns the instance tokens of a validator error. The
+// validator joins an empty key as no token at all, so that {"": 1} under
+// ownerQuota is reported at ownerQuota itself. The keyword location says
+// how many tokens the path has: each step into a property, a map entry or
+// a list item is one. The tokens missing from the instance location are
+// empty keys; where the schema has more than one map step, the innermost
+// are taken to be the empty ones (the schema has no nested maps today).
+func instancePath(e *jsonschema.ValidationError) []string {
+	inst := instanceTokens(e.InstanceLocation)
+	kw := instanceTokens(e.KeywordLocation)
+	if len(kw) == 0 {
+		return inst
+	}
+	// The last token is the failing keyword: it applies to the value the
+	// steps before it reach (additionalProperties: false reports the object).
+	kw = kw[:len(kw)-1]
+	type step struct {
+		name  string
+		fixed bool // a named property: its name is the token
+	}
+	var steps []step
+	for i := 0; i < len(kw); i++ {
+		switch kw[i] {
+		case "properties":
+			if i+1 < len(kw) {
+				steps = append(steps, step{name: kw[i+1], fixed: true})
+			}
+			i++
+		case "patternProperties", "prefixItems":
+			steps = append(steps, step{})
+			i++
+		case "additionalProperties", "propertyNames", "items", "contains", "unevaluatedProperties", "unevaluatedItems":
+			steps = append(steps, step{})
+		case "allOf", "anyOf", "oneOf", "dependentSchemas", "$defs":
+			i++ // the next token is an index or a name, not a step
+		}
+	}
+	missing := len(steps) - len(inst)
+	if missing <= 0 {
+		return inst
+	}
+	variable := 0
+	for _, s := range steps {
+		if !s.fixed {
+			variable++
+		}
+	}
+	out := make([]string, 0, len(steps))
+	for _, s := range steps {
+		empty := missing > 0 && ((s.fixed && s.name == "") || (!s.fixed && variable <= missing))
+		if !s.fixed {
+			variable--
+		}
+		if empty || len(inst) == 0 {
+			out = append(out, "")
+			missing--
+			continue
+		}
+		out = append(out, inst[0])
+		inst = inst[1:]
+	}
+	return out
 }
 
 // instanceTokens converts the validator's instance location (its tokens
