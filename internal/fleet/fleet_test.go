@@ -259,6 +259,25 @@ func TestBadInputBounded(t *testing.T) {
 	}
 }
 
+// A byte-order mark is named as such, wherever it stands in place of a
+// value.
+func TestByteOrderMark(t *testing.T) {
+	cases := []struct{ name, doc, msg string }{
+		{"at the start", "\xef\xbb\xbf{\"version\":1}", "the document starts with a UTF-8 byte-order mark (EF BB BF); JSON text must not carry one: save the file as UTF-8 without a BOM"},
+		{"after space", " \xef\xbb\xbf{\"version\":1}", "a UTF-8 byte-order mark (EF BB BF) at offset 1; JSON text must not carry one: remove it"},
+		{"before a value", "{\"version\":\xef\xbb\xbf1}", "a UTF-8 byte-order mark (EF BB BF) at offset 11; JSON text must not carry one: remove it"},
+		{"a lone 0xef is not one", "\xef\xbb{}", "the document is not valid UTF-8 (first bad byte at offset 0)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, errs := Validate("f", []byte(c.doc))
+			if len(errs) != 1 || errs[0].Path != "" || errs[0].Message != c.msg {
+				t.Fatalf("want one error at \"\": %q, got %v", c.msg, errs)
+			}
+		})
+	}
+}
+
 func TestTooManyErrorsAreSummed(t *testing.T) {
 	var b strings.Builder
 	b.WriteString(`{"version":1,"sites":[`)

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -18,6 +19,9 @@ const (
 	// MaxExponent bounds a number's written exponent.
 	MaxExponent = 400
 )
+
+// bom is U+FEFF in UTF-8, the byte-order mark.
+var bom = []byte{0xef, 0xbb, 0xbf}
 
 // syntaxError is a refusal of the whole text: its pointer is always "".
 type syntaxError struct {
@@ -152,6 +156,15 @@ func (p *parser) value() any {
 		return p.literal("false", false)
 	case c == 'n':
 		return p.literal("null", nil)
+	case c == bom[0] && bytes.HasPrefix(p.data[p.pos:], bom):
+		// Editors on Windows add one; RFC 8259 forbids it, and "0xef" tells
+		// nobody what to do.
+		if p.pos == 0 {
+			p.fail(0, "the document starts with a UTF-8 byte-order mark (EF BB BF); JSON text must not carry one: save the file as UTF-8 without a BOM")
+		} else {
+			p.fail(p.pos, "a UTF-8 byte-order mark (EF BB BF) at offset %d; JSON text must not carry one: remove it", p.pos)
+		}
+		return nil
 	default:
 		p.fail(p.pos, "invalid character %s at offset %d; expected a JSON value", quoteByte(c), p.pos)
 		return nil
