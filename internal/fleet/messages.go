@@ -21,6 +21,10 @@ func fieldName(toks []string) string {
 	return last
 }
 
+// numberRangeMessage words a number literal beyond a double. It does not
+// repeat the literal: the value may stand where a secret belongs.
+const numberRangeMessage = "this number is out of range; numbers must fit a 64-bit float (about ±1e308)"
+
 // invalidKeyMessage words a map key that its schema refuses; what says what
 // each key must be.
 func invalidKeyMessage(key, what string) string {

@@ -35,6 +35,14 @@ type dupKey struct {
 	off     int    // offset of the repeated key
 }
 
+// badNumber is a number literal beyond a double: short enough to read, but
+// with no canonical form. It is refused at its own pointer and validation
+// goes on; the tree holds a stand-in (see number).
+type badNumber struct {
+	pointer string
+	off     int
+}
+
 // parser is a strict JSON parser producing the value tree that the schema
 // validator takes (map[string]any, []any, string, json.Number, bool, nil).
 //
@@ -49,6 +57,7 @@ type parser struct {
 	depth int
 	err   *syntaxError
 	dups  int
+	bad   int // numbers beyond a double (fast mode)
 
 	// keys interns object keys: a document repeats a few dozen names
 	// thousands of times, and a map lookup by []byte does not allocate.
@@ -59,6 +68,7 @@ type parser struct {
 	valueOff   map[string]int
 	keyOff     map[string]int
 	dupDetails []dupKey
+	badNumbers []badNumber
 }
 
 func (p *parser) fail(off int, format string, args ...any) {
@@ -240,10 +250,10 @@ func (p *parser) object() any {
 				// offsets of the first one, which is the value kept.
 				// Problems inside the discarded value are moot: the error
 				// on its key already says to remove it.
-				saved, savedKeys, dups := p.valueOff, p.keyOff, len(p.dupDetails)
+				saved, savedKeys, dups, bad := p.valueOff, p.keyOff, len(p.dupDetails), len(p.badNumbers)
 				p.valueOff, p.keyOff = map[string]int{}, map[string]int{}
 				p.value()
-				p.valueOff, p.keyOff, p.dupDetails = saved, savedKeys, p.dupDetails[:dups]
+				p.valueOff, p.keyOff, p.dupDetails, p.badNumbers = saved, savedKeys, p.dupDetails[:dups], p.badNumbers[:bad]
 			} else {
 				p.keyOff[ptr] = keyAt
 				m[k] = p.value()
@@ -380,12 +390,27 @@ func (p *parser) number() any {
 	// A short literal can still carry a huge exponent; beyond what a double
 	// holds it has no canonical form, and big-number code would pay for it.
 	// Within that bound a positive exponent can still carry the value past
-	// the largest double (1e309): it has no canonical form either.
-	if exp := exponentOf(d[start:i]); exp > MaxExponent || exp < -MaxExponent || (exp > 0 && overflows(d[start:i])) {
-		p.fail(start, "a number at offset %d is out of range; numbers must fit a 64-bit float (about ±1e308)", start)
-		return nil
-	}
+	// the largest double (1e309): it has no canonical form either. Such a
+	// number is an error of its value, not of the text: it is noted, and
+	// the tree holds a stand-in of the same sign that is cheap to check, no
+	// integer, and no bound (so that a rule comparing it with a sibling,
+	// warm.min against warm.max, stays silent).
 	p.pos = i
+	if exp := exponentOf(d[start:i]); exp > MaxExponent || exp < -MaxExponent || (exp > 0 && overflows(d[start:i])) {
+		if p.track {
+			p.badNumbers = append(p.badNumbers, badNumber{pointer: p.pointer(), off: start})
+		} else {
+			p.bad++
+		}
+		standIn := "1e309"
+		if exp < 0 {
+			standIn = "1e-401"
+		}
+		if d[start] == '-' {
+			standIn = "-" + standIn
+		}
+		return json.Number(standIn)
+	}
 	return json.Number(d[start:i])
 }
 

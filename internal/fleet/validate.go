@@ -30,7 +30,7 @@ func Validate(file string, data []byte) (*Document, Errors) {
 	var found []finding
 	found = append(found, schemaFindings(tree)...)
 	found = append(found, ruleFindings(tree)...)
-	if len(found) == 0 && p.dups == 0 {
+	if len(found) == 0 && p.dups == 0 && p.bad == 0 {
 		doc, err := decodeDocument(tree)
 		if err != nil {
 			// The schema and the rules admitted something the model cannot
@@ -47,7 +47,17 @@ func Validate(file string, data []byte) (*Document, Errors) {
 		es = append(es, Error{Path: d.pointer, offset: d.off,
 			Message: fmt.Sprintf("key %q is repeated in this object; the first value is kept, remove the others", lastToken(d.pointer))})
 	}
+	// A number beyond a double is refused once, at its pointer: what the
+	// stages said of its stand-in is not about the number written.
+	badAt := map[string]bool{}
+	for _, b := range tp.badNumbers {
+		badAt[b.pointer] = true
+		es = append(es, Error{Path: b.pointer, offset: b.off, Message: numberRangeMessage})
+	}
 	for _, f := range found {
+		if badAt[f.ptr] && f.anchor == atValue {
+			continue
+		}
 		es = append(es, Error{Path: f.ptr, Message: f.msg, offset: offsetOf(tp, f)})
 	}
 	return nil, finish(file, es)
