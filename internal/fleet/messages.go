@@ -46,10 +46,9 @@ func unknownFieldMessage(k string, allowed []string) string {
 	return msg + "; allowed here: " + strings.Join(allowed, ", ")
 }
 
-// keywordMessage words a failing keyword at the value inst named name;
-// sub is the schema holding the keyword, libMsg the validator's own words
-// for a keyword this file does not know.
-func keywordMessage(keyword, name string, sub map[string]any, inst any, libMsg string) string {
+// keywordMessage words a failing keyword at the value inst named name; sub
+// is the schema holding the keyword.
+func keywordMessage(keyword, name string, sub map[string]any, inst any) string {
 	switch keyword {
 	case "maxItems":
 		n := 0
@@ -68,7 +67,7 @@ func keywordMessage(keyword, name string, sub map[string]any, inst any, libMsg s
 	case "type", integerKeyword, "const", "enum", "pattern", "minimum", "maximum", "minLength", "maxLength", "exclusiveMinimum", "exclusiveMaximum":
 		return fmt.Sprintf("%s must be %s, got %s", name, describe(sub), describeValue(inst))
 	}
-	return fmt.Sprintf("%s is invalid: %s", name, libMsg)
+	return fmt.Sprintf("%s is invalid (%s)", name, keyword)
 }
 
 // mapEntryName names an entry of the map parent for a message

@@ -3,42 +3,44 @@ package fleet
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/santhosh-tekuri/jsonschema/v5"
+	"unicode/utf8"
 
 	"github.com/fleet-agent/fleet-agent/schema"
 )
 
-// compiled is the embedded schema, compiled once, with its raw form kept to
-// turn the validator's keyword locations into messages.
+// The schema stage: the embedded JSON Schema, compiled by this file into a
+// tree of nodes that checks a value and reports each failing keyword, which
+// then gets the contract's pointer here and its words in messages.go.
 //
-// The schema is compiled with two rewrites that keep its verdicts and cut
-// the validator's cost by more than half on large documents: local "$ref"s
-// are inlined (the validator enters a value once more for every "$ref"),
-// and "type": "integer" with its bounds becomes the integer keyword of
-// integer.go (the library checks every integer with big.Rat arithmetic).
-// The schema printed for editors is the file as written.
-//
-// It is compiled in pieces: the top level without the items of its lists,
-// and one schema per list item, so that the items of a large document are
-// checked on every core.
-type compiled struct {
-	root  *jsonschema.Schema
-	items map[string]*jsonschema.Schema // top-level list name -> its item schema
-	raw   map[string]any                // the inlined schema the locations point into
-}
+// It knows the keywords the schema uses, with JSON Schema 2020-12's
+// meaning: lengths in code points, patterns as Go regexps that match
+// anywhere, "integer" by value (2.0 is one), const and enum by value. A
+// schema with any other keyword does not compile (TestSchemaCompiles says
+// which). It reports what santhosh-tekuri/jsonschema reports, keyword for
+// keyword and in the same order within a value: the tests hold it to that
+// library on every document under testdata, on thousands of variants of
+// them, and in FuzzValidate (oracle_test.go). The library itself stays out
+// of the binary: its package initialiser compiles every draft's
+// meta-schema in every process, `version` included (3.4 ms, about what
+// the whole of bench/floor takes); it took 20 ms more to compile this
+// schema; and it builds a location string and a map for every value of a
+// valid document, more than half of a large document's validation.
 
-var compiledSchema = sync.OnceValue(func() *compiled {
+// inlinedSchema is the embedded schema parsed, its "$ref"s inlined (a
+// subschema is compiled where it is used, and a message can describe it
+// from its own object) and "type": "integer" with its bounds given to the
+// integer keyword (integer.go). It is made on the first document
+// validated, never at package initialisation: `fleet-agent version` does
+// not pay for it. Read-only. The schema printed for editors is the file as
+// written.
+var inlinedSchema = sync.OnceValue(func() map[string]any {
 	var raw map[string]any
 	d := json.NewDecoder(bytes.NewReader(schema.JSON))
 	d.UseNumber()
@@ -48,56 +50,16 @@ var compiledSchema = sync.OnceValue(func() *compiled {
 	defs, _ := raw["$defs"].(map[string]any)
 	inlined := inlineRefs(raw, defs, 0).(map[string]any)
 	delete(inlined, "$defs")
+	return inlined
+})
 
-	// The top level alone: the same schema with each list's items left out
-	// (the lists' types and lengths are still checked there).
-	rootOnly := map[string]any{}
-	for k, v := range inlined {
-		rootOnly[k] = v
-	}
-	rootProps := map[string]any{}
-	var lists []string
-	for name, p := range inlined["properties"].(map[string]any) {
-		pm, _ := p.(map[string]any)
-		if _, ok := pm["items"]; ok {
-			lists = append(lists, name)
-			stripped := map[string]any{}
-			for k, v := range pm {
-				if k != "items" {
-					stripped[k] = v
-				}
-			}
-			p = stripped
-		}
-		rootProps[name] = p
-	}
-	rootOnly["properties"] = rootProps
-	const rootID = schema.ID + "-top-level"
-	rootOnly["$id"] = rootID
-
-	c := jsonschema.NewCompiler()
-	c.Draft = jsonschema.Draft2020
-	registerInteger(c)
-	for id, doc := range map[string]any{schema.ID: inlined, rootID: rootOnly} {
-		flat, err := json.Marshal(doc)
-		if err != nil {
-			panic(fmt.Sprintf("fleet: embedded schema: %v", err))
-		}
-		if err := c.AddResource(id, bytes.NewReader(flat)); err != nil {
-			panic(fmt.Sprintf("fleet: embedded schema: %v", err))
-		}
-	}
-	out := &compiled{items: map[string]*jsonschema.Schema{}, raw: inlined}
-	var err error
-	if out.root, err = c.Compile(rootID); err != nil {
+// compiledSchema is the schema stage, compiled on the first document.
+var compiledSchema = sync.OnceValue(func() *node {
+	n, err := compileNode(inlinedSchema())
+	if err != nil {
 		panic(fmt.Sprintf("fleet: embedded schema: %v", err))
 	}
-	for _, name := range lists {
-		if out.items[name], err = c.Compile(schema.ID + "#/properties/" + name + "/items"); err != nil {
-			panic(fmt.Sprintf("fleet: embedded schema: %v", err))
-		}
-	}
-	return out
+	return n
 })
 
 // inlineRefs replaces every {"$ref": "#/$defs/X"} with a copy of X. The
@@ -145,273 +107,446 @@ func inlineRefs(v any, defs map[string]any, depth int) any {
 	return v
 }
 
-// schemaFindings runs the JSON Schema and turns each failing keyword into
-// findings with the contract's pointers and a message that says what is
-// allowed.
-func schemaFindings(tree any) []finding {
-	cs := compiledSchema()
-	out := cs.findings(cs.root, tree, nil, tree)
-	root, ok := tree.(map[string]any)
-	if !ok {
-		return out
-	}
-	// The items of the top-level lists, in chunks, on every core. Findings
-	// are sorted by their place in the text afterwards, so the order in
-	// which chunks finish does not matter.
-	type chunk struct {
-		list     string
-		from, to int
-	}
-	var chunks []chunk
-	total := 0
-	for _, name := range slices.Sorted(maps.Keys(cs.items)) {
-		items, ok := root[name].([]any)
-		if !ok {
-			continue
-		}
-		total += len(items)
-		for from := 0; from < len(items); from += itemsPerChunk {
-			chunks = append(chunks, chunk{name, from, min(from+itemsPerChunk, len(items))})
-		}
-	}
-	check := func(c chunk) []finding {
-		var found []finding
-		items := root[c.list].([]any)
-		for i := c.from; i < c.to; i++ {
-			found = append(found, cs.findings(cs.items[c.list], items[i], []string{c.list, strconv.Itoa(i)}, tree)...)
-		}
-		return found
-	}
-	workers := min(runtime.GOMAXPROCS(0), len(chunks))
-	if total < parallelFrom || workers < 2 {
-		for _, c := range chunks {
-			out = append(out, check(c)...)
-		}
-		return out
-	}
-	results := make([][]finding, len(chunks))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				results[i] = check(chunks[i])
-			}
-		})
-	}
-	for i := range chunks {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for _, r := range results {
-		out = append(out, r...)
-	}
-	return out
+// node is one schema object, compiled.
+type node struct {
+	raw                map[string]any // for messages
+	types              uint8          // kind bits; 0 for any
+	constant           any
+	hasConst           bool
+	enum               []any
+	minProps, maxProps int // -1 when absent, as the other counts
+	required           []string
+	props              map[string]*node
+	propertyNames      *node
+	additional         *node // nil: any additional property
+	noAdditional       bool  // "additionalProperties": false
+	minItems, maxItems int
+	items              *node
+	minLen, maxLen     int
+	pattern            *regexp.Regexp
+	integer            *integerSchema
 }
 
-// Below parallelFrom list items in all, one goroutine checks everything:
-// small documents are done before workers would start.
 const (
-	parallelFrom  = 256
-	itemsPerChunk = 64
+	kindNull uint8 = 1 << iota
+	kindBoolean
+	kindNumber
+	kindInteger
+	kindString
+	kindArray
+	kindObject
 )
 
-// findings validates v (found at the pointer tokens prefix of tree)
-// against s.
-func (cs *compiled) findings(s *jsonschema.Schema, v any, prefix []string, tree any) []finding {
-	err := s.Validate(v)
-	if err == nil {
-		return nil
+func kindByName(name string) (uint8, bool) {
+	switch name {
+	case "null":
+		return kindNull, true
+	case "boolean":
+		return kindBoolean, true
+	case "number":
+		return kindNumber, true
+	case "integer":
+		return kindInteger, true
+	case "string":
+		return kindString, true
+	case "array":
+		return kindArray, true
+	case "object":
+		return kindObject, true
 	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return []finding{{ptr: joinPointer("", prefix...), msg: "could not be checked against the schema: " + err.Error()}}
+	return 0, false
+}
+
+func kindOfValue(v any) uint8 {
+	switch v.(type) {
+	case nil:
+		return kindNull
+	case bool:
+		return kindBoolean
+	case json.Number:
+		return kindNumber
+	case string:
+		return kindString
+	case []any:
+		return kindArray
+	case map[string]any:
+		return kindObject
 	}
-	var out []finding
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) > 0 {
-			for _, c := range e.Causes {
-				walk(c)
+	return 0
+}
+
+// isAnnotation reports a keyword that never changes a verdict.
+func isAnnotation(k string) bool {
+	switch k {
+	case "$schema", "$id", "$comment", "title", "description", "examples", "default":
+		return true
+	}
+	return false
+}
+
+func compileNode(m map[string]any) (*node, error) {
+	n := &node{raw: m, minProps: -1, maxProps: -1, minItems: -1, maxItems: -1, minLen: -1, maxLen: -1}
+	counts := map[string]*int{"minProperties": &n.minProps, "maxProperties": &n.maxProps,
+		"minItems": &n.minItems, "maxItems": &n.maxItems, "minLength": &n.minLen, "maxLength": &n.maxLen}
+	subs := map[string]**node{"propertyNames": &n.propertyNames, "items": &n.items}
+	for k, v := range m {
+		var err error
+		switch {
+		case counts[k] != nil:
+			*counts[k], err = countOf(v)
+		case subs[k] != nil:
+			*subs[k], err = compileSub(v)
+		case k == "type":
+			err = n.setTypes(v)
+		case k == "const":
+			n.constant, n.hasConst, err = v, true, scalar(v)
+		case k == "enum":
+			n.enum, err = enumOf(v)
+		case k == "properties":
+			n.props, err = compileProps(v)
+		case k == "required":
+			n.required, err = namesOf(v)
+		case k == "additionalProperties":
+			if b, ok := v.(bool); ok {
+				n.noAdditional = !b
+				continue
 			}
-			return
+			n.additional, err = compileSub(v)
+		case k == "pattern":
+			p, _ := v.(string)
+			n.pattern, err = regexp.Compile(p)
+		case k == integerKeyword:
+			r, ok := v.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("%s must be an object", integerKeyword)
+			}
+			n.integer = newIntegerSchema(r)
+		case !isAnnotation(k):
+			return nil, fmt.Errorf("keyword %q is not known to the schema stage (internal/fleet/schema.go): add it there", k)
 		}
-		out = append(out, mapSchemaError(e, prefix, tree, cs.raw)...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
 	}
-	walk(ve)
+	return n, nil
+}
+
+func compileSub(v any) (*node, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("a subschema must be an object")
+	}
+	return compileNode(m)
+}
+
+func compileProps(v any) (map[string]*node, error) {
+	props, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("must be an object")
+	}
+	out := make(map[string]*node, len(props))
+	for name, p := range props {
+		n, err := compileSub(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out[name] = n
+	}
+	return out, nil
+}
+
+func namesOf(v any) ([]string, error) {
+	list, _ := v.([]any)
+	var out []string
+	for _, r := range list {
+		name, ok := r.(string)
+		if !ok {
+			return nil, fmt.Errorf("must list names")
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+func enumOf(v any) ([]any, error) {
+	list, ok := v.([]any)
+	if !ok || len(list) == 0 {
+		return nil, fmt.Errorf("must be a list of values")
+	}
+	for _, e := range list {
+		if err := scalar(e); err != nil {
+			return nil, err
+		}
+	}
+	return list, nil
+}
+
+func (n *node) setTypes(v any) error {
+	names := []any{v}
+	if list, ok := v.([]any); ok {
+		names = list
+	}
+	for _, t := range names {
+		name, _ := t.(string)
+		bit, ok := kindByName(name)
+		if !ok {
+			return fmt.Errorf("unknown type %v", t)
+		}
+		n.types |= bit
+	}
+	return nil
+}
+
+func countOf(v any) (int, error) {
+	num, ok := v.(json.Number)
+	if !ok {
+		return 0, fmt.Errorf("not a number")
+	}
+	i, err := num.Int64()
+	if err != nil || i < 0 || i > 1<<31 {
+		return 0, fmt.Errorf("not a count: %s", num)
+	}
+	return int(i), nil
+}
+
+// scalar refuses a const or enum value that is an object or a list: the
+// schema has none, and sameValue compares scalars only.
+func scalar(v any) error {
+	switch v.(type) {
+	case map[string]any, []any:
+		return fmt.Errorf("only scalars are supported in const and enum")
+	}
+	return nil
+}
+
+// schemaError is one failing keyword of the value at toks.
+type schemaError struct {
+	toks    []string
+	keyword string
+	sub     map[string]any // the schema object holding the keyword
+	// inKey: under propertyNames, toks names a key, not a value.
+	inKey bool
+	// inMap: under additionalProperties, toks names a map entry.
+	inMap bool
+}
+
+// walker checks a value against the nodes and collects each failing
+// keyword. It keeps where it stands as a stack of steps, turned into tokens
+// only for a failing keyword: valid values, the common case, allocate
+// nothing for their place.
+type walker struct {
+	steps []step
+	out   []schemaError
+}
+
+// step is one token of the place: a key, or a list index.
+type step struct {
+	key    string
+	index  int
+	isItem bool
+}
+
+func (w *walker) tokens() []string {
+	toks := make([]string, len(w.steps))
+	for i, s := range w.steps {
+		if s.isItem {
+			toks[i] = strconv.Itoa(s.index)
+		} else {
+			toks[i] = s.key
+		}
+	}
+	return toks
+}
+
+// fail records keyword of n failing at the current place; under
+// propertyNames (inKey) the place names a key, under additionalProperties
+// (inMap) a map entry.
+func (w *walker) fail(n *node, keyword string, inKey, inMap bool) {
+	w.out = append(w.out, schemaError{toks: w.tokens(), keyword: keyword, sub: n.raw, inKey: inKey, inMap: inMap})
+}
+
+// walk checks v against n and records each failing keyword, in the order
+// the library reports them within one value: type (alone: nothing else is
+// checked on a value of the wrong type), const, enum, the keywords of the
+// value's kind, then the integer keyword.
+func (w *walker) walk(n *node, v any, inKey, inMap bool) {
+	if s, ok := v.(string); ok {
+		w.walkString(n, s, inKey, inMap)
+		return
+	}
+	if n.types != 0 && !n.admits(v) {
+		w.fail(n, "type", inKey, inMap)
+		return
+	}
+	if n.hasConst && !sameValue(v, n.constant) {
+		w.fail(n, "const", inKey, inMap)
+	}
+	if n.enum != nil && !slices.ContainsFunc(n.enum, func(e any) bool { return sameValue(v, e) }) {
+		w.fail(n, "enum", inKey, inMap)
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		w.walkObject(n, x, inKey, inMap)
+	case []any:
+		if n.minItems >= 0 && len(x) < n.minItems {
+			w.fail(n, "minItems", inKey, inMap)
+		}
+		if n.maxItems >= 0 && len(x) > n.maxItems {
+			w.fail(n, "maxItems", inKey, inMap)
+		}
+		if n.items != nil {
+			for i, e := range x {
+				w.steps = append(w.steps, step{index: i, isItem: true})
+				w.walk(n.items, e, inKey, inMap)
+				w.steps = w.steps[:len(w.steps)-1]
+			}
+		}
+	}
+	if n.integer != nil && n.integer.check(v) != "" {
+		w.fail(n, integerKeyword, inKey, inMap)
+	}
+}
+
+// walkString is walk for a string, which it takes unboxed: keys and
+// string values are most of a document.
+func (w *walker) walkString(n *node, s string, inKey, inMap bool) {
+	if n.types != 0 && n.types&kindString == 0 {
+		w.fail(n, "type", inKey, inMap)
+		return
+	}
+	if n.hasConst && n.constant != any(s) {
+		w.fail(n, "const", inKey, inMap)
+	}
+	if n.enum != nil && !slices.Contains(n.enum, any(s)) {
+		w.fail(n, "enum", inKey, inMap)
+	}
+	if n.minLen >= 0 || n.maxLen >= 0 {
+		runes := utf8.RuneCountInString(s)
+		if n.minLen >= 0 && runes < n.minLen {
+			w.fail(n, "minLength", inKey, inMap)
+		}
+		if n.maxLen >= 0 && runes > n.maxLen {
+			w.fail(n, "maxLength", inKey, inMap)
+		}
+	}
+	if n.pattern != nil && !n.pattern.MatchString(s) {
+		w.fail(n, "pattern", inKey, inMap)
+	}
+	if n.integer != nil {
+		w.fail(n, integerKeyword, inKey, inMap) // a string is never an integer
+	}
+}
+
+func (w *walker) walkObject(n *node, m map[string]any, inKey, inMap bool) {
+	if n.minProps >= 0 && len(m) < n.minProps {
+		w.fail(n, "minProperties", inKey, inMap)
+	}
+	if n.maxProps >= 0 && len(m) > n.maxProps {
+		w.fail(n, "maxProperties", inKey, inMap)
+	}
+	for _, r := range n.required {
+		if _, ok := m[r]; !ok {
+			w.fail(n, "required", inKey, inMap) // once: its findings name every missing field
+			break
+		}
+	}
+	extra := false
+	for k, v := range m {
+		w.steps = append(w.steps, step{key: k})
+		if n.propertyNames != nil {
+			w.walkString(n.propertyNames, k, true, inMap)
+		}
+		if p, ok := n.props[k]; ok {
+			w.walk(p, v, inKey, inMap)
+		} else {
+			extra = true
+			if n.additional != nil {
+				w.walk(n.additional, v, inKey, true)
+			}
+		}
+		w.steps = w.steps[:len(w.steps)-1]
+	}
+	if extra && n.noAdditional {
+		w.fail(n, "additionalProperties", inKey, inMap) // once: its findings name every unknown key
+	}
+}
+
+// admits applies "type"; "integer" admits a number of integral value.
+func (n *node) admits(v any) bool {
+	if n.types&kindOfValue(v) != 0 {
+		return true
+	}
+	num, ok := v.(json.Number)
+	return ok && n.types&kindInteger != 0 && integral(num)
+}
+
+// sameValue is JSON equality of scalars: numbers by value (1, 1.0, 1e0).
+func sameValue(a, b any) bool {
+	x, ok1 := a.(json.Number)
+	y, ok2 := b.(json.Number)
+	if ok1 && ok2 {
+		return x == y || equalNumbers(x, y)
+	}
+	switch a.(type) {
+	case nil, bool, string:
+		return a == b
+	}
+	return false
+}
+
+// schemaFindings runs the schema stage on tree and gives each failing
+// keyword the contract's pointers and a message that says what is allowed.
+func schemaFindings(tree any) []finding {
+	w := &walker{steps: make([]step, 0, 16)}
+	w.walk(compiledSchema(), tree, false, false)
+	var out []finding
+	for _, e := range w.out {
+		out = append(out, e.findings(tree)...)
+	}
 	return out
 }
 
-func mapSchemaError(e *jsonschema.ValidationError, prefix []string, tree any, raw map[string]any) []finding {
-	toks := append(slices.Clip(prefix), instancePath(e)...)
-	ptr := joinPointer("", toks...)
-	sub, keyword := schemaAt(raw, e.AbsoluteKeywordLocation)
-	inst, _ := lookup(tree, toks)
-	name := fieldName(toks)
-	if strings.Contains(e.KeywordLocation, "/propertyNames") {
-		// The instance location of a propertyNames failure is the key itself.
-		return []finding{{ptr: ptr, anchor: atKey, msg: invalidKeyMessage(lastToken(ptr), describe(sub))}}
+// findings turns one failing keyword into the contract's findings: an
+// invalid key names the key, a missing field the field (sorted with its
+// parent), an unknown field each such key; anything else the value.
+func (e schemaError) findings(tree any) []finding {
+	ptr := joinPointer("", e.toks...)
+	inst, _ := lookup(tree, e.toks)
+	name := fieldName(e.toks)
+	if e.inKey {
+		return []finding{{ptr: ptr, anchor: atKey, msg: invalidKeyMessage(lastToken(ptr), describe(e.sub))}}
 	}
-	if strings.Contains(e.KeywordLocation, "/additionalProperties") && len(toks) >= 2 {
-		name = mapEntryName(toks[len(toks)-2], toks[len(toks)-1])
+	if e.inMap && len(e.toks) >= 2 {
+		name = mapEntryName(e.toks[len(e.toks)-2], e.toks[len(e.toks)-1])
 	}
-	switch keyword {
+	switch e.keyword {
 	case "required":
-		// The validator reports the object; the contract names each missing
-		// field, sorted with its parent.
 		obj, _ := inst.(map[string]any)
 		var out []finding
-		req, _ := sub["required"].([]any)
+		req, _ := e.sub["required"].([]any)
 		for _, r := range req {
 			k, _ := r.(string)
 			if _, ok := obj[k]; !ok {
-				out = append(out, finding{ptr: joinPointer(ptr, k), anchor: atParent, msg: requiredMessage(k, toks)})
+				out = append(out, finding{ptr: joinPointer(ptr, k), anchor: atParent, msg: requiredMessage(k, e.toks)})
 			}
 		}
 		return out
 	case "additionalProperties":
 		obj, _ := inst.(map[string]any)
-		return unknownKeys(ptr, obj, sub)
+		return unknownKeys(ptr, obj, e.sub)
 	}
-	return []finding{{ptr: ptr, msg: keywordMessage(keyword, name, sub, inst, e.Message)}}
+	return []finding{{ptr: ptr, msg: keywordMessage(e.keyword, name, e.sub, inst)}}
 }
 
-// unknownKeys names each key of obj that sub does not allow: the validator
-// reports the object, the contract the key itself.
+// unknownKeys names each key of obj that sub does not allow.
 func unknownKeys(ptr string, obj map[string]any, sub map[string]any) []finding {
 	props, _ := sub["properties"].(map[string]any)
-	patterns, _ := sub["patternProperties"].(map[string]any)
 	allowed := slices.Sorted(maps.Keys(props))
 	var out []finding
 	for _, k := range slices.Sorted(maps.Keys(obj)) {
-		if _, ok := props[k]; ok {
-			continue
+		if _, ok := props[k]; !ok {
+			out = append(out, finding{ptr: joinPointer(ptr, k), anchor: atKey, msg: unknownFieldMessage(k, allowed)})
 		}
-		if matchesAny(k, patterns) {
-			continue
-		}
-		if len(patterns) > 0 {
-			what, _ := sub["x-keys"].(string)
-			if what == "" {
-				what = "a valid key"
-			}
-			out = append(out, finding{ptr: joinPointer(ptr, k), anchor: atKey, msg: invalidKeyMessage(k, what)})
-			continue
-		}
-		out = append(out, finding{ptr: joinPointer(ptr, k), anchor: atKey, msg: unknownFieldMessage(k, allowed)})
 	}
 	return out
-}
-
-var patternCache sync.Map // string -> *regexp.Regexp
-
-func compileCached(p string) *regexp.Regexp {
-	if r, ok := patternCache.Load(p); ok {
-		return r.(*regexp.Regexp)
-	}
-	r := regexp.MustCompile(p)
-	patternCache.Store(p, r)
-	return r
-}
-
-func matchesAny(k string, patterns map[string]any) bool {
-	for p := range patterns {
-		if compileCached(p).MatchString(k) {
-			return true
-		}
-	}
-	return false
-}
-
-// instancePath returns the instance tokens of a validator error. The
-// validator joins an empty key as no token at all, so that {"": 1} under
-// ownerQuota is reported at ownerQuota itself. The keyword location says
-// how many tokens the path has: each step into a property, a map entry or
-// a list item is one. The tokens missing from the instance location are
-// empty keys; where the schema has more than one map step, the innermost
-// are taken to be the empty ones (the schema has no nested maps today).
-func instancePath(e *jsonschema.ValidationError) []string {
-	inst := instanceTokens(e.InstanceLocation)
-	kw := instanceTokens(e.KeywordLocation)
-	if len(kw) == 0 {
-		return inst
-	}
-	// The last token is the failing keyword: it applies to the value the
-	// steps before it reach (additionalProperties: false reports the object).
-	kw = kw[:len(kw)-1]
-	type step struct {
-		name  string
-		fixed bool // a named property: its name is the token
-	}
-	var steps []step
-	for i := 0; i < len(kw); i++ {
-		switch kw[i] {
-		case "properties":
-			if i+1 < len(kw) {
-				steps = append(steps, step{name: kw[i+1], fixed: true})
-			}
-			i++
-		case "patternProperties", "prefixItems":
-			steps = append(steps, step{})
-			i++
-		case "additionalProperties", "propertyNames", "items", "contains", "unevaluatedProperties", "unevaluatedItems":
-			steps = append(steps, step{})
-		case "allOf", "anyOf", "oneOf", "dependentSchemas", "$defs":
-			i++ // the next token is an index or a name, not a step
-		}
-	}
-	missing := len(steps) - len(inst)
-	if missing <= 0 {
-		return inst
-	}
-	variable := 0
-	for _, s := range steps {
-		if !s.fixed {
-			variable++
-		}
-	}
-	out := make([]string, 0, len(steps))
-	for _, s := range steps {
-		empty := missing > 0 && ((s.fixed && s.name == "") || (!s.fixed && variable <= missing))
-		if !s.fixed {
-			variable--
-		}
-		if empty || len(inst) == 0 {
-			out = append(out, "")
-			missing--
-			continue
-		}
-		out = append(out, inst[0])
-		inst = inst[1:]
-	}
-	return out
-}
-
-// instanceTokens converts the validator's instance location (its tokens
-// are also URL-path-escaped) into unescaped RFC 6901 tokens.
-func instanceTokens(loc string) []string {
-	if loc == "" {
-		return nil
-	}
-	parts := strings.Split(strings.TrimPrefix(loc, "/"), "/")
-	for i, s := range parts {
-		if u, err := url.PathUnescape(s); err == nil {
-			s = u
-		}
-		parts[i] = unescapeToken(s)
-	}
-	return parts
-}
-
-func schemaAt(raw map[string]any, absLoc string) (sub map[string]any, keyword string) {
-	_, frag, _ := strings.Cut(absLoc, "#")
-	toks := instanceTokens(frag)
-	if len(toks) == 0 {
-		return raw, ""
-	}
-	keyword = toks[len(toks)-1]
-	cur, _ := lookup(raw, toks[:len(toks)-1])
-	sub, _ = cur.(map[string]any)
-	return sub, keyword
 }
