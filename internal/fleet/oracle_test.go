@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -188,6 +189,16 @@ func agree(t testing.TB, data []byte, what string) bool {
 func TestSchemaCompiles(t *testing.T) {
 	if _, err := compileNode(inlinedSchema()); err != nil {
 		t.Fatal(err)
+	}
+	patterns.mu.Lock()
+	defer patterns.mu.Unlock()
+	if len(patterns.m) == 0 {
+		t.Fatal("no patterns")
+	}
+	for expr := range patterns.m {
+		if _, err := regexp.Compile(expr); err != nil {
+			t.Errorf("pattern %q: %v", expr, err)
+		}
 	}
 }
 

@@ -123,7 +123,7 @@ type node struct {
 	minItems, maxItems int
 	items              *node
 	minLen, maxLen     int
-	pattern            *regexp.Regexp
+	pattern            func() *regexp.Regexp // compiled on first use (see patterns)
 	integer            *integerSchema
 }
 
@@ -214,7 +214,7 @@ func compileNode(m map[string]any) (*node, error) {
 			n.additional, err = compileSub(v)
 		case k == "pattern":
 			p, _ := v.(string)
-			n.pattern, err = regexp.Compile(p)
+			n.pattern = patterns.get(p)
 		case k == integerKeyword:
 			r, ok := v.(map[string]any)
 			if !ok {
@@ -229,6 +229,28 @@ func compileNode(m map[string]any) (*node, error) {
 		}
 	}
 	return n, nil
+}
+
+// patterns holds each pattern of the schema compiled once, when a value
+// first meets it: inlining repeats the same few patterns dozens of times,
+// and a document of one field needs none (a {1,128} repeat alone compiles
+// to 128 instructions). TestSchemaCompiles compiles them all.
+var patterns = patternSet{m: map[string]func() *regexp.Regexp{}}
+
+type patternSet struct {
+	mu sync.Mutex
+	m  map[string]func() *regexp.Regexp
+}
+
+func (ps *patternSet) get(expr string) func() *regexp.Regexp {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if f, ok := ps.m[expr]; ok {
+		return f
+	}
+	f := sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+	ps.m[expr] = f
+	return f
 }
 
 func compileSub(v any) (*node, error) {
@@ -429,7 +451,7 @@ func (w *walker) walkString(n *node, s string, inKey, inMap bool) {
 			w.fail(n, "maxLength", inKey, inMap)
 		}
 	}
-	if n.pattern != nil && !n.pattern.MatchString(s) {
+	if n.pattern != nil && !n.pattern().MatchString(s) {
 		w.fail(n, "pattern", inKey, inMap)
 	}
 	if n.integer != nil {
