@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +41,7 @@ func (p *parser) errorf(line int, format string, args ...any) {
 	p.problems = append(p.problems, Problem{File: p.file, Line: line, Message: fmt.Sprintf(format, args...)})
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlLine = lazyRegexp(`^yaml: line (\d+): (.*)$`)
 
 func (p *parser) parse(data []byte) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -109,7 +108,7 @@ func (p *parser) parse(data []byte) {
 // syntax turns a yaml.v3 error into a problem with its line.
 func (p *parser) syntax(err error) {
 	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+	if m := yamlLine().FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
 		p.errorf(line, "not valid YAML: %s", m[2])
 		return

@@ -2,7 +2,9 @@ package fleet
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -107,8 +109,18 @@ func BenchmarkValidateLarge(b *testing.B) {
 	b.ReportMetric(float64(len(data))/(1<<20), "MiB")
 }
 
+var writeLarge = flag.String("write-large", "", "write the largest benchmark document to this file (bench/startup.sh times the command line on it)")
+
+// TestLargeDocumentIsValid also hands the document to bench/startup.sh
+// (-write-large FILE), so that one generator serves both.
 func TestLargeDocumentIsValid(t *testing.T) {
-	if _, errs := Validate("large", largeDocument(t)); errs != nil {
+	data := largeDocument(t)
+	if _, errs := Validate("large", data); errs != nil {
 		t.Fatal(errs.Text())
+	}
+	if *writeLarge != "" {
+		if err := os.WriteFile(*writeLarge, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

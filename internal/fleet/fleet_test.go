@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -111,33 +112,31 @@ func checkPointer(t testing.TB, data []byte, ptr string) {
 	t.Errorf("pointer %q resolves neither in the input nor through its parent", ptr)
 }
 
+// TestErrorsInTextOrder: errors stand in the order of their values in the
+// text, whatever order the stages find them in.
 func TestErrorsInTextOrder(t *testing.T) {
-	// The unknown field stands before the bad kind in the text, though the
-	// schema finds them in another order; the repeated key stands last.
-	data := []byte(`{"version": 1, "sites": [{"zz": 1, "name": "a", "kind": "x", "region": "r"}], "pools": [], "version": 1}`)
-	_, errs := Validate("f", data)
-	var got []string
-	for _, e := range errs {
-		got = append(got, e.Path)
+	cases := []struct{ name, doc, want string }{
+		// The unknown field stands before the bad kind in the text, though
+		// the schema finds them in another order; the repeated key stands
+		// last.
+		{"stages", `{"version": 1, "sites": [{"zz": 1, "name": "a", "kind": "x", "region": "r"}], "pools": [], "version": 1}`,
+			"/sites/0/zz /sites/0/kind /version"},
+		// A repeated key's discarded value must not move the errors of the
+		// value that is kept: they stand where the first value stands.
+		{"repeated key keeps the first value's place", `{"sites":[{"name":"a","kind":"shared","region":"r","zz":1}],"version":1,"x":2,"sites":[{"zz":1}]}`,
+			"/sites/0/zz /x /sites"},
 	}
-	want := []string{"/sites/0/zz", "/sites/0/kind", "/version"}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("order %v, want %v", got, want)
-	}
-}
-
-// A repeated key's discarded value must not move the errors of the value
-// that is kept: they stand where the first value stands in the text.
-func TestRepeatedKeyKeepsFirstValueOrder(t *testing.T) {
-	data := []byte(`{"sites":[{"name":"a","kind":"shared","region":"r","zz":1}],"version":1,"x":2,"sites":[{"zz":1}]}`)
-	_, errs := Validate("f", data)
-	var got []string
-	for _, e := range errs {
-		got = append(got, e.Path)
-	}
-	want := []string{"/sites/0/zz", "/x", "/sites"}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("order %v, want %v", got, want)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, errs := Validate("f", []byte(c.doc))
+			var got []string
+			for _, e := range errs {
+				got = append(got, e.Path)
+			}
+			if strings.Join(got, " ") != c.want {
+				t.Errorf("order %v, want %s", got, c.want)
+			}
+		})
 	}
 }
 
@@ -241,14 +240,9 @@ func TestBadInputBounded(t *testing.T) {
 		"million objects":     bytes.Repeat([]byte(`{"a":`), 1_000_000),
 		"invalid utf-8":       []byte("{\"version\":1,\"x\":\"\xc3\x28\"}"),
 		"nul byte":            []byte("{\"version\":1}\x00"),
-		"huge exponent":       []byte(`{"version":1e999999999}`),
 		"trailing":            []byte(`{"version":1}x`),
 		"lone surrogate ok":   nil,
 		"unterminated string": []byte(`{"version":1,"sites":"abc`),
-		// Short literals whose value is beyond a double: no canonical form.
-		"policy number over a double":   []byte(`{"version":1,"pools":[{"name":"p","site":"s","class":"vps-host","policy":{"x":1e309}}]}`),
-		"policy number over a double 2": []byte(`{"version":1,"pools":[{"name":"p","site":"s","class":"vps-host","policy":{"x":-99999e305}}]}`),
-		"config number over a double":   []byte(`{"version":1,"providerAccounts":[{"name":"a","provider":"x","config":{"n":1e400}}]}`),
 	}
 	delete(cases, "lone surrogate ok")
 	for name, data := range cases {
@@ -256,6 +250,61 @@ func TestBadInputBounded(t *testing.T) {
 			_, errs := Validate("f", data)
 			if len(errs) != 1 || errs[0].Path != "" {
 				t.Fatalf("want one error at \"\", got %d: %v", len(errs), errs)
+			}
+		})
+	}
+}
+
+// A byte-order mark is named as such, wherever it stands in place of a
+// value.
+func TestByteOrderMark(t *testing.T) {
+	cases := []struct{ name, doc, msg string }{
+		{"at the start", "\xef\xbb\xbf{\"version\":1}", "the document starts with a UTF-8 byte-order mark (EF BB BF); JSON text must not carry one: save the file as UTF-8 without a BOM"},
+		{"after space", " \xef\xbb\xbf{\"version\":1}", "a UTF-8 byte-order mark (EF BB BF) at offset 1; JSON text must not carry one: remove it"},
+		{"before a value", "{\"version\":\xef\xbb\xbf1}", "a UTF-8 byte-order mark (EF BB BF) at offset 11; JSON text must not carry one: remove it"},
+		{"a lone 0xef is not one", "\xef\xbb{}", "the document is not valid UTF-8 (first bad byte at offset 0)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, errs := Validate("f", []byte(c.doc))
+			if len(errs) != 1 || errs[0].Path != "" || errs[0].Message != c.msg {
+				t.Fatalf("want one error at \"\": %q, got %v", c.msg, errs)
+			}
+		})
+	}
+}
+
+// A short literal beyond a double has no canonical form: it is refused at
+// its own pointer, once (the schema's verdict on the same value is not
+// added), quickly however large its exponent, and validation goes on.
+func TestNumberBeyondADouble(t *testing.T) {
+	const msg = "this number is out of range; numbers must fit a 64-bit float (about ±1e308)"
+	cases := []struct{ name, doc, path string }{
+		{"huge exponent", `{"version":1e999999999}`, "/version"},
+		{"policy", `{"version":1,"pools":[{"name":"p","site":"s","class":"vps-host","policy":{"x":1e309}}]}`, "/pools/0/policy/x"},
+		{"policy, negative", `{"version":1,"pools":[{"name":"p","site":"s","class":"vps-host","policy":{"x":-99999e305}}]}`, "/pools/0/policy/x"},
+		{"config", `{"version":1,"providerAccounts":[{"name":"a","provider":"x","config":{"n":1e400}}]}`, "/providerAccounts/0/config/n"},
+		{"tiny exponent", `{"version":1,"pools":[{"name":"p","site":"s","class":"vps-host","policy":{"x":1e-999999999}}]}`, "/pools/0/policy/x"},
+		{"bounded integer", `{"version":1,"flavors":[{"pool":"p","name":"f","vcpu":1e309,"memoryGiB":1,"diskGiB":1}]}`, "/flavors/0/vcpu"},
+		{"min against max", `{"version":1,"sandboxTemplates":[{"name":"t","pool":"p","flavor":"f","imageId":"i","warm":{"min":1,"max":-1e309}}]}`, "/sandboxTemplates/0/warm/max"},
+		{"in a repeated key's discarded value", `{"version":1,"version":1e309}`, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			_, errs := Validate("f", []byte(c.doc))
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("took %v", d)
+			}
+			if c.path == "" {
+				// The repeated key is the error; its discarded value is moot.
+				if len(errs) != 1 || errs[0].Path != "/version" || strings.Contains(errs[0].Message, "range") {
+					t.Fatalf("want only the repeated key, got:\n%s", errs.Text())
+				}
+				return
+			}
+			if len(errs) != 1 || errs[0].Path != c.path || errs[0].Message != msg {
+				t.Fatalf("want one error at %s, got:\n%s", c.path, errs.Text())
 			}
 		})
 	}

@@ -4,17 +4,14 @@ import (
 	"encoding/json"
 	"math/big"
 	"strconv"
-
-	"github.com/santhosh-tekuri/jsonschema/v5"
 )
 
 // integerKeyword replaces "type": "integer" with "minimum"/"maximum" in the
 // compiled schema. It keeps JSON Schema's rule (2.0 and 1e2 are integers,
 // 1.5 is not) and answers the common case, a plain decimal literal, with
-// strconv instead of big.Rat.
+// strconv instead of big.Rat. The test oracle registers it in
+// santhosh-tekuri/jsonschema as an extension keyword of the same meaning.
 const integerKeyword = "x-fleet-integer"
-
-type integerExt struct{}
 
 type integerSchema struct {
 	min, max *big.Rat
@@ -24,16 +21,8 @@ type integerSchema struct {
 	fastMin, fastMax bool
 }
 
-func registerInteger(c *jsonschema.Compiler) {
-	meta := jsonschema.MustCompileString("fleet-integer-meta.json", `{"properties":{"`+integerKeyword+`":{"type":"object"}}}`)
-	c.RegisterExtension(integerKeyword, meta, integerExt{})
-}
-
-func (integerExt) Compile(_ jsonschema.CompilerContext, m map[string]any) (jsonschema.ExtSchema, error) {
-	r, ok := m[integerKeyword].(map[string]any)
-	if !ok {
-		return nil, nil
-	}
+// newIntegerSchema compiles the keyword's {"minimum", "maximum"}.
+func newIntegerSchema(r map[string]any) *integerSchema {
 	s := &integerSchema{}
 	bound := func(v any) (*big.Rat, int64, bool) {
 		var lit string
@@ -57,28 +46,46 @@ func (integerExt) Compile(_ jsonschema.CompilerContext, m map[string]any) (jsons
 		s.hasMax = true
 		s.max, s.maxI, s.fastMax = bound(v)
 	}
-	return s, nil
+	return s
 }
 
-func (s *integerSchema) Validate(ctx jsonschema.ValidationContext, v any) error {
+// check says why v is not an integer within the bounds, or "" when it is.
+func (s *integerSchema) check(v any) string {
 	n, ok := v.(json.Number)
 	if !ok {
-		return ctx.Error(integerKeyword, "expected an integer")
+		return "expected an integer"
 	}
 	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil && (!s.hasMin || s.fastMin) && (!s.hasMax || s.fastMax) {
 		if (s.hasMin && i < s.minI) || (s.hasMax && i > s.maxI) {
-			return ctx.Error(integerKeyword, "out of range")
+			return "out of range"
 		}
-		return nil
+		return ""
 	}
 	// 2.0, 1e2, or beyond int64: exact arithmetic (literals are short, with
 	// bounded exponents, so this stays cheap).
 	r, ok := new(big.Rat).SetString(string(n))
 	if !ok || !r.IsInt() {
-		return ctx.Error(integerKeyword, "expected an integer")
+		return "expected an integer"
 	}
 	if (s.hasMin && r.Cmp(s.min) < 0) || (s.hasMax && r.Cmp(s.max) > 0) {
-		return ctx.Error(integerKeyword, "out of range")
+		return "out of range"
 	}
-	return nil
+	return ""
+}
+
+// integral reports whether a number literal has an integral value (2.0 and
+// 1e2 do: JSON Schema's rule).
+func integral(n json.Number) bool {
+	if _, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+		return true
+	}
+	r, ok := new(big.Rat).SetString(string(n))
+	return ok && r.IsInt()
+}
+
+// equalNumbers compares two number literals by value.
+func equalNumbers(x, y json.Number) bool {
+	rx, ok1 := new(big.Rat).SetString(string(x))
+	ry, ok2 := new(big.Rat).SetString(string(y))
+	return ok1 && ok2 && rx.Cmp(ry) == 0
 }

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -19,6 +20,9 @@ const (
 	MaxExponent = 400
 )
 
+// bom is U+FEFF in UTF-8, the byte-order mark.
+var bom = []byte{0xef, 0xbb, 0xbf}
+
 // syntaxError is a refusal of the whole text: its pointer is always "".
 type syntaxError struct {
 	off int
@@ -29,6 +33,14 @@ type syntaxError struct {
 type dupKey struct {
 	pointer string // pointer of the key (same as the first occurrence's)
 	off     int    // offset of the repeated key
+}
+
+// badNumber is a number literal beyond a double: short enough to read, but
+// with no canonical form. It is refused at its own pointer and validation
+// goes on; the tree holds a stand-in (see number).
+type badNumber struct {
+	pointer string
+	off     int
 }
 
 // parser is a strict JSON parser producing the value tree that the schema
@@ -45,6 +57,7 @@ type parser struct {
 	depth int
 	err   *syntaxError
 	dups  int
+	bad   int // numbers beyond a double (fast mode)
 
 	// keys interns object keys: a document repeats a few dozen names
 	// thousands of times, and a map lookup by []byte does not allocate.
@@ -55,6 +68,7 @@ type parser struct {
 	valueOff   map[string]int
 	keyOff     map[string]int
 	dupDetails []dupKey
+	badNumbers []badNumber
 }
 
 func (p *parser) fail(off int, format string, args ...any) {
@@ -152,6 +166,15 @@ func (p *parser) value() any {
 		return p.literal("false", false)
 	case c == 'n':
 		return p.literal("null", nil)
+	case c == bom[0] && bytes.HasPrefix(p.data[p.pos:], bom):
+		// Editors on Windows add one; RFC 8259 forbids it, and "0xef" tells
+		// nobody what to do.
+		if p.pos == 0 {
+			p.fail(0, "the document starts with a UTF-8 byte-order mark (EF BB BF); JSON text must not carry one: save the file as UTF-8 without a BOM")
+		} else {
+			p.fail(p.pos, "a UTF-8 byte-order mark (EF BB BF) at offset %d; JSON text must not carry one: remove it", p.pos)
+		}
+		return nil
 	default:
 		p.fail(p.pos, "invalid character %s at offset %d; expected a JSON value", quoteByte(c), p.pos)
 		return nil
@@ -196,11 +219,8 @@ func (p *parser) object() any {
 		return nil
 	}
 	defer func() { p.depth-- }()
-	p.pos++ // {
 	m := map[string]any{}
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
+	if p.opensEmpty('}') {
 		return m
 	}
 	for {
@@ -230,10 +250,10 @@ func (p *parser) object() any {
 				// offsets of the first one, which is the value kept.
 				// Problems inside the discarded value are moot: the error
 				// on its key already says to remove it.
-				saved, savedKeys, dups := p.valueOff, p.keyOff, len(p.dupDetails)
+				saved, savedKeys, dups, bad := p.valueOff, p.keyOff, len(p.dupDetails), len(p.badNumbers)
 				p.valueOff, p.keyOff = map[string]int{}, map[string]int{}
 				p.value()
-				p.valueOff, p.keyOff, p.dupDetails = saved, savedKeys, p.dupDetails[:dups]
+				p.valueOff, p.keyOff, p.dupDetails, p.badNumbers = saved, savedKeys, p.dupDetails[:dups], p.badNumbers[:bad]
 			} else {
 				p.keyOff[ptr] = keyAt
 				m[k] = p.value()
@@ -250,20 +270,11 @@ func (p *parser) object() any {
 		if p.err != nil {
 			return nil
 		}
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			p.fail(p.pos, "unexpected end of the document inside an object")
-			return nil
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
+		if more, ok := p.afterMember('}', "an object"); !more {
+			if !ok {
+				return nil
+			}
 			return m
-		default:
-			p.fail(p.pos, "expected ',' or '}' at offset %d%s", p.pos, p.found())
-			return nil
 		}
 	}
 }
@@ -273,11 +284,8 @@ func (p *parser) array() any {
 		return nil
 	}
 	defer func() { p.depth-- }()
-	p.pos++ // [
 	a := []any{}
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
+	if p.opensEmpty(']') {
 		return a
 	}
 	for {
@@ -292,22 +300,46 @@ func (p *parser) array() any {
 			return nil
 		}
 		a = append(a, v)
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			p.fail(p.pos, "unexpected end of the document inside a list")
-			return nil
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
+		if more, ok := p.afterMember(']', "a list"); !more {
+			if !ok {
+				return nil
+			}
 			return a
-		default:
-			p.fail(p.pos, "expected ',' or ']' at offset %d%s", p.pos, p.found())
-			return nil
 		}
 	}
+}
+
+// opensEmpty steps over the opening bracket at p.pos and reports whether
+// closing follows at once (an empty object or list).
+func (p *parser) opensEmpty(closing byte) bool {
+	p.pos++
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == closing {
+		p.pos++
+		return true
+	}
+	return false
+}
+
+// afterMember steps over what follows a member of an object or a list: a
+// comma (more is true) or the closing bracket. ok is false, with the
+// syntax error recorded, on anything else.
+func (p *parser) afterMember(closing byte, inside string) (more, ok bool) {
+	p.skipSpace()
+	if p.pos >= len(p.data) {
+		p.fail(p.pos, "unexpected end of the document inside %s", inside)
+		return false, false
+	}
+	switch p.data[p.pos] {
+	case ',':
+		p.pos++
+		return true, true
+	case closing:
+		p.pos++
+		return false, true
+	}
+	p.fail(p.pos, "expected ',' or '%c' at offset %d%s", closing, p.pos, p.found())
+	return false, false
 }
 
 func (p *parser) number() any {
@@ -358,12 +390,27 @@ func (p *parser) number() any {
 	// A short literal can still carry a huge exponent; beyond what a double
 	// holds it has no canonical form, and big-number code would pay for it.
 	// Within that bound a positive exponent can still carry the value past
-	// the largest double (1e309): it has no canonical form either.
-	if exp := exponentOf(d[start:i]); exp > MaxExponent || exp < -MaxExponent || (exp > 0 && overflows(d[start:i])) {
-		p.fail(start, "a number at offset %d is out of range; numbers must fit a 64-bit float (about ±1e308)", start)
-		return nil
-	}
+	// the largest double (1e309): it has no canonical form either. Such a
+	// number is an error of its value, not of the text: it is noted, and
+	// the tree holds a stand-in of the same sign that is cheap to check, no
+	// integer, and no bound (so that a rule comparing it with a sibling,
+	// warm.min against warm.max, stays silent).
 	p.pos = i
+	if exp := exponentOf(d[start:i]); exp > MaxExponent || exp < -MaxExponent || (exp > 0 && overflows(d[start:i])) {
+		if p.track {
+			p.badNumbers = append(p.badNumbers, badNumber{pointer: p.pointer(), off: start})
+		} else {
+			p.bad++
+		}
+		standIn := "1e309"
+		if exp < 0 {
+			standIn = "1e-401"
+		}
+		if d[start] == '-' {
+			standIn = "-" + standIn
+		}
+		return json.Number(standIn)
+	}
 	return json.Number(d[start:i])
 }
 
@@ -506,45 +553,6 @@ func (p *parser) hex4(at int) (rune, bool) {
 		}
 	}
 	return r, true
-}
-
-// escapeToken escapes a key for a JSON Pointer (RFC 6901).
-func escapeToken(s string) string {
-	if !strings.ContainsAny(s, "~/") {
-		return s
-	}
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
-// unescapeToken reverses escapeToken.
-func unescapeToken(s string) string {
-	if !strings.Contains(s, "~") {
-		return s
-	}
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
-}
-
-// splitPointer splits a JSON Pointer into unescaped tokens.
-func splitPointer(ptr string) []string {
-	if ptr == "" {
-		return nil
-	}
-	parts := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
-	for i, s := range parts {
-		parts[i] = unescapeToken(s)
-	}
-	return parts
-}
-
-// joinPointer appends tokens to a pointer, escaping them.
-func joinPointer(base string, tokens ...string) string {
-	var b strings.Builder
-	b.WriteString(base)
-	for _, t := range tokens {
-		b.WriteByte('/')
-		b.WriteString(escapeToken(t))
-	}
-	return b.String()
 }
 
 // overflows reports whether a number literal is beyond the largest double.

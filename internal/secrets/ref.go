@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Scheme is the kind of a reference.
@@ -51,13 +52,20 @@ func (r Ref) String() string {
 // form sandbox template env values may take.
 func (r Ref) TenantScoped() bool { return r.Scheme == SchemeSecret && r.Tenant != "" }
 
+// The patterns are compiled on first use, not at package initialisation:
+// every command, `fleet-agent version` too, would pay for them.
 var (
 	segment    = `[A-Za-z0-9._-]{1,128}`
-	secretName = regexp.MustCompile(`^` + segment + `$`)
-	vaultPath  = regexp.MustCompile(`^[A-Za-z0-9._/-]+$`)
-	vaultField = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
-	envVar     = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+	secretName = lazyRegexp(`^` + segment + `$`)
+	vaultPath  = lazyRegexp(`^[A-Za-z0-9._/-]+$`)
+	vaultField = lazyRegexp(`^[A-Za-z0-9._-]+$`)
+	envVar     = lazyRegexp(`^[A-Z_][A-Z0-9_]*$`)
 )
+
+// lazyRegexp returns expr compiled once, on the first call.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // LooksLikeRef reports whether s starts with one of the reference schemes,
 // so that a malformed reference can be told apart from a plain value.
@@ -72,25 +80,25 @@ func ParseRef(s string) (Ref, error) {
 	case strings.HasPrefix(s, "secret://"):
 		rest := strings.TrimPrefix(s, "secret://")
 		if tenant, id, ok := strings.Cut(rest, "/"); ok {
-			if secretName.MatchString(tenant) && secretName.MatchString(id) {
+			if secretName().MatchString(tenant) && secretName().MatchString(id) {
 				return Ref{Scheme: SchemeSecret, Tenant: tenant, ID: id}, nil
 			}
 			return Ref{}, fmt.Errorf("a secret reference must be secret://NAME or secret://TENANT/ID, each part 1 to 128 of A-Z a-z 0-9 . _ -")
 		}
-		if secretName.MatchString(rest) {
+		if secretName().MatchString(rest) {
 			return Ref{Scheme: SchemeSecret, Name: rest}, nil
 		}
 		return Ref{}, fmt.Errorf("a secret reference must be secret://NAME or secret://TENANT/ID, each part 1 to 128 of A-Z a-z 0-9 . _ -")
 	case strings.HasPrefix(s, "vault://"):
 		rest := strings.TrimPrefix(s, "vault://")
 		path, field, ok := strings.Cut(rest, "#")
-		if ok && vaultPath.MatchString(path) && vaultField.MatchString(field) {
+		if ok && vaultPath().MatchString(path) && vaultField().MatchString(field) {
 			return Ref{Scheme: SchemeVault, Name: path, Field: field}, nil
 		}
 		return Ref{}, fmt.Errorf("a vault reference must be vault://PATH#FIELD (PATH of A-Z a-z 0-9 . _ / -, FIELD of A-Z a-z 0-9 . _ -)")
 	case strings.HasPrefix(s, "env://"):
 		rest := strings.TrimPrefix(s, "env://")
-		if envVar.MatchString(rest) {
+		if envVar().MatchString(rest) {
 			return Ref{Scheme: SchemeEnv, Name: rest}, nil
 		}
 		return Ref{}, fmt.Errorf("an env reference must be env://VAR with VAR of A-Z 0-9 _ not starting with a digit")
