@@ -3,15 +3,15 @@ package fleet
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/testutil/golden"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 const docs = "../../testdata/documents"
 
@@ -68,21 +68,7 @@ func TestInvalidDocumentsGolden(t *testing.T) {
 				}
 				checkPointer(t, data, e.Path)
 			}
-			golden := strings.TrimSuffix(f, ".json") + ".golden"
-			got := errs.Text()
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./internal/fleet -update)", err)
-			}
-			if got != string(want) {
-				t.Errorf("errors differ from %s:\ngot:\n%s\nwant:\n%s", golden, got, want)
-			}
+			golden.Check(t, strings.TrimSuffix(f, ".json")+".golden", []byte(errs.Text()))
 		})
 	}
 }
