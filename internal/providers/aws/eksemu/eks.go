@@ -863,6 +863,9 @@ func (x *exchange) updateClusterVersion(args []string) {
 		return
 	}
 	for _, u := range c.updates {
+		if u.nodegroup != "" {
+			continue // a node group's update: its tokens are its own
+		}
 		if same, answered := x.sameToken(in.ClientRequestToken, u.token, u.reqHash); answered {
 			return
 		} else if same {
@@ -1504,7 +1507,7 @@ func (x *exchange) tagResource(args []string) {
 		return
 	}
 	*tags = merged
-	x.eksOK(map[string]any{})
+	x.eksOK(nil)
 }
 
 func (x *exchange) listTags(args []string) {
@@ -1533,5 +1536,5 @@ func (x *exchange) untagResource(args []string) {
 	for _, k := range keys {
 		delete(*tags, k)
 	}
-	x.eksOK(map[string]any{})
+	x.eksOK(nil)
 }
