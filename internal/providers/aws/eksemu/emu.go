@@ -194,16 +194,18 @@ func New(opts Options) *Emulator {
 	return e
 }
 
-// zoneID shapes a zone id as AWS does ("use1-az1" for us-east-1a).
+// zoneID shapes a zone id as AWS does: "use1-az1" for us-east-1a, the
+// region's first part, the initials of the others and its number.
 func zoneID(region, zone string) string {
 	parts := strings.Split(region, "-")
-	short := ""
-	for _, p := range parts {
-		if p != "" {
+	short := parts[0]
+	for _, p := range parts[1:] {
+		if p != "" && (p[0] < '0' || p[0] > '9') {
 			short += p[:1]
+		} else {
+			short += p
 		}
 	}
-	short += strings.TrimLeft(parts[len(parts)-1], "abcdefghijklmnopqrstuvwxyz")
 	letter := strings.TrimPrefix(zone, region)
 	n := 1
 	if letter != "" {
