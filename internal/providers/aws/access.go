@@ -193,10 +193,13 @@ func (s *session) grantAccess(ctx context.Context, c *ekstypes.Cluster) error {
 }
 
 // RevokeAccess removes what the adapter granted itself on a cluster: first
-// what the substrate put inside it (the InClusterRevoker seam, issue 12),
-// then the access entry the adapter made (tagged fleet-agent.dev/
-// granted-by). An entry the tenant made stays. Revoking twice finds nothing
-// to remove and is not an error; a cluster that is gone is ErrNotFound.
+// what the substrate put inside it, through the InClusterRevoker seam
+// (issue 12; skipped when none is wired, and when the principal has no
+// admin access left, since then nothing in the cluster can be reached),
+// then the access entry the adapter made itself (tagged
+// fleet-agent.dev/granted-by, with grantAccessOnAdopt). An entry the
+// tenant made stays. Revoking twice finds nothing to remove and is not an
+// error; a cluster that is gone is ErrNotFound.
 func (a *Adapter) RevokeAccess(ctx context.Context, acct providers.Account, cluster providers.ClusterRef) error {
 	s, name, err := a.openCluster(ctx, "RevokeAccess", acct, cluster)
 	if err != nil {
@@ -206,21 +209,35 @@ func (a *Adapter) RevokeAccess(ctx context.Context, acct providers.Account, clus
 	if err != nil {
 		return err
 	}
-	if a.revoker != nil {
-		cred, err := s.mint(ctx, c)
-		if err != nil {
+	configMap := c.AccessConfig != nil && c.AccessConfig.AuthenticationMode == ekstypes.AuthenticationModeConfigMap
+	principal := ""
+	if !configMap || a.revoker != nil {
+		if principal, err = s.principal(ctx); err != nil {
 			return err
 		}
-		if err := a.revoker.RevokeInCluster(ctx, cred); err != nil {
-			return &providers.Error{Op: s.op, Class: providers.Unknown, SideEffect: providers.Maybe, Message: "removing the in-cluster access: " + s.redact.Redact(err.Error())}
+	}
+	if a.revoker != nil {
+		// Without admin access nothing in the cluster can be reached: the
+		// in-cluster part was done before our entry went, or is not ours
+		// to do. (A CONFIG_MAP cluster cannot say; try.)
+		admin := configMap
+		if !admin {
+			if admin, err = s.hasAdmin(ctx, name, principal); err != nil {
+				return err
+			}
+		}
+		if admin {
+			cred, err := s.mint(ctx, c)
+			if err != nil {
+				return err
+			}
+			if err := a.revoker.RevokeInCluster(ctx, cred); err != nil {
+				return &providers.Error{Op: s.op, Class: providers.Unknown, SideEffect: providers.Maybe, Message: "removing the in-cluster access: " + s.redact.Redact(err.Error())}
+			}
 		}
 	}
-	if c.AccessConfig != nil && c.AccessConfig.AuthenticationMode == ekstypes.AuthenticationModeConfigMap {
+	if configMap {
 		return nil // no access entries there, so none of ours
-	}
-	principal, err := s.principal(ctx)
-	if err != nil {
-		return err
 	}
 	out, err := s.eks.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: sdkaws.String(name), PrincipalArn: sdkaws.String(principal)})
 	if err != nil {

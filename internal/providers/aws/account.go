@@ -292,7 +292,14 @@ func (s *session) subnetZones(ctx context.Context, ids []string) (map[string]str
 	}
 	resp, err := s.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: ask})
 	if err != nil {
-		return nil, s.fail("DescribeSubnets", false, err)
+		err = s.fail("DescribeSubnets", false, err)
+		if pe, ok := err.(*providers.Error); ok && pe.Class == providers.NotFound {
+			// A subnet the account names that EC2 does not know is a
+			// mistake in the account's config, not a missing object.
+			pe.Class, pe.Reason = providers.Invalid, "subnets"
+			pe.Message += "; fix the account's eksSubnetIds"
+		}
+		return nil, err
 	}
 	s.a.mu.Lock()
 	defer s.a.mu.Unlock()

@@ -86,6 +86,10 @@ func classify(call string, write bool, err error) *providers.Error {
 		return transport(call, write, status, err)
 	}
 	code, msg := api.ErrorCode(), api.ErrorMessage()
+	assuming := assumeRoleFailed(err)
+	if assuming {
+		call = "AssumeRole"
+	}
 	text := fmt.Sprintf("%s %s: %s: %s", service(call), call, code, msg)
 	if status != 0 {
 		text += fmt.Sprintf(" (HTTP %d", status)
@@ -128,13 +132,24 @@ func classify(call string, write bool, err error) *providers.Error {
 		// A code we do not know: retryable, and it may have happened.
 		e.Class, e.SideEffect = providers.Unknown, maybe(write)
 	}
-	if e.Class == providers.Terminal && strings.Contains(err.Error(), "failed to retrieve credentials") {
+	if e.Class == providers.Terminal && assuming {
 		// STS refused to hand out the role's keys: the account's roleArn or
 		// its trust policy is what a person must fix.
 		e.Reason = "credentialsRefused"
 		e.Message += " (while assuming the account's roleArn)"
 	}
 	return e
+}
+
+// assumeRoleFailed reports whether the call failed because STS would not
+// hand out the account's roleArn keys.
+func assumeRoleFailed(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if oe, ok := e.(*smithy.OperationError); ok && oe.OperationName == "AssumeRole" {
+			return true
+		}
+	}
+	return false
 }
 
 func busyText(msg string) bool {

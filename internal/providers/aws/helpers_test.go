@@ -28,8 +28,6 @@ func (r resolver) Resolve(_ context.Context, ref string) (string, error) {
 	return v, nil
 }
 
-var epoch = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-
 const (
 	acctID      = "111111111111"
 	userArn     = "arn:aws:iam::111111111111:user/fleet"
@@ -63,7 +61,9 @@ type harnessOpts struct {
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
-	clk := clock.NewFake(epoch)
+	// The fake clock starts at the wall time: the SDK signs, and its
+	// credential cache expires keys, on the wall clock.
+	clk := clock.NewFake(time.Now().UTC().Truncate(time.Second))
 	o.emu.Clock = clk
 	emu := eksemu.New(o.emu)
 	url := emu.Start()

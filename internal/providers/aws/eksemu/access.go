@@ -533,6 +533,20 @@ func (e *Emulator) HasAccessEntry(cluster, principal string) bool {
 	return c != nil && e.settle(c) && c.entries[principal] != nil
 }
 
+// IssuedSessionSecrets lists the secret keys and session tokens AssumeRole
+// handed out, for tests that look for them where they must not be.
+func (e *Emulator) IssuedSessionSecrets() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, k := range sortedKeys(e.users) {
+		if u := e.users[k]; u.session != "" {
+			out = append(out, u.secret, u.session)
+		}
+	}
+	return out
+}
+
 // --- catalogue ---
 
 // DefaultInstanceTypes is a small catalogue with the figures EC2 reports
