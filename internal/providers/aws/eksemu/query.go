@@ -27,7 +27,7 @@ const (
 
 // query routes a form request, or a presigned STS GET.
 func (x *exchange) query() {
-	form := url.Values{}
+	var form url.Values
 	if x.r.Method == http.MethodPost {
 		var err error
 		if form, err = url.ParseQuery(string(x.body)); err != nil {
@@ -119,9 +119,9 @@ func (x *exchange) ec2(action string, form url.Values) {
 		x.ec2Error(http.StatusPreconditionFailed, "DryRunOperation", "Request would have succeeded, but DryRun flag is set.")
 		return
 	}
-	filters, err := ec2Filters(form)
-	if err != nil {
-		x.ec2Error(http.StatusBadRequest, "InvalidParameterValue", err.Error())
+	filters, bad := ec2Filters(form)
+	if bad != "" {
+		x.ec2Error(http.StatusBadRequest, "InvalidParameterValue", bad)
 		return
 	}
 	if x.dropOrFail(x.ec2Error) {
@@ -149,29 +149,31 @@ func listed(form url.Values, prefix string) []string {
 	}
 }
 
-func ec2Filters(form url.Values) (map[string][]string, error) {
+// ec2Filters reads Filter.N; the string is EC2's message for a bad one.
+func ec2Filters(form url.Values) (map[string][]string, string) {
 	out := map[string][]string{}
 	for i := 1; ; i++ {
 		name, ok := form[fmt.Sprintf("Filter.%d.Name", i)]
 		if !ok {
-			return out, nil
+			return out, ""
 		}
 		vals := listed(form, fmt.Sprintf("Filter.%d.Value", i))
 		if len(vals) == 0 {
-			return nil, fmt.Errorf("The filter '%s' has no values", name[0])
+			return nil, fmt.Sprintf("The filter '%s' has no values", name[0])
 		}
 		out[name[0]] = append(out[name[0]], vals...)
 	}
 }
 
-// page cuts a list at NextToken and MaxResults (lo..hi; 0 is all).
-func page[T any](form url.Values, items []T, lo, hi int) ([]T, string, error) {
+// page cuts a list at NextToken and MaxResults (lo..hi; 0 is all); the
+// last string is EC2's message for a bad one.
+func page[T any](form url.Values, items []T, lo, hi int) ([]T, string, string) {
 	start := 0
 	if tok := form.Get("NextToken"); tok != "" {
 		b, err := base64.RawURLEncoding.DecodeString(tok)
 		n, err2 := strconv.Atoi(string(b))
 		if err != nil || err2 != nil || n < 0 || n > len(items) {
-			return nil, "", fmt.Errorf("The token '%s' is invalid.", tok)
+			return nil, "", fmt.Sprintf("The token '%s' is invalid.", tok)
 		}
 		start = n
 	}
@@ -179,7 +181,7 @@ func page[T any](form url.Values, items []T, lo, hi int) ([]T, string, error) {
 	if m := form.Get("MaxResults"); m != "" {
 		n, err := strconv.Atoi(m)
 		if err != nil || n < lo || n > hi {
-			return nil, "", fmt.Errorf("Value ( %s ) for parameter maxResults is invalid. Expecting a value between %d and %d.", m, lo, hi)
+			return nil, "", fmt.Sprintf("Value ( %s ) for parameter maxResults is invalid. Expecting a value between %d and %d.", m, lo, hi)
 		}
 		size = n
 	}
@@ -188,7 +190,7 @@ func page[T any](form url.Values, items []T, lo, hi int) ([]T, string, error) {
 	if end < len(items) {
 		next = base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(end)))
 	}
-	return items[start:end], next, nil
+	return items[start:end], next, ""
 }
 
 type itemList struct {
@@ -256,9 +258,9 @@ func (x *exchange) describeInstanceTypes(form url.Values, filters map[string][]s
 			return
 		}
 	}
-	types, next, err := page(form, types, 5, 100)
-	if err != nil {
-		x.ec2Error(http.StatusBadRequest, "InvalidParameterValue", err.Error())
+	types, next, bad := page(form, types, 5, 100)
+	if bad != "" {
+		x.ec2Error(http.StatusBadRequest, "InvalidParameterValue", bad)
 		return
 	}
 	out := struct {
@@ -346,9 +348,9 @@ func (x *exchange) describeOfferings(form url.Values, filters map[string][]strin
 			return
 		}
 	}
-	items, next, err := page(form, all, 5, 1000)
-	if err != nil {
-		x.ec2Error(http.StatusBadRequest, "InvalidParameterValue", err.Error())
+	items, next, bad := page(form, all, 5, 1000)
+	if bad != "" {
+		x.ec2Error(http.StatusBadRequest, "InvalidParameterValue", bad)
 		return
 	}
 	x.writeXML(struct {
@@ -405,9 +407,9 @@ func (x *exchange) describeSubnets(form url.Values, filters map[string][]string)
 		}
 		subnets = slices.DeleteFunc(subnets, func(s Subnet) bool { return !slices.Contains(vals, field(s)) })
 	}
-	subnets, next, err := page(form, subnets, 5, 1000)
-	if err != nil {
-		x.ec2Error(http.StatusBadRequest, "InvalidParameterValue", err.Error())
+	subnets, next, bad := page(form, subnets, 5, 1000)
+	if bad != "" {
+		x.ec2Error(http.StatusBadRequest, "InvalidParameterValue", bad)
 		return
 	}
 	var out []subnetXML
