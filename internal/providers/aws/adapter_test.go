@@ -2,6 +2,7 @@ package aws_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -299,6 +300,27 @@ func TestCredentialLifetime(t *testing.T) {
 	if h.accepts(cred2) {
 		t.Error("c2's token works at c1")
 	}
+	// Keys of an assumed role sign with their session token; the role's
+	// entry on the owner's cluster admits it, and nothing admits it on a
+	// cluster where it has none.
+	h.seedTheirs()
+	theirs, err := h.adapter.Credentials(t.Context(), h.team, providers.ClusterRef{Location: "us-east-1", Name: "theirs"})
+	if err != nil || !strings.Contains(mustDecode(t, theirs.Token), "X-Amz-Security-Token=") || !h.accepts(theirs) {
+		t.Errorf("a role session's token on the owner's cluster: %v", err)
+	}
+	mine, err := h.adapter.Credentials(t.Context(), h.team, other.Ref)
+	if err != nil || h.accepts(mine) {
+		t.Errorf("a role session's token where the role has no entry: %v, accepted %v", err, err == nil && h.accepts(mine))
+	}
+}
+
+func mustDecode(t *testing.T, token string) string {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(token, "k8s-aws-v1."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // TestConfigBlock: the providers.aws block is checked strictly.
