@@ -448,3 +448,60 @@ func TestCanary(t *testing.T) {
 		}
 	}
 }
+
+// TestLabelsConverge: a cluster's labels are added as tags (never
+// removed: the tenant's tags stay); a node pool's labels are replaced in
+// place by one UpdateNodegroupConfig of deltas.
+func TestLabelsConverge(t *testing.T) {
+	h := newHarness(t, harnessOpts{emu: eksemu.Options{Steps: &eksemu.Steps{}}})
+	ctx := t.Context()
+	c := h.running("c1")
+	spec := h.spec("c1")
+	spec.Labels["team"] = "ml"
+	d := h.delta(func() {
+		got, err := h.adapter.EnsureCluster(ctx, h.acct, spec)
+		if err != nil || got.Labels["team"] != "ml" || got.Labels["fleet-agent.dev/substrate-pool"] != "pool_abcdef" {
+			t.Errorf("EnsureCluster with a new label: %v %v", err, got.Labels)
+		}
+	})
+	if !slices.Equal(sortedOps(d), []string{"DescribeCluster", "TagResource"}) {
+		t.Errorf("a new cluster label cost %v", d)
+	}
+	pool := h.pool("fa-abcdef-cpu", "m5.large", 1)
+	pool.Labels["old"] = "x"
+	if _, err := h.adapter.EnsureNodePool(ctx, h.acct, c.Ref, pool); err != nil {
+		t.Fatal(err)
+	}
+	delete(pool.Labels, "old")
+	pool.Labels["new"] = "y"
+	d = h.delta(func() {
+		if _, err := h.adapter.EnsureNodePool(ctx, h.acct, c.Ref, pool); err != nil {
+			t.Fatal(err)
+		}
+	})
+	recs := h.emu.Requests()
+	var body struct {
+		Labels struct {
+			Add    map[string]string `json:"addOrUpdateLabels"`
+			Remove []string          `json:"removeLabels"`
+		} `json:"labels"`
+		ScalingConfig any `json:"scalingConfig"`
+	}
+	_ = json.Unmarshal(recs[len(recs)-1].Body, &body)
+	if d["UpdateNodegroupConfig"] != 1 || body.Labels.Add["new"] != "y" || len(body.Labels.Add) != 1 || !slices.Equal(body.Labels.Remove, []string{"old"}) || body.ScalingConfig != nil {
+		t.Errorf("relabel sent %+v (%v)", body, d)
+	}
+	p, _ := h.adapter.GetNodePool(ctx, h.acct, c.Ref, pool.Name)
+	if p.Labels["new"] != "y" || p.Labels["old"] != "" {
+		t.Errorf("labels after: %v", p.Labels)
+	}
+}
+
+func sortedOps(m map[string]int) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
