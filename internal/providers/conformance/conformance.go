@@ -138,6 +138,8 @@ func Cases() []Case {
 		{"ZeroNodes", zeroNodes},
 		{"Credentials", credentials},
 		{"DeleteTwice", deleteTwice},
+		{"DeleteWithNodePools", deleteWithNodePools},
+		{"ClusterLocationKinds", clusterLocationKinds},
 		{"ListByLabel", listByLabel},
 		{"AdoptAndExtend", adoptAndExtend},
 	}
@@ -827,4 +829,71 @@ func listByLabel(t *testing.T, s *Subject) {
 	if _, ok := find(); ok {
 		t.Errorf("ListClusters still lists %s after it is gone", c.Ref)
 	}
+}
+
+// deleteWithNodePools: a cluster deleted while it still has a node pool
+// ends gone with its pool, for a caller that calls again while the answer
+// is retryable, as the journal does. Some providers delete both at once;
+// EKS deletes a cluster only once its node groups are gone, so its adapter
+// starts their deletes and answers Conflict until then.
+func deleteWithNodePools(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	c := s.readyCluster(t, "fa-conf-delete-pools")
+	spec := s.pool(s.NodePool, "cpu", false)
+	s.readyPool(t, c.Ref, spec)
+	for i := 0; ; i++ {
+		if i == s.MaxPolls {
+			t.Fatalf("DeleteCluster of %s still refused after %d calls", c.Ref, s.MaxPolls)
+		}
+		if s.Advance != nil {
+			s.Advance()
+		}
+		_, err := s.Provider.DeleteCluster(ctx, s.Account, c.Ref)
+		if err == nil || errors.Is(err, providers.ErrNotFound) {
+			break
+		}
+		if !providers.Retryable(err) {
+			t.Fatalf("DeleteCluster of a cluster with a node pool: %v (class %q, not retryable)", err, providers.ClassOf(err))
+		}
+		// Look at the pool as a caller waiting would.
+		_, _ = s.Provider.GetNodePool(ctx, s.Account, c.Ref, spec.Name)
+	}
+	s.waitCluster(t, c.Ref, "gone", gone)
+	if _, err := s.Provider.GetNodePool(ctx, s.Account, c.Ref, spec.Name); !errors.Is(err, providers.ErrNotFound) {
+		t.Errorf("the node pool of a deleted cluster: want ErrNotFound, got %v", err)
+	}
+}
+
+// clusterLocationKinds: a location the account lists, of a kind the rules
+// do not allow a cluster in (a zone on EKS and DOKS), is refused and makes
+// nothing there or in its region.
+func clusterLocationKinds(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	rules, err := s.Provider.Rules(ctx, s.Account)
+	if err != nil {
+		t.Fatalf("Rules: %v", err)
+	}
+	locs, err := s.Provider.Locations(ctx, s.Account)
+	if err != nil {
+		t.Fatalf("Locations: %v", err)
+	}
+	for _, l := range locs {
+		if rules.AllowsClusterIn(l.Kind) {
+			continue
+		}
+		spec := s.clusterSpec("fa-conf-kind")
+		spec.Location = l.Name
+		_, err := s.Provider.EnsureCluster(ctx, s.Account, spec)
+		refusedInvalid(t, "a cluster in "+string(l.Kind)+" "+l.Name, err)
+		for _, at := range []string{l.Name, l.Region, s.Location} {
+			if at == "" {
+				continue
+			}
+			if _, err := s.Provider.GetCluster(ctx, s.Account, providers.ClusterRef{Location: at, Name: spec.Name}); !errors.Is(err, providers.ErrNotFound) {
+				t.Errorf("the refused cluster exists in %s: %v", at, err)
+			}
+		}
+		return
+	}
+	t.Logf("the rules allow a cluster in every kind of location listed (%v)", rules.ClusterLocations)
 }

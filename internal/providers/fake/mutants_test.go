@@ -39,6 +39,8 @@ var mutants = map[string]string{
 	"rulesLie":            "ZeroNodes",
 	"listsNothing":        "ListByLabel",
 	"diskIgnored":         "DiskAndZonesAsRulesSay",
+	"deleteWedged":        "DeleteWithNodePools",
+	"zoneAsRegion":        "ClusterLocationKinds",
 }
 
 func (m *mutant) ListClusters(ctx context.Context, a providers.Account, key string) ([]providers.Cluster, error) {
@@ -56,6 +58,9 @@ func (m *mutant) EnsureCluster(ctx context.Context, a providers.Account, spec pr
 		spec.Name += "-" + strconv.Itoa(m.n)
 	case "upgradeIgnored":
 		spec.Version = ""
+	case "zoneAsRegion":
+		// Puts a cluster asked for in a zone in its region instead.
+		spec.Location = strings.TrimSuffix(strings.TrimSuffix(spec.Location, "-a"), "-b")
 	}
 	c, err := m.fakeProvider.EnsureCluster(ctx, a, spec)
 	if m.kind == "modeInPlace" && providers.ReasonOf(err) == "modeChange" {
@@ -80,6 +85,12 @@ func (m *mutant) DeleteCluster(ctx context.Context, a providers.Account, ref pro
 		// Snapshot, not GetCluster: a read would move the delete on.
 		if c := m.Snapshot().Clusters[ref.ID]; c != nil && c.Status == providers.ClusterDeleting {
 			return providers.Cluster{}, providers.Errorf("DeleteCluster", providers.Conflict, providers.None, "already deleting")
+		}
+	}
+	if m.kind == "deleteWedged" {
+		// Refuses while pools remain, and never deletes them.
+		if pools, err := m.fakeProvider.ListNodePools(ctx, a, ref); err == nil && len(pools) > 0 {
+			return providers.Cluster{}, providers.Errorf("DeleteCluster", providers.Conflict, providers.None, "node pools remain")
 		}
 	}
 	return m.fakeProvider.DeleteCluster(ctx, a, ref)
