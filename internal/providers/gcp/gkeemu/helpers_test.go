@@ -48,16 +48,8 @@ func start(t *testing.T, mutate func(*gkeemu.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		problems, err := wirecheck.CheckEmulator(emu)
-		if err != nil {
-			t.Errorf("wire check: %v", err)
-		}
-		for _, p := range problems {
-			t.Errorf("wire check: %s", p)
-		}
-		emu.Close()
-	})
+	t.Cleanup(emu.Close)
+	wirecheck.Register(t, emu)
 	key, err := emu.AddServiceAccount(saEmail, project)
 	if err != nil {
 		t.Fatal(err)

@@ -543,3 +543,24 @@ func CheckEmulator(e *gkeemu.Emulator) ([]string, error) {
 	}
 	return Check(xs)
 }
+
+// TB is the part of testing.TB that Register needs.
+type TB interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Cleanup(func())
+}
+
+// Register checks, when the test ends, every exchange the emulator
+// recorded, failing the test on each problem.
+func Register(t TB, e *gkeemu.Emulator) {
+	t.Cleanup(func() {
+		problems, err := CheckEmulator(e)
+		if err != nil {
+			t.Errorf("wire check: %v", err)
+		}
+		for _, p := range problems {
+			t.Errorf("wire check: %s", p)
+		}
+	})
+}
