@@ -20,25 +20,21 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-// golden compares got with testdata/name, or rewrites it with -update.
+// golden compares got with testdata/name; -update writes got there first
+// (review the diff before committing it).
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
 	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return
 	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from what was sent:\n%s\nwant:\n%s", path, got, want)
+	switch want, err := os.ReadFile(path); {
+	case err != nil:
+		t.Fatalf("%v (go test ./internal/providers/gcp -run TestWireBodies -update writes it)", err)
+	case !bytes.Equal(got, want):
+		t.Errorf("the adapter sent another body than %s:\n%s\nwant:\n%s", path, got, want)
 	}
 }
 

@@ -300,9 +300,16 @@ func (e *Emulator) createCluster(w http.ResponseWriter, c *call) {
 			e.settleMIGs(p)
 		}
 		if failed == len(cl.pools) {
-			// Every node the cluster asked for is missing: the create failed,
-			// and GKE deletes an ERROR cluster by itself later.
+			// Every node the cluster asked for is missing: the create failed.
+			// GKE deletes an ERROR cluster by itself (CLOUDS.md §2.3); when is
+			// not documented: here, after a delete's worth of steps [INF].
 			cl.status, cl.message = "ERROR", op.errMsg
+			e.startOp(cl, "", "DELETE_CLUSTER", "deleting cluster", e.opts.Steps.Delete, func(*operation) {
+				for _, p := range cl.pools {
+					e.dropMIGs(p)
+				}
+				delete(e.clusters, cl.key())
+			})
 		}
 		cl.etag++
 	})

@@ -544,3 +544,47 @@ func TestSeed(t *testing.T) {
 		t.Errorf("seeded: %+v %v", c, err)
 	}
 }
+
+// TestFrontsAKubeAPIServer: with Kube set, every cluster hands out that
+// server's address and CA, as a real kube-apiserver whose webhook token
+// authentication posts to TokenReviewURL would need.
+func TestFrontsAKubeAPIServer(t *testing.T) {
+	ca := []byte("-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n")
+	v := start(t, func(o *gkeemu.Options) {
+		o.Steps = gkeemu.Synchronous
+		o.Kube = gkeemu.KubeAPI{Endpoint: "https://127.0.0.1:6443", CAPEM: ca}
+	})
+	c := v.runningCluster(t, "us-central1-a", "kube")
+	got, _ := base64.StdEncoding.DecodeString(c.MasterAuth.ClusterCaCertificate)
+	if c.Endpoint != "127.0.0.1:6443" || !bytes.Equal(got, ca) || !bytes.Equal(v.emu.CAPEM(), ca) {
+		t.Errorf("endpoint %q, CA %q", c.Endpoint, got)
+	}
+	if !strings.HasSuffix(v.emu.TokenReviewURL(), "/apis/authentication.k8s.io/v1/tokenreviews") {
+		t.Errorf("token review URL %s", v.emu.TokenReviewURL())
+	}
+}
+
+// TestErrorClusterGoesAway: a create whose only nodes stock out ends DONE
+// with an error; the cluster shows ERROR and GKE removes it by itself.
+func TestErrorClusterGoesAway(t *testing.T) {
+	v := start(t, func(o *gkeemu.Options) { o.Steps = gkeemu.Steps{Cluster: 1, NodePool: 1, Update: 1, Delete: 2} })
+	v.emu.Stockout("us-central1-a", "e2-standard-2", true)
+	op, err := v.ctr.Projects.Locations.Clusters.Create(parent("us-central1-a"), cpuCluster("doomed", 1)).Context(t.Context()).Do()
+	if err != nil {
+		t.Fatal(err)
+	}
+	op = v.wait(t, "us-central1-a", op, 5)
+	if op.Error == nil || !strings.Contains(op.Error.Message, "GCE_STOCKOUT") {
+		t.Errorf("create op %+v", op)
+	}
+	c, err := v.ctr.Projects.Locations.Clusters.Get(clusterName("us-central1-a", "doomed")).Context(t.Context()).Do()
+	if err != nil || c.Status != "ERROR" || !strings.Contains(c.StatusMessage, "GCE_STOCKOUT") {
+		t.Fatalf("failed cluster: %+v %v", c, err)
+	}
+	for range 3 {
+		_, err = v.ctr.Projects.Locations.Clusters.Get(clusterName("us-central1-a", "doomed")).Context(t.Context()).Do()
+	}
+	if g := gerr(t, err); g.Code != 404 {
+		t.Errorf("the ERROR cluster is still there: %v", err)
+	}
+}
