@@ -8,6 +8,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -371,5 +372,26 @@ func TestPrivateNodes(t *testing.T) {
 	spec.PrivateNodes = false
 	if _, err := v.ad.EnsureCluster(t.Context(), v.acct, spec); providers.ReasonOf(err) != "modeChange" {
 		t.Errorf("privateNodes off in place: %v", err)
+	}
+}
+
+// TestRulesAndGlobalID: GKE's differences as the reference lists them, and
+// the selfLink as the global id, the same through a second account.
+func TestRulesAndGlobalID(t *testing.T) {
+	v := newEnv(t, envOpts{emu: func(o *gkeemu.Options) { o.Steps = gkeemu.Synchronous }})
+	r, err := v.ad.Rules(t.Context(), v.acct)
+	want := providers.Rules{ClusterLocations: []providers.LocationKind{providers.Region, providers.Zone}, NodePoolZones: true, DiskSize: true, NodesPerZone: true, ZeroNodes: true, Spot: true}
+	if err != nil || !reflect.DeepEqual(r, want) {
+		t.Errorf("Rules %+v %v", r, err)
+	}
+	c := v.ready(t, clusterSpec("fa-global"))
+	if c.Outputs.GlobalID != "https://container.googleapis.com/v1/projects/fa-emu-project/locations/us-central1/clusters/fa-global" {
+		t.Errorf("global id %s", c.Outputs.GlobalID)
+	}
+	otherKey, _ := v.emu.AddServiceAccount("other@fa-emu-project.iam.gserviceaccount.com", project)
+	v.secrets.set("secret://other", string(otherKey))
+	other, err := v.ad.ReadAdoptable(t.Context(), account("other", project, nil, "secret://other"), "us-central1/fa-global")
+	if err != nil || other.Outputs.GlobalID != c.Outputs.GlobalID || other.Ref.ID != c.Ref.ID {
+		t.Errorf("through another account: %+v %v", other, err)
 	}
 }
