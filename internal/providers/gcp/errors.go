@@ -144,9 +144,8 @@ func retryAfterHeader(h http.Header) time.Duration {
 	return 0
 }
 
-// transportText says what went wrong without the request: a *url.Error's
-// text would carry the whole URL, which is fine, but its wrapped error may
-// be anything the transport made.
+// transportText is the last part of a transport error ("EOF",
+// "connection refused"): what went wrong, without the request line before it.
 func transportText(err error) string {
 	s := err.Error()
 	if i := strings.LastIndex(s, ": "); i >= 0 {

@@ -95,7 +95,6 @@ func (a *Adapter) keyToken(ctx context.Context, op string, acct providers.Accoun
 			Message: "provider account " + quote(acct.Name) + ": its credentials reference does not resolve; store the service account key under that reference", Err: err}
 	}
 	conf, err := google.JWTConfigFromJSON([]byte(key), scope)
-	key = ""
 	if err != nil || conf.Email == "" || len(conf.PrivateKey) == 0 {
 		// The parser's error may quote the key; it stays out.
 		return nil, &providers.Error{Op: op, Class: providers.Terminal, SideEffect: providers.None, Reason: "credentialsRefused",

@@ -129,9 +129,9 @@ func (e *Emulator) serveToken(w http.ResponseWriter, r *http.Request, body []byt
 		tokenError(w, http.StatusBadRequest, "unsupported_grant_type", "Invalid grant_type: "+form.Get("grant_type"))
 		return
 	}
-	claims, err := e.verifyAssertion(form.Get("assertion"))
-	if err != nil {
-		tokenError(w, http.StatusBadRequest, "invalid_grant", err.Error())
+	claims, refusal := e.verifyAssertion(form.Get("assertion"))
+	if refusal != "" {
+		tokenError(w, http.StatusBadRequest, "invalid_grant", refusal)
 		return
 	}
 	lifetime := e.opts.TokenLifetime
@@ -161,11 +161,12 @@ type assertionClaims struct {
 // emulator issued, a valid RS256 signature, this endpoint as audience, a
 // scope, and a lifetime of at most an hour that has not ended. The
 // assertion's times come from the client's wall clock, so they are checked
-// against the wall clock, not the emulator's.
-func (e *Emulator) verifyAssertion(jwt string) (*assertionClaims, error) {
+// against the wall clock, not the emulator's. A refusal is the
+// error_description Google's endpoint gives.
+func (e *Emulator) verifyAssertion(jwt string) (*assertionClaims, string) {
 	parts := strings.Split(jwt, ".")
 	if len(parts) != 3 {
-		return nil, fmt.Errorf("Invalid JWT: not three parts.")
+		return nil, "Invalid JWT: not three parts."
 	}
 	var hdr struct {
 		Alg string `json:"alg"`
@@ -176,10 +177,10 @@ func (e *Emulator) verifyAssertion(jwt string) (*assertionClaims, error) {
 	cb, err2 := base64.RawURLEncoding.DecodeString(parts[1])
 	sig, err3 := base64.RawURLEncoding.DecodeString(parts[2])
 	if err1 != nil || err2 != nil || err3 != nil || json.Unmarshal(hb, &hdr) != nil || json.Unmarshal(cb, &claims) != nil {
-		return nil, fmt.Errorf("Invalid JWT: undecodable.")
+		return nil, "Invalid JWT: undecodable."
 	}
 	if hdr.Alg != "RS256" {
-		return nil, fmt.Errorf("Invalid JWT: alg %s.", hdr.Alg)
+		return nil, fmt.Sprintf("Invalid JWT: alg %s.", hdr.Alg)
 	}
 	e.mu.Lock()
 	sa := e.accounts[claims.Iss]
@@ -195,7 +196,7 @@ func (e *Emulator) verifyAssertion(jwt string) (*assertionClaims, error) {
 	}
 	e.mu.Unlock()
 	if sa == nil {
-		return nil, fmt.Errorf("Invalid grant: account not found")
+		return nil, "Invalid grant: account not found"
 	}
 	digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
 	ok := false
@@ -203,20 +204,20 @@ func (e *Emulator) verifyAssertion(jwt string) (*assertionClaims, error) {
 		ok = ok || rsa.VerifyPKCS1v15(k, crypto.SHA256, digest[:], sig) == nil
 	}
 	if !ok {
-		return nil, fmt.Errorf("Invalid JWT Signature.")
+		return nil, "Invalid JWT Signature."
 	}
 	now := time.Now().Unix()
 	switch {
 	case claims.Aud != e.TokenURI():
-		return nil, fmt.Errorf("Invalid JWT: aud must be %s.", e.TokenURI())
+		return nil, fmt.Sprintf("Invalid JWT: aud must be %s.", e.TokenURI())
 	case claims.Scope == "":
-		return nil, fmt.Errorf("Invalid JWT: no scope.")
+		return nil, "Invalid JWT: no scope."
 	case claims.Exp <= claims.Iat || claims.Exp-claims.Iat > 3600:
-		return nil, fmt.Errorf("Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe.")
+		return nil, "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe."
 	case claims.Exp < now || claims.Iat > now+300:
-		return nil, fmt.Errorf("Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim.")
+		return nil, "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim."
 	}
-	return &claims, nil
+	return &claims, ""
 }
 
 // serveMetadata is the metadata server's token route for its default
