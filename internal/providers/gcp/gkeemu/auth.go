@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -36,7 +37,11 @@ type issuedToken struct {
 // (none named: every project) and returns the JSON of a new key for it, as
 // the console downloads it, with token_uri pointing at this emulator.
 func (e *Emulator) AddServiceAccount(email string, projects ...string) ([]byte, error) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	e.mu.Lock()
+	n := e.keysIssued
+	e.keysIssued++
+	e.mu.Unlock()
+	key, err := rsaKey(n)
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +81,30 @@ func (e *Emulator) AddServiceAccount(email string, projects ...string) ([]byte, 
 		"auth_provider_x509_cert_url": "https://www.googleapis.com/oauth2/v1/certs",
 		"universe_domain":             "googleapis.com",
 	}, "", "  ")
+}
+
+// rsaKeys are the key pairs of service account keys, shared between the
+// emulators of one process: the n-th key an emulator issues is the n-th
+// pair, so the keys of one emulator all differ, and a 2048-bit pair (a
+// second of CPU under the race detector) is made once per process rather
+// than per key. Keys are told apart by their id (kid), which is random per
+// key and which an assertion must name.
+var (
+	rsaMu   sync.Mutex
+	rsaKeys []*rsa.PrivateKey
+)
+
+func rsaKey(n int) (*rsa.PrivateKey, error) {
+	rsaMu.Lock()
+	defer rsaMu.Unlock()
+	for len(rsaKeys) <= n {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			return nil, err
+		}
+		rsaKeys = append(rsaKeys, k)
+	}
+	return rsaKeys[n], nil
 }
 
 // DeleteKeys revokes every key of a service account: assertions signed with
@@ -184,26 +213,18 @@ func (e *Emulator) verifyAssertion(jwt string) (*assertionClaims, string) {
 	}
 	e.mu.Lock()
 	sa := e.accounts[claims.Iss]
-	var keys []*rsa.PublicKey
+	var key *rsa.PublicKey
 	if sa != nil {
-		if k := sa.keys[hdr.Kid]; k != nil {
-			keys = []*rsa.PublicKey{k}
-		} else if hdr.Kid == "" {
-			for _, k := range sa.keys {
-				keys = append(keys, k)
-			}
-		}
+		// The key id names the key (x/oauth2 sends the key's
+		// private_key_id); one the account does not hold is refused.
+		key = sa.keys[hdr.Kid]
 	}
 	e.mu.Unlock()
 	if sa == nil {
 		return nil, "Invalid grant: account not found"
 	}
 	digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
-	ok := false
-	for _, k := range keys {
-		ok = ok || rsa.VerifyPKCS1v15(k, crypto.SHA256, digest[:], sig) == nil
-	}
-	if !ok {
+	if key == nil || rsa.VerifyPKCS1v15(key, crypto.SHA256, digest[:], sig) != nil {
 		return nil, "Invalid JWT Signature."
 	}
 	now := time.Now().Unix()

@@ -59,6 +59,7 @@ type Emulator struct {
 	stockouts  map[string]bool               // zone + "/" + machine type
 	exchanges  []Exchange
 	metadataSA string
+	keysIssued int
 }
 
 // New makes an emulator; Start serves it.
