@@ -3,6 +3,7 @@ module github.com/fleet-agent/fleet-agent
 go 1.26.0
 
 require (
+	cloud.google.com/go/compute/metadata v0.10.0
 	github.com/ProtonMail/go-crypto v1.1.6
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/fsnotify/fsnotify v1.10.1
@@ -24,7 +25,6 @@ require (
 require (
 	cloud.google.com/go/auth v0.24.1-0.20261001053825-dbc26066f70a // indirect
 	cloud.google.com/go/auth/oauth2adapt v0.3.1 // indirect
-	cloud.google.com/go/compute/metadata v0.10.0 // indirect
 	dario.cat/mergo v1.0.0 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
