@@ -1,0 +1,177 @@
+package gcp
+
+import (
+	"context"
+	"errors"
+	"path"
+	"slices"
+	"strings"
+
+	compute "google.golang.org/api/compute/v1"
+
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+)
+
+// Verify fetches a token for the account and reads its project's server
+// config: the credentials work and the identity reaches GKE in the project.
+func (a *Adapter) Verify(ctx context.Context, acct providers.Account) error {
+	const op = "Verify"
+	s, err := a.open(ctx, op, acct)
+	if err != nil {
+		return err
+	}
+	loc := a.cfg.DefaultLocation
+	if len(s.cfg.Zones) > 0 {
+		loc = regionOfZone(s.cfg.Zones[0])
+	}
+	if _, err := s.ctr.Projects.Locations.GetServerConfig(s.parent(loc)).Context(ctx).Do(); err != nil {
+		err = classify(op, err, read)
+		if providers.ClassOf(err) == providers.NotFound {
+			return providers.NotFoundf(op, "project %s is not known to GKE (or the API is not enabled there): %v", s.cfg.ProjectID, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// Rules are GKE's (reference "Provider differences"): a cluster in a region
+// or a zone, node pools pinned to zones with a disk size, nodes per zone,
+// zero nodes and Spot allowed.
+func (a *Adapter) Rules(ctx context.Context, acct providers.Account) (providers.Rules, error) {
+	if _, err := parseAccount("Rules", acct); err != nil {
+		return providers.Rules{}, err
+	}
+	return providers.Rules{
+		ClusterLocations: []providers.LocationKind{providers.Region, providers.Zone},
+		NodePoolZones:    true,
+		DiskSize:         true,
+		NodesPerZone:     true,
+		ZeroNodes:        true,
+		Spot:             true,
+	}, nil
+}
+
+// Locations lists the project's regions and zones from compute, sorted,
+// regions first. An account with zones is limited to them and their
+// regions: those are where it puts nodes.
+func (a *Adapter) Locations(ctx context.Context, acct providers.Account) ([]providers.Location, error) {
+	const op = "Locations"
+	s, err := a.open(ctx, op, acct)
+	if err != nil {
+		return nil, err
+	}
+	var regions, zones []providers.Location
+	err = s.cmp.Regions.List(s.cfg.ProjectID).Pages(ctx, func(l *compute.RegionList) error {
+		for _, r := range l.Items {
+			if r.Status == "DOWN" {
+				continue
+			}
+			var zs []string
+			for _, u := range r.Zones {
+				z := path.Base(u)
+				if len(s.cfg.Zones) == 0 || slices.Contains(s.cfg.Zones, z) {
+					zs = append(zs, z)
+				}
+			}
+			if len(s.cfg.Zones) > 0 && len(zs) == 0 {
+				continue
+			}
+			slices.Sort(zs)
+			regions = append(regions, providers.Location{Name: r.Name, Kind: providers.Region, Zones: zs})
+			for _, z := range zs {
+				zones = append(zones, providers.Location{Name: z, Kind: providers.Zone, Region: r.Name})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, classify(op, err, read)
+	}
+	for _, z := range s.cfg.Zones {
+		if !slices.ContainsFunc(zones, func(l providers.Location) bool { return l.Name == z }) {
+			return nil, providers.Invalidf(op, "accountConfig", "provider account %q: zone %s does not exist in project %s", acct.Name, z, s.cfg.ProjectID)
+		}
+	}
+	byName := func(x, y providers.Location) int { return strings.Compare(x.Name, y.Name) }
+	slices.SortFunc(regions, byName)
+	slices.SortFunc(zones, byName)
+	return append(regions, zones...), nil
+}
+
+// defaultZones are a cluster's node zones at a location: the zone itself;
+// for a region, the account's zones there, else the region's first three
+// (GKE's default spread, CLOUDS.md §2.9 [INF]). EnsureCluster sets them
+// explicitly, so MachineType checks the zones the node pools will use.
+func (s *session) defaultZones(ctx context.Context, location string) ([]string, error) {
+	if zoneRE.MatchString(location) {
+		return []string{location}, nil
+	}
+	if zs := s.cfg.zonesIn(location); len(zs) > 0 {
+		slices.Sort(zs)
+		return zs, nil
+	}
+	r, err := s.cmp.Regions.Get(s.cfg.ProjectID, location).Context(ctx).Do()
+	if err != nil {
+		return nil, classify(s.op, err, read)
+	}
+	var zs []string
+	for _, u := range r.Zones {
+		zs = append(zs, path.Base(u))
+	}
+	slices.Sort(zs)
+	return zs[:min(3, len(zs))], nil
+}
+
+// MachineType describes a machine type at a zone, or at a region in every
+// zone its clusters put nodes in by default; missing in any of them is
+// ErrNotFound. Accelerators are the machine type's built-in GPUs (A2, A3,
+// G2): GPUs attached to an N1 machine are not its own.
+func (a *Adapter) MachineType(ctx context.Context, acct providers.Account, location, name string) (providers.MachineType, error) {
+	const op = "MachineType"
+	s, err := a.open(ctx, op, acct)
+	if err != nil {
+		return providers.MachineType{}, err
+	}
+	if !zoneRE.MatchString(location) && !regionRE.MatchString(location) {
+		return providers.MachineType{}, providers.NotFoundf(op, "location %q is not a region or zone", location)
+	}
+	zones, err := s.defaultZones(ctx, location)
+	if err != nil {
+		if errors.Is(err, providers.ErrNotFound) {
+			return providers.MachineType{}, providers.NotFoundf(op, "region %s does not exist in project %s", location, s.cfg.ProjectID)
+		}
+		return providers.MachineType{}, err
+	}
+	var mt *compute.MachineType
+	var missing []string
+	for _, z := range zones {
+		m, err := s.cmp.MachineTypes.Get(s.cfg.ProjectID, z, name).Context(ctx).Do()
+		err = classify(op, err, read)
+		switch {
+		case errors.Is(err, providers.ErrNotFound):
+			missing = append(missing, z)
+		case err != nil:
+			return providers.MachineType{}, err
+		case mt == nil:
+			mt = m
+		}
+	}
+	if len(missing) > 0 {
+		return providers.MachineType{}, providers.NotFoundf(op, "machine type %s does not exist in %s", name, strings.Join(missing, ", "))
+	}
+	out := providers.MachineType{Name: mt.Name, Location: location, VCPU: int(mt.GuestCpus), MemoryGiB: int(mt.MemoryMb / 1024)}
+	if acc := builtIn(mt); acc != nil {
+		out.Accelerators = acc
+	}
+	return out, nil
+}
+
+// builtIn is a machine type's own GPUs, or nil.
+func builtIn(mt *compute.MachineType) *providers.Accelerators {
+	for _, a := range mt.Accelerators {
+		if a.GuestAcceleratorCount > 0 {
+			return &providers.Accelerators{Type: a.GuestAcceleratorType, Count: int(a.GuestAcceleratorCount)}
+		}
+	}
+	return nil
+}
