@@ -10,8 +10,10 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/livecheck"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/providers/aws"
 	"github.com/fleet-agent/fleet-agent/internal/providers/digitalocean"
 	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
+	"github.com/fleet-agent/fleet-agent/internal/providers/gcp"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
 )
@@ -22,8 +24,10 @@ import (
 // adapterFactories are the adapters this build links in, by provider id.
 func adapterFactories() map[string]providers.Factory {
 	return map[string]providers.Factory{
-		providers.FakeID:       fake.Factory(),
+		providers.AWS:          aws.Factory(),
 		providers.DigitalOcean: digitalocean.Factory(),
+		providers.FakeID:       fake.Factory(),
+		providers.GCP:          gcp.Factory(),
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -17,26 +15,14 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/providers/gcp"
 	"github.com/fleet-agent/fleet-agent/internal/providers/gcp/gkeemu"
+	goldenfile "github.com/fleet-agent/fleet-agent/internal/testutil/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 // golden compares got with testdata/name; -update writes got there first
 // (review the diff before committing it).
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	switch want, err := os.ReadFile(path); {
-	case err != nil:
-		t.Fatalf("%v (go test ./internal/providers/gcp -run TestWireBodies -update writes it)", err)
-	case !bytes.Equal(got, want):
-		t.Errorf("the adapter sent another body than %s:\n%s\nwant:\n%s", path, got, want)
-	}
+	goldenfile.Check(t, filepath.Join("testdata", name), got)
 }
 
 func indent(t *testing.T, b []byte) []byte {
