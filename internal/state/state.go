@@ -67,6 +67,10 @@ type Options struct {
 	ReadOnly bool
 	// Now stamps the creation record; tests inject it.
 	Now func() time.Time
+	// NoSync skips fsync on commit, for tests that crash the process, not
+	// the machine: a killed process loses nothing the kernel already holds,
+	// a machine that loses power may. Never set in production.
+	NoSync bool
 }
 
 // Open opens (or creates, mode 0600) the state file at path.
@@ -87,7 +91,7 @@ func Open(path string, opts Options) (*Store, error) {
 			return nil, refusal.Wrap(refusal.InvalidState, err, "cannot open the state file %s", path)
 		}
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, ReadOnly: opts.ReadOnly})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, ReadOnly: opts.ReadOnly, NoSync: opts.NoSync})
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, refusal.New(refusal.InvalidState,
