@@ -205,6 +205,9 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 	if !f.OK() {
 		fail("after crashes at %v: %v\n%s", where, f.Problems, e.describe())
 	}
+	if open := e.openOps(); len(open) > 0 {
+		fail("after crashes at %v the journal holds unfinished operations: %v", where, open)
+	}
 	if rep.Adopted+rep.Orphans+rep.Reported+rep.Ghosts+rep.NodePoolOrphans+rep.Errors != 0 {
 		fail("after crashes at %v the sweep found %+v", where, rep)
 	}

@@ -349,7 +349,7 @@ func (p *pass) settleCall(op *state.JournalOp, obs observed, err error) error {
 	switch {
 	case side == providers.Done || (class == providers.NotFound && isDelete(op.Step)):
 		// It happened (a delete of what is gone is what a delete wants).
-		return p.move(op, Accept, func(o *state.JournalOp) { o.LastError, o.NextAttemptAt = oe, 0 }, nil)
+		return p.move(op, Accept, func(o *state.JournalOp) { o.LastError, o.NextAttemptAt = oe, 0 }, p.acceptedTx(op, obs))
 	case side == providers.Maybe:
 		// Not known: read back by name before anything else.
 		return p.move(op, Ambiguous, func(o *state.JournalOp) { o.LastError, o.NextAttemptAt = oe, 0 }, nil)

@@ -140,8 +140,29 @@ func TestUnknownCreateNeverWedges(t *testing.T) {
 	}
 	e.converge(time.Minute, 40)
 	e.check(step)
-	if n := len(e.fake.Snapshot().Clusters); n != 3 { // two pools' clusters and the adoptable one
+	truth := e.fake.Snapshot()
+	if n := len(truth.Clusters); n != 3 { // two pools' clusters and the adoptable one
 		t.Fatalf("%d clusters", n)
+	}
+	// The lost answer was settled by reading back, not by calling again;
+	// every call carried the token derived from its operation's key.
+	if n := e.fake.Calls("EnsureCluster"); n != 2 {
+		t.Fatalf("EnsureCluster called %d times", n)
+	}
+	for _, c := range truth.Clusters {
+		if c.Seeded {
+			continue
+		}
+		id := c.Labels[providers.LabelSubstratePool]
+		want := substrate.ClientToken(id + "/createCluster/" + c.Name + "/g1")
+		if len(c.ClientTokens) != 1 || c.ClientTokens[0] != want {
+			t.Fatalf("cluster %s tokens %v, want [%s]", c.Name, c.ClientTokens, want)
+		}
+		for _, np := range c.NodePools {
+			if len(np.ClientTokens) != 1 || np.ClientTokens[0] != substrate.ClientToken(id+"/createNodePool/"+np.Name+"/g1") {
+				t.Fatalf("node pool %s tokens %v", np.Name, np.ClientTokens)
+			}
+		}
 	}
 }
 

@@ -186,12 +186,34 @@ func (e *env) status(pool string) substrate.Status {
 	return substrate.Status{}
 }
 
-// check fails unless the fake's truth matches the step and the records.
+// check fails unless the fake's truth matches the step and the records,
+// and the journal holds no unfinished operation.
 func (e *env) check(last crashtest.Step) {
 	e.t.Helper()
 	if f := crashtest.Check(e.fake.Snapshot(), last, e.records()); !f.OK() {
 		e.t.Fatalf("ground truth: %+v\n%s", f.Problems, e.describe())
 	}
+	if open := e.openOps(); len(open) > 0 {
+		e.t.Fatalf("converged with unfinished operations: %v", open)
+	}
+}
+
+// openOps lists the journal's unfinished operations.
+func (e *env) openOps() []string {
+	e.t.Helper()
+	var open []string
+	if err := e.store.View(func(tx *state.Tx) error {
+		ops, err := tx.JournalOps("")
+		for _, op := range ops {
+			if !op.State.Terminal() {
+				open = append(open, op.Key+" "+string(op.State))
+			}
+		}
+		return err
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return open
 }
 
 func fakeFault(method string, n int, class providers.Class, msg string) fake.Fault {

@@ -352,7 +352,7 @@ func (p *pass) created() (*providers.Cluster, error) {
 			}
 			obs = out.obs.cluster
 		}
-		if !p.full && obs == nil {
+		if !p.full && obs == nil && p.seen.Cluster != nil {
 			c := p.seen.Cluster
 			return &providers.Cluster{Ref: p.clusterRef(), Status: providers.ClusterStatus(c.Status),
 				Outputs: providers.ClusterOutputs{GlobalID: c.GlobalID, Endpoint: c.Endpoint, Version: c.Version, Location: c.Location}}, nil
@@ -380,6 +380,9 @@ func (p *pass) created() (*providers.Cluster, error) {
 // the pass makes it again (its claim goes with it).
 func (p *pass) ghost() error {
 	old := p.seen.Cluster
+	if old == nil {
+		old = &state.SeenCluster{Name: ClusterName(p.want.Pool, p.want.PoolID)}
+	}
 	p.r.log.Warn().Str("pool", p.want.Pool).Str("cluster", old.Name).Str("id", old.ID).
 		Msg("substrate: the recorded cluster is gone at the provider; making it again")
 	p.r.metrics.SweepDecision("ghost")
@@ -586,19 +589,8 @@ func (p *pass) nodePools(ref providers.ClusterRef) (bool, error) {
 			seen = append(seen, state.SeenNodePool{Name: np.Name, Status: string(providers.NodePoolDeleting), Nodes: np.NodeCount, Message: "flavor removed; deleting"})
 		}
 	}
-	// A delete accepted before a crash whose pool is gone from the listing
-	// is settled (its read-back finds it gone).
-	for _, key := range p.keys() {
-		op := p.ops[key]
-		if op.Step == stepDeleteNodePool && !op.State.Terminal() && !wanted[op.Object] {
-			if _, isListed := listed[op.Object]; !isListed {
-				out, err := p.drive(op, false)
-				if err != nil {
-					return true, err
-				}
-				p.take(out, "")
-			}
-		}
+	if err := p.settleUnlisted("", listed, wanted); err != nil {
+		return true, err
 	}
 	p.seen.NodePools = seen
 	return making, nil
@@ -891,8 +883,10 @@ func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) 
 			p.readFail("the node pools of cluster "+c.Ref.Name, err)
 			return false, nil
 		}
+		listed := map[string]providers.NodePool{}
 		busy := false
 		for _, np := range list {
+			listed[np.Name] = np
 			if !p.ours(np) {
 				continue
 			}
@@ -901,6 +895,9 @@ func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) 
 				return false, err
 			}
 			busy = busy || !gone
+		}
+		if err := p.settleUnlisted(prefix, listed, nil); err != nil {
+			return false, err
 		}
 		if busy {
 			return false, nil
@@ -939,6 +936,32 @@ func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) 
 	}
 	p.take(out, "")
 	return false, nil
+}
+
+// settleUnlisted finishes the node pool deletes (of objects with prefix)
+// whose pool the listing no longer shows: a delete accepted before a crash
+// is settled by its read-back, which finds the pool gone. Wanted pools'
+// operations are their flavors' business.
+func (p *pass) settleUnlisted(prefix string, listed map[string]providers.NodePool, wanted map[string]bool) error {
+	for _, key := range p.keys() {
+		op := p.ops[key]
+		name, ok := strings.CutPrefix(op.Object, prefix)
+		if op.Step != stepDeleteNodePool || op.State.Terminal() || !ok || wanted[name] {
+			continue
+		}
+		if prefix == "" && strings.HasPrefix(op.Object, orphanPrefix) {
+			continue
+		}
+		if _, isListed := listed[name]; isListed {
+			continue
+		}
+		out, err := p.drive(op, false)
+		if err != nil {
+			return err
+		}
+		p.take(out, "")
+	}
+	return nil
 }
 
 // settleGone finishes the delete operations of a cluster that is gone

@@ -216,6 +216,11 @@ func Check(truth fake.State, last Step, recs []state.SubstrateRecord) Findings {
 		if c.Status == providers.ClusterDeleting {
 			f.add(&f.Leaks, "cluster %s (%s) is still being deleted", c.Name, c.ID)
 		}
+		if len(c.ClientTokens) != 1 {
+			// A create retried under another key: on a provider that
+			// keys creates on the token, that is a twin.
+			f.add(&f.Duplicates, "cluster %s was asked for under %d client tokens", c.Name, len(c.ClientTokens))
+		}
 		clustersOf[c.Labels[providers.LabelSubstratePool]] = append(clustersOf[c.Labels[providers.LabelSubstratePool]], c)
 	}
 	wantedPools := map[string]bool{}
@@ -359,4 +364,19 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// FakeBlock is FakeConfig as the agent config's providers.fake block
+// (YAML), for a campaign that runs `fleet-agent run` as a child.
+func FakeBlock(statePath string) string {
+	cfg := FakeConfig(statePath)
+	s := cfg.Adoptable[0]
+	return fmt.Sprintf(`fake:
+  statePath: %q
+  token: %s
+  steps: { cluster: %d, nodePool: %d, update: %d, delete: %d }
+  adoptable:
+    - { name: %s, location: %s, nodePools: [{ name: %s, machineType: %s, nodeCount: %d }] }
+`, statePath, cfg.Token, cfg.Steps.Cluster, cfg.Steps.NodePool, cfg.Steps.Update, cfg.Steps.Delete,
+		s.Name, s.Location, s.NodePools[0].Name, s.NodePools[0].MachineType, s.NodePools[0].NodeCount)
 }
