@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/crashtest"
 )
@@ -18,6 +20,16 @@ import (
 var (
 	campaignTrials = flag.Int("campaign.trials", 210, "trials of the crash campaign")
 	campaignSeed   = flag.Uint64("campaign.seed", 0, "run the one trial of this seed (printed by a failure)")
+)
+
+// The faults a trial may meet, at one of the methods its steps call.
+var (
+	campaignFaults = []fake.Fault{
+		{Drop: true}, {Class: providers.Unavailable, SideEffect: providers.Maybe}, {Class: providers.Unavailable, SideEffect: providers.Done},
+		{Class: providers.Throttled, SideEffect: providers.None, RetryAfter: time.Minute}, {Class: providers.Conflict, SideEffect: providers.None},
+		{Class: providers.Unknown, SideEffect: providers.Maybe}, {Class: providers.Terminal, SideEffect: providers.None},
+	}
+	campaignMethods = []string{"EnsureCluster", "GetCluster", "EnsureNodePool", "GetNodePool", "ListNodePools", "ResizeNodePool", "DeleteNodePool", "DeleteCluster", "ReadAdoptable"}
 )
 
 // campaignBase is the first trial's seed: the campaign is the same on every
@@ -142,6 +154,16 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 	crashes, missed := 0, 0
 	var where []string
 	for _, st := range s.Steps {
+		// Half the trials also meet a provider fault the journal must ride
+		// out (none of those a person must fix for good).
+		if rng.IntN(2) == 0 {
+			ft := campaignFaults[rng.IntN(len(campaignFaults))]
+			ft.Method = campaignMethods[rng.IntN(len(campaignMethods))]
+			if err := e.fake.InjectFault(ft); err != nil {
+				t.Fatal(err)
+			}
+			where = append(where, "fault:"+ft.Method)
+		}
 		e.applyStep(st)
 		used := int64(0)
 		for range 1 + rng.IntN(3) {
@@ -196,7 +218,9 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 	counts.missed += missed
 	counts.byScenario[s.Name]++
 	for _, w := range where {
-		counts.byPoint[w]++
+		if !strings.HasPrefix(w, "fault:") {
+			counts.byPoint[w]++
+		}
 	}
 	counts.duplicates += f.Duplicates
 	counts.leaks += f.Leaks

@@ -955,12 +955,26 @@ func (p *pass) settleUnlisted(prefix string, listed map[string]providers.NodePoo
 		if _, isListed := listed[name]; isListed {
 			continue
 		}
-		out, err := p.drive(op, false)
-		if err != nil {
+		if err := p.settle(op); err != nil {
 			return err
 		}
-		p.take(out, "")
 	}
+	return nil
+}
+
+// settle drives an operation whose object a fresh read showed gone: a wait
+// it was holding (a backoff after a failed read-back) no longer applies.
+func (p *pass) settle(op *state.JournalOp) error {
+	if op.NextAttemptAt > 0 && op.State != state.InFlight {
+		if err := p.move(op, Defer, func(o *state.JournalOp) { o.NextAttemptAt = 0 }, nil); err != nil {
+			return err
+		}
+	}
+	out, err := p.drive(op, false)
+	if err != nil {
+		return err
+	}
+	p.take(out, "")
 	return nil
 }
 
@@ -975,7 +989,7 @@ func (p *pass) settleGone(prefix string) error {
 		if prefix == "" && strings.HasPrefix(op.Object, orphanPrefix) {
 			continue
 		}
-		if _, err := p.drive(op, false); err != nil {
+		if err := p.settle(op); err != nil {
 			return err
 		}
 	}
