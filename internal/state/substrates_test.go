@@ -46,7 +46,8 @@ func TestClusterClaims(t *testing.T) {
 		mustUpdate(t, s, func(tx *state.Tx) (err error) { h, err = tx.ClaimCluster(g, p); return })
 		return h
 	}
-	if claim("g", "pool_a") != "pool_a" || claim("g", "pool_a") != "pool_a" {
+	first := claim("g", "pool_a")
+	if again := claim("g", "pool_a"); first != "pool_a" || again != "pool_a" {
 		t.Fatal("claiming twice")
 	}
 	if claim("g", "pool_b") != "pool_a" {

@@ -238,8 +238,7 @@ func (s slowCalls) EnsureCluster(ctx context.Context, acct providers.Account, sp
 // for one pool does not hold another pool's passes.
 func TestRunSlowProviderDelaysNoOther(t *testing.T) {
 	release := make(chan struct{})
-	var e *env
-	e = newEnv(t, func(o *substrate.Options) {
+	e := newEnv(t, func(o *substrate.Options) {
 		o.Providers = map[string]substrate.Provider{"fake": slowCalls{Provider: o.Providers["fake"], release: release, name: "-slow-"}}
 		o.Poll, o.Every = time.Second, time.Second
 	})

@@ -204,8 +204,8 @@ func (r *Reconciler) pass(ctx context.Context, poolID string) (time.Time, error)
 			}
 		}
 	}
-	if err := p.account(); err != nil {
-		p.problem("%v", err)
+	if aerr := p.account(); aerr != nil {
+		p.problem("%v", aerr)
 		p.scheduled = true
 	} else if p.want.Present {
 		err = p.present()
