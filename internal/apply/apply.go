@@ -127,6 +127,9 @@ func Apply(ctx context.Context, store *state.Store, doc *fleet.Document, opts Op
 				opts.AfterCall(i)
 			}
 		}
+		if err := recordSubstrates(tx, p, opts.Tenant, opts.Commit, now); err != nil {
+			return err
+		}
 		if err := tx.AppendAudit(state.AuditRow{At: now, Who: opts.AppliedBy, Action: "apply", PlanHash: p.PlanHash,
 			Commit: opts.Commit, Calls: len(p.Calls)}); err != nil {
 			return err

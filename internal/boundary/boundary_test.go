@@ -333,3 +333,28 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestBoundarySubstrateUsesOnlyTheInterfaces: the substrate reaches
+// providers through internal/providers only (the binary passes the adapters
+// in), and never the plan, the apply or the agent: it reads what apply
+// recorded in the state file.
+func TestBoundarySubstrateUsesOnlyTheInterfaces(t *testing.T) {
+	root := repoRoot(t)
+	pkgs := existing(root, "substrate")
+	if len(pkgs) == 0 {
+		t.Fatal("internal/substrate not found: the test is looking in the wrong place")
+	}
+	for path, l := range goList(t, root, pkgs...) {
+		if bad := reachesAdapter(l.Deps); len(bad) > 0 {
+			t.Errorf("%s imports adapter %s; take the adapter as an interface from cmd/fleet-agent instead", path, strings.Join(bad, ", "))
+		}
+		for _, room := range []string{"plan", "apply", "agent", "livecheck"} {
+			if contains(l.Deps, module+"/internal/"+room) {
+				t.Errorf("%s reaches internal/%s; the substrate reads the records apply wrote", path, room)
+			}
+		}
+		if !contains(l.Deps, module+"/internal/providers") {
+			t.Errorf("%s does not reach internal/providers: the test is looking at the wrong package", path)
+		}
+	}
+}

@@ -46,7 +46,8 @@ func (c Change) NeedsRestart() bool {
 	case "tenant", "state", "socket", "socketGroup", "listen", "pprof":
 		return true
 	}
-	return strings.HasPrefix(c.Key, "providers.")
+	// The join listener is set up once, as the ops listener is.
+	return strings.HasPrefix(c.Key, "providers.") || strings.HasPrefix(c.Key, "substrate.join.")
 }
 
 // Changes lists the keys whose values differ from old, sorted by key. A nil
@@ -131,6 +132,19 @@ func flatten(c *Config) map[string]flat {
 	put("drift.every", c.Drift.Every.String())
 	put("drift.heal", strconv.FormatBool(c.Drift.Heal))
 	put("secrets.dir", c.Secrets.Dir)
+	put("substrate.every", c.Substrate.Every.String())
+	if d := c.Substrate.NodeDaemon; d != nil {
+		put("substrate.nodeDaemon.image", d.Image)
+		put("substrate.nodeDaemon.joinURL", d.JoinURL)
+		put("substrate.nodeDaemon.caPins", strings.Join(d.CAPins, ","))
+		put("substrate.nodeDaemon.runtimeClass", d.RuntimeClass)
+	}
+	if j := c.Substrate.Join; j != nil {
+		put("substrate.join.listen", j.Listen)
+		put("substrate.join.tlsCert", j.TLSCert)
+		put("substrate.join.tlsKey", j.TLSKey)
+		put("substrate.join.insecure", strconv.FormatBool(j.Insecure))
+	}
 	for id, n := range c.Providers {
 		// Compared as re-encoded YAML: comments and layout do not count,
 		// values do.

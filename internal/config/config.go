@@ -62,11 +62,12 @@ type Config struct {
 	Listen      string // host:port of the ops HTTP listener
 	Pprof       bool
 
-	Git     Git
-	GitHub  *GitHub // nil when the file has no github block: nothing is posted
-	Apply   Apply
-	Drift   Drift
-	Secrets Secrets
+	Git       Git
+	GitHub    *GitHub // nil when the file has no github block: nothing is posted
+	Apply     Apply
+	Drift     Drift
+	Secrets   Secrets
+	Substrate Substrate
 
 	// Providers holds each provider's block as written, keyed by provider
 	// id; the adapter decodes it. A block written as null is a null node.
@@ -167,6 +168,7 @@ func Defaults(env LookupEnv) *Config {
 		Git:       Git{Branch: DefaultBranch, Path: DefaultDocumentPath, Interval: DefaultInterval},
 		Apply:     Apply{RequireReviewedPlan: true},
 		Drift:     Drift{Every: DefaultDriftEvery},
+		Substrate: Substrate{Every: DefaultSubstrateEvery},
 		Providers: map[string]*yaml.Node{},
 		lines:     map[string]int{},
 	}

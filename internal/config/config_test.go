@@ -63,6 +63,7 @@ func TestDefaults(t *testing.T) {
 		Git:       Git{Branch: "main", Path: "fleet.json", Interval: time.Minute},
 		Apply:     Apply{Prune: false, RequireReviewedPlan: true},
 		Drift:     Drift{Every: 15 * time.Minute},
+		Substrate: Substrate{Every: time.Minute},
 		Providers: map[string]*yaml.Node{},
 		lines:     map[string]int{},
 	}
@@ -147,9 +148,10 @@ func TestContractExample(t *testing.T) {
 			Repository: "acme/fleet", APIURL: "https://api.github.com/", Token: "env://GITHUB_TOKEN",
 			WebhookSecret: "secret://github-webhook", StatusContext: "fleet-agent",
 		},
-		Apply:   Apply{RequireReviewedPlan: true},
-		Drift:   Drift{Every: 15 * time.Minute},
-		Secrets: Secrets{Dir: "/etc/fleet-agent/secrets"},
+		Apply:     Apply{RequireReviewedPlan: true},
+		Drift:     Drift{Every: 15 * time.Minute},
+		Secrets:   Secrets{Dir: "/etc/fleet-agent/secrets"},
+		Substrate: Substrate{Every: time.Minute},
 	}
 	got := *c
 	got.Providers, got.providersNode, got.lines, got.secretRefs = nil, nil, nil, nil
@@ -400,7 +402,7 @@ func TestUnknownKeys(t *testing.T) {
 		text, want string
 		line       int
 	}{
-		{"gti: {}", `config.yaml:1: unknown key "gti" at the top level; known: tenant, state, socket, socketGroup, listen, pprof, git, github, apply, drift, secrets, providers (did you mean "git"?)`, 1},
+		{"gti: {}", `config.yaml:1: unknown key "gti" at the top level; known: tenant, state, socket, socketGroup, listen, pprof, git, github, apply, drift, secrets, providers, substrate (did you mean "git"?)`, 1},
 		{"git:\n  url: /r\n  brnach: main", `config.yaml:3: unknown key "brnach" in git; known: url, branch, path, interval, auth, verify (did you mean "branch"?)`, 3},
 		{"git:\n  auth:\n    tokn: env://T", `unknown key "tokn" in git.auth; known: token, username, password, sshKey, knownHosts (did you mean "token"?)`, 3},
 		{"git:\n  verify:\n    keys: /k", `unknown key "keys" in git.verify; known: keyring`, 3},
@@ -751,5 +753,87 @@ providers:
 	}
 	if !found {
 		t.Errorf("removing github not reported: %v", gone.Changes(old))
+	}
+}
+
+const substrateExample = `substrate:
+  every: 1m                                   # [1m]
+  nodeDaemon:
+    image: registry.example.com/fleet-agent:1.2.0   # an image whose entrypoint is ` + "`fleet-agent node`" + `
+    joinURL: https://ops.example.com:9465/          # where node daemons reach the join listener
+    caPins: ["sha256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="]
+    runtimeClass: nvidia                            # [none]
+  join:
+    listen: 0.0.0.0:9465                      # [none: no join listener]; TLS unless ` + "`insecure: true`" + `
+    tlsCert: /etc/fleet-agent/join.crt
+    tlsKey: /etc/fleet-agent/join.key
+`
+
+// TestSubstrate parses the contract's substrate block (section 5.4) and
+// refuses each bad value with its line.
+func TestSubstrate(t *testing.T) {
+	c := mustParse(t, substrateExample)
+	want := Substrate{Every: time.Minute,
+		NodeDaemon: &NodeDaemon{Image: "registry.example.com/fleet-agent:1.2.0", JoinURL: "https://ops.example.com:9465/",
+			CAPins: []string{"sha256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="}, RuntimeClass: "nvidia"},
+		Join: &Join{Listen: "0.0.0.0:9465", TLSCert: "/etc/fleet-agent/join.crt", TLSKey: "/etc/fleet-agent/join.key"}}
+	if !reflect.DeepEqual(c.Substrate, want) {
+		t.Fatalf("got %+v %+v %+v", c.Substrate, c.Substrate.NodeDaemon, c.Substrate.Join)
+	}
+	if c.Line("substrate.nodeDaemon.image") != 4 || c.Line("substrate.join.listen") != 9 {
+		t.Errorf("lines: %d %d", c.Line("substrate.nodeDaemon.image"), c.Line("substrate.join.listen"))
+	}
+	for _, good := range []struct {
+		text string
+		ok   func(Substrate) bool
+	}{
+		{"substrate: { every: 30s }", func(s Substrate) bool { return s.Every == 30*time.Second && s.NodeDaemon == nil }},
+		{"substrate:", func(s Substrate) bool { return s.Every == time.Minute }},
+		{"substrate: { join: { listen: '127.0.0.1:0', insecure: true } }", func(s Substrate) bool { return s.Join.Insecure }},
+		{"substrate: { nodeDaemon: { image: 'r:5000/a/b@sha256:" + strings.Repeat("a", 64) + "', joinURL: 'http://10.0.0.1:9465/' } }", func(s Substrate) bool {
+			return s.NodeDaemon.RuntimeClass == "" && s.NodeDaemon.CAPins == nil
+		}},
+	} {
+		if got := mustParse(t, good.text).Substrate; !good.ok(got) {
+			t.Errorf("%q: %+v", good.text, got)
+		}
+	}
+	for _, bad := range []struct {
+		text string
+		line int
+		want string
+	}{
+		{"substrate: { every: 0s }", 1, "substrate.every: 0s is too short"},
+		{"substrate: { every: 5 }", 1, "substrate.every must be a duration"},
+		{"substrate:\n  evry: 1m", 2, `unknown key "evry" in substrate; known: every, nodeDaemon, join (did you mean "every"?)`},
+		{"substrate:\n  nodeDaemon:\n    image: x", 2, "substrate.nodeDaemon needs joinURL"},
+		{"substrate:\n  nodeDaemon:\n    image: 'Bad Image'\n    joinURL: https://h/", 3, "is not an image reference"},
+		{"substrate:\n  nodeDaemon:\n    image: a\n    joinURL: 'ftp://h/'", 4, "is not a URL node daemons can reach"},
+		{"substrate:\n  nodeDaemon:\n    image: a\n    joinURL: 'https://u:p@h/'", 4, "no credentials"},
+		{"substrate:\n  nodeDaemon:\n    image: a\n    joinURL: https://h/\n    caPins: [sha1/abc]", 5, "caPins[0]: \"sha1/abc\" is not a pin"},
+		{"substrate:\n  nodeDaemon:\n    image: a\n    joinURL: https://h/\n    caPins: pin", 5, "caPins must be a list of strings"},
+		{"substrate:\n  nodeDaemon:\n    image: a\n    joinURL: https://h/\n    runtimeClass: NV_1", 5, "is not a RuntimeClass name"},
+		{"substrate:\n  join:\n    tlsCert: /c\n    tlsKey: /k", 2, "substrate.join needs listen"},
+		{"substrate:\n  join:\n    listen: ':9465'", 2, "needs tlsCert and tlsKey"},
+		{"substrate:\n  join:\n    listen: ':9465'\n    insecure: true\n    tlsKey: /k", 2, "remove tlsCert and tlsKey, or insecure"},
+		{"substrate:\n  join:\n    listen: nope\n    insecure: true", 3, "is not HOST:PORT"},
+	} {
+		ps := parseErr(t, bad.text)
+		found := false
+		for _, p := range ps {
+			found = found || p.Line == bad.line && strings.Contains(p.String(), bad.want)
+		}
+		if !found {
+			t.Errorf("%q:\n got %v\nwant line %d: %s", bad.text, ps, bad.line, bad.want)
+		}
+	}
+	// A change of the join listener needs a restart; of every, not.
+	next := mustParse(t, strings.Replace(strings.Replace(substrateExample, "every: 1m", "every: 2m", 1), "0.0.0.0:9465", "0.0.0.0:9466", 1))
+	restart := map[string]bool{}
+	for _, ch := range next.Changes(c) {
+		restart[ch.Key] = ch.NeedsRestart()
+	}
+	if len(restart) != 2 || restart["substrate.every"] || !restart["substrate.join.listen"] {
+		t.Errorf("changes: %v", restart)
 	}
 }

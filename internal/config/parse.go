@@ -17,7 +17,7 @@ import (
 
 // The keys of each block, in the contract's order (messages list them so).
 var (
-	topKeys     = []string{"tenant", "state", "socket", "socketGroup", "listen", "pprof", "git", "github", "apply", "drift", "secrets", "providers"}
+	topKeys     = []string{"tenant", "state", "socket", "socketGroup", "listen", "pprof", "git", "github", "apply", "drift", "secrets", "providers", "substrate"}
 	gitKeys     = []string{"url", "branch", "path", "interval", "auth", "verify"}
 	authKeys    = []string{"token", "username", "password", "sshKey", "knownHosts"}
 	verifyKeys  = []string{"keyring"}
@@ -102,6 +102,9 @@ func (p *parser) parse(data []byte) {
 	}
 	if e, ok := top["providers"]; ok {
 		p.providers(e)
+	}
+	if s := p.section(top, "", "substrate", substrateKeys); s != nil {
+		p.substrate(s)
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package metrics is the agent's Prometheus instrumentation: counters of
 // polls, fetches, plans, applies and posts, the outbox depth, drift as a
-// gauge, last-success timestamps, and durations as histograms, all named
-// fleet_agent_*.
+// gauge, last-success timestamps, durations as histograms, and the
+// substrates (their states, their Nodes, the journal's operations and the
+// discovery sweep's decisions), all named fleet_agent_*.
 package metrics
 
 import (
@@ -26,6 +27,11 @@ type Metrics struct {
 	lastSuccess *prometheus.GaugeVec
 	durations   *prometheus.HistogramVec
 	now         func() time.Time
+
+	substrates     *prometheus.GaugeVec
+	substrateNodes *prometheus.GaugeVec
+	journalOps     *prometheus.CounterVec
+	sweep          *prometheus.CounterVec
 }
 
 // Outbox is what the outbox reports, read at scrape time.
@@ -73,6 +79,11 @@ func New(box *Outbox) *Metrics {
 	m.lastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_last_success_timestamp_seconds", Help: "Unix time of the last success, by operation."}, []string{"op"})
 	m.durations = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fleet_agent_duration_seconds", Help: "Durations of polls, plans and applies.",
 		Buckets: []float64{0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}}, []string{"op"})
+	m.journalOps = f("substrate_journal_operations_total", "Transitions of the substrate journal's provider operations, by step and result (sent, accepted, verifying, retried, deferred, succeeded, failed, abandoned).", "step", "result")
+	m.sweep = f("substrate_sweep_decisions_total", "Decisions of the substrate discovery sweep (adopted, orphan, reported, ghost, nodePoolOrphan, nodePoolGhost, error).", "decision")
+	m.substrates = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_substrates", Help: "Substrates by state."}, []string{"state"})
+	m.substrateNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_substrate_nodes", Help: "A substrate's Kubernetes Nodes, joined (true) or waiting to join (false)."}, []string{"pool", "joined"})
+	m.reg.MustRegister(m.substrates, m.substrateNodes)
 	m.reg.MustRegister(m.fetches, m.forgeErrors, m.drift, m.lastSuccess, m.durations,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if box != nil {
@@ -160,4 +171,30 @@ func (m *Metrics) Drift(drifted bool, err error) {
 		m.drift.Set(0)
 	}
 	m.lastSuccess.WithLabelValues("drift").Set(float64(m.now().UnixMilli()) / 1000)
+}
+
+// JournalOp counts a transition of the substrate journal.
+func (m *Metrics) JournalOp(step, result string) { m.journalOps.WithLabelValues(step, result).Inc() }
+
+// SweepDecision counts a decision of the discovery sweep.
+func (m *Metrics) SweepDecision(decision string) { m.sweep.WithLabelValues(decision).Inc() }
+
+// SubstrateStates sets the number of substrates in each state; states not
+// given keep their last value, so the reconciler passes every state.
+func (m *Metrics) SubstrateStates(byState map[string]int) {
+	for st, n := range byState {
+		m.substrates.WithLabelValues(st).Set(float64(n))
+	}
+}
+
+// SubstrateNodes sets each pool's Nodes: joined (joined="true") and listed
+// but not joined (joined="false"); pools not given (deleted substrates) are
+// dropped.
+func (m *Metrics) SubstrateNodes(listed, joined map[string]int) {
+	m.substrateNodes.Reset()
+	for pool, n := range listed {
+		j := joined[pool]
+		m.substrateNodes.WithLabelValues(pool, "true").Set(float64(j))
+		m.substrateNodes.WithLabelValues(pool, "false").Set(float64(max(n-j, 0)))
+	}
 }

@@ -3,6 +3,8 @@ package state
 import (
 	"encoding/json"
 	"fmt"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // Applied is the record of the last apply: the document drift is measured
@@ -127,6 +129,11 @@ func (t *Tx) Put(space, key string, v any) error {
 	if err != nil {
 		return err
 	}
+	return putIn(b, key, v)
+}
+
+// putIn writes v as JSON under key in b.
+func putIn(b *bolt.Bucket, key string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err

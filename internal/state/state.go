@@ -1,7 +1,7 @@
 // Package state is the store: one bbolt file that holds the fleet's objects,
 // the names fleet gave them, the applied document, drift, the audit log and
 // the agent's own records (reviewed plans, proposals, the outbox, the
-// journal). bbolt has one writer: every change is one transaction, so a kill
+// substrates and the journal of their provider operations). bbolt has one writer: every change is one transaction, so a kill
 // at any moment leaves either the old fleet or the new one.
 package state
 
@@ -40,6 +40,7 @@ var (
 	bucketOutbox    = []byte("outbox")
 	bucketJournal   = []byte("journal")
 	bucketKV        = []byte("kv")
+	// bucketSubstrates is declared with its records (substrates.go).
 
 	keyFormat     = []byte("format")
 	keyGeneration = []byte("generation")
@@ -48,7 +49,7 @@ var (
 )
 
 var allBuckets = [][]byte{bucketMeta, bucketObjects, bucketNames, bucketApplied, bucketDrift, bucketAudit,
-	bucketReviewed, bucketProposals, bucketOutbox, bucketJournal, bucketKV}
+	bucketReviewed, bucketProposals, bucketOutbox, bucketJournal, bucketKV, bucketSubstrates}
 
 // Store is an open state file.
 type Store struct {
@@ -66,6 +67,10 @@ type Options struct {
 	ReadOnly bool
 	// Now stamps the creation record; tests inject it.
 	Now func() time.Time
+	// NoSync skips fsync on commit, for tests that crash the process, not
+	// the machine: a killed process loses nothing the kernel already holds,
+	// a machine that loses power may. Never set in production.
+	NoSync bool
 }
 
 // Open opens (or creates, mode 0600) the state file at path.
@@ -86,7 +91,7 @@ func Open(path string, opts Options) (*Store, error) {
 			return nil, refusal.Wrap(refusal.InvalidState, err, "cannot open the state file %s", path)
 		}
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, ReadOnly: opts.ReadOnly})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, ReadOnly: opts.ReadOnly, NoSync: opts.NoSync})
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, refusal.New(refusal.InvalidState,

@@ -1,0 +1,212 @@
+package apply_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/state/statetest"
+)
+
+// k8sDoc is a document with one Kubernetes-backed pool per entry of pools
+// (name -> flavors JSON, "" for a pool without a substrate).
+func k8sDoc(account string, pools map[string]string) string {
+	var b strings.Builder
+	b.WriteString(`{"version":1,"sites":[{"name":"k8s","kind":"shared","region":"fake-east"}]`)
+	if account != "" {
+		fmt.Fprintf(&b, `,"providerAccounts":[{"name":%q,"provider":"fake","config":{"token":"secret://fake-token"}}]`, account)
+	}
+	b.WriteString(`,"pools":[`)
+	first := true
+	for _, name := range inventory.SortedKeys(pools) {
+		if !first {
+			b.WriteString(",")
+		}
+		first = false
+		policy := `{}`
+		if fl := pools[name]; fl != "" {
+			policy = fmt.Sprintf(`{"substrate":{"kind":"kubernetes","account":%q,"cluster":{"create":{"location":"fake-east"}},"flavors":%s}}`, account, fl)
+		}
+		fmt.Fprintf(&b, `{"name":%q,"site":"k8s","class":"metal-host","gpuModel":"H100","policy":%s}`, name, policy)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+func want(t *testing.T, s *state.Store, pool string) *state.SubstrateWant {
+	t.Helper()
+	var w *state.SubstrateWant
+	if err := s.View(func(tx *state.Tx) (err error) {
+		w, err = tx.SubstrateWant(inventory.ID("root", inventory.Pool, pool))
+		return
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+const (
+	oneFlavor  = `[{"name":"h100","machineType":"fake-h100x8","nodes":1}]`
+	twoNodes   = `[{"name":"h100","machineType":"fake-h100x8","nodes":2}]`
+	twoFlavors = `[{"name":"h100","machineType":"fake-h100x8","nodes":2},{"name":"l4","machineType":"fake-l4x1","nodes":1}]`
+)
+
+// TestApplyRecordsSubstrates walks one pool through every change apply
+// records: create, resize, add a flavor, an unrelated pool change, removal
+// without and with prune, adding it again, and archiving the pool with its
+// account pruned in the same apply.
+func TestApplyRecordsSubstrates(t *testing.T) {
+	s := statetest.Open(t)
+	step := func(text string, prune bool) *apply.Result {
+		t.Helper()
+		res, err := apply.Apply(t.Context(), s, doc(t, text), apply.Options{Prune: prune, Now: fixed, Commit: "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	check := func(what string, gen uint64, present bool, reason state.TeardownReason, flavors int) {
+		t.Helper()
+		w := want(t, s, "gpu")
+		if w == nil || w.Generation != gen || w.Present != present || w.Teardown != reason || len(w.Spec.Flavors) != flavors {
+			t.Fatalf("%s: record %+v", what, w)
+		}
+		if w.Pool != "gpu" || w.Account != "k8s" || w.Tenant != "root" || w.AccountCopy == nil || w.AccountCopy.Provider != "fake" ||
+			!strings.Contains(string(w.AccountCopy.Config), "secret://fake-token") {
+			t.Fatalf("%s: identity or account copy %+v %+v", what, w, w.AccountCopy)
+		}
+	}
+	step(k8sDoc("k8s", map[string]string{"gpu": oneFlavor, "cpu": ""}), false)
+	check("create", 1, true, "", 1)
+	if w := want(t, s, "cpu"); w != nil {
+		t.Fatalf("a pool without a substrate was recorded: %+v", w)
+	}
+	step(k8sDoc("k8s", map[string]string{"gpu": twoNodes, "cpu": ""}), false)
+	check("resize", 2, true, "", 1)
+	if n := want(t, s, "gpu").Spec.Flavors[0].Nodes; n == nil || *n != 2 {
+		t.Fatalf("resize not recorded: %v", n)
+	}
+	step(k8sDoc("k8s", map[string]string{"gpu": twoFlavors, "cpu": ""}), false)
+	check("add a flavor", 3, true, "", 2)
+	// A change of the pool that leaves its substrate alone keeps the record.
+	res := step(strings.Replace(k8sDoc("k8s", map[string]string{"gpu": twoFlavors, "cpu": ""}), `"gpuModel":"H100","policy":{"substrate"`, `"gpuModel":"A100","policy":{"substrate"`, 1), false)
+	if res.Applied != 1 {
+		t.Fatalf("the unrelated change made %d calls", res.Applied)
+	}
+	check("unrelated change", 3, true, "", 2)
+	// Without prune a pool whose policy lacks substrate keeps it, even in
+	// an apply that updates the pool (its gpuModel goes back to H100).
+	without := k8sDoc("k8s", map[string]string{"gpu": "", "cpu": ""})
+	res, err := apply.Apply(t.Context(), s, doc(t, without), apply.Options{Now: fixed})
+	if err != nil || res.Applied != 1 {
+		t.Fatalf("applied %d calls: %v", res.Applied, err)
+	}
+	check("removed without prune", 3, true, "", 2)
+	// With prune it is torn down.
+	step(without, true)
+	check("removed with prune", 4, false, state.TeardownRemoved, 2)
+	step(k8sDoc("k8s", map[string]string{"gpu": oneFlavor, "cpu": ""}), false)
+	check("added again", 5, true, "", 1)
+	// The pool left out with prune is archived; its account goes in the
+	// same apply, and the record keeps the copy a teardown needs.
+	step(`{"version":1,"sites":[{"name":"k8s","kind":"shared","region":"fake-east"}],"pools":[{"name":"cpu","site":"k8s","class":"metal-host","gpuModel":"H100","policy":{}}]}`, true)
+	check("archived", 6, false, state.TeardownArchived, 1)
+	snap, _ := s.Snapshot()
+	if _, ok := snap.ByName(inventory.ProviderAccount, "k8s"); ok {
+		t.Fatal("the account was not pruned: the copy is not tested")
+	}
+}
+
+// TestRecordingIsInTheApplyTransaction: a refused apply records nothing,
+// and a recording that fails rolls the whole apply back.
+func TestRecordingIsInTheApplyTransaction(t *testing.T) {
+	s := statetest.Open(t)
+	blocked := strings.Replace(k8sDoc("k8s", map[string]string{"gpu": oneFlavor}), `"account":"k8s"`, `"account":"nope"`, 1)
+	if _, err := apply.Apply(t.Context(), s, doc(t, blocked), apply.Options{}); err == nil {
+		t.Fatal("a substrate naming an unknown account was applied")
+	}
+	if w := want(t, s, "gpu"); w != nil {
+		t.Fatalf("a refused apply recorded %+v", w)
+	}
+	// A write in the same transaction failing after the recording undoes it.
+	_, err := apply.Apply(t.Context(), s, doc(t, k8sDoc("k8s", map[string]string{"gpu": oneFlavor})), apply.Options{
+		InTx: func(*state.Tx, *plan.Plan) error { return fmt.Errorf("boom") }})
+	if err == nil || want(t, s, "gpu") != nil {
+		t.Fatalf("rolled back apply: %v, record %+v", err, want(t, s, "gpu"))
+	}
+}
+
+// TestKillDuringSubstrateApply kills a child in the apply's transaction after
+// the recording: the state file holds neither the pool nor its record.
+func TestKillDuringSubstrateApply(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fleet.db")
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "FLEET_APPLY_SUBSTRATE_CHILD="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	killed := false
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "RECORDED") {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			killed = true
+			break
+		}
+	}
+	_ = cmd.Wait()
+	if !killed {
+		t.Fatal("the child never reached the recording")
+	}
+	s := statetest.OpenAt(t, path)
+	if w := want(t, s, "gpu"); w != nil {
+		t.Fatalf("a killed apply left a record: %+v", w)
+	}
+	if snap, _ := s.Snapshot(); snap.Len() != 0 {
+		t.Fatalf("a killed apply left %d objects", snap.Len())
+	}
+}
+
+// The child of TestKillDuringSubstrateApply runs from init, before the tests.
+func init() {
+	path := os.Getenv("FLEET_APPLY_SUBSTRATE_CHILD")
+	if path == "" {
+		return
+	}
+	s, err := state.Open(path, state.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	d, errs := fleet.Validate("child", []byte(k8sDoc("k8s", map[string]string{"gpu": oneFlavor})))
+	if errs != nil {
+		fmt.Fprintln(os.Stderr, errs.Text())
+		os.Exit(1)
+	}
+	_, err = apply.Apply(context.Background(), s, d, apply.Options{InTx: func(tx *state.Tx, _ *plan.Plan) error {
+		if w, _ := tx.SubstrateWant(inventory.ID("root", inventory.Pool, "gpu")); w != nil {
+			fmt.Println("RECORDED")
+			time.Sleep(time.Minute) // killed here, the record written in the open transaction
+		}
+		return nil
+	}})
+	fmt.Fprintln(os.Stderr, "child: apply returned", err)
+	os.Exit(1)
+}

@@ -1,0 +1,382 @@
+// Package crashtest is the substrate's crash campaign without its runner:
+// the scenarios (documents applied one after the other), the fake
+// provider's configuration, and the check of the provider's ground truth
+// (the fake's own state file) against the last document and the state
+// file's records. The in-process campaign (internal/substrate's tests,
+// crashing at test hooks between journal steps) and a campaign that SIGKILLs
+// a `fleet-agent run` child share it: both end a trial with Check.
+package crashtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// Tenant is the tenant of every document here.
+const Tenant = "root"
+
+// Account is the provider account every pool's substrate uses.
+const Account = "k8s"
+
+// Adoptable is the adopt id of the cluster the fake holds for adoption; its
+// owner's node pool is OwnerPool.
+const (
+	Adoptable = "fake-east/theirs"
+	OwnerPool = "default"
+)
+
+// Flavor is one flavor of a pool's substrate.
+type Flavor struct {
+	Name        string
+	MachineType string
+	Nodes       int
+	Spot        bool
+	// Autoscaling is {min, max}, nil for a fixed size.
+	Autoscaling *[2]int
+}
+
+// Pool is one pool of a document. A pool with no flavors has no substrate;
+// Left is a pool the document leaves out (with prune: archived).
+type Pool struct {
+	Name    string
+	Adopt   bool
+	Flavors []Flavor
+	Left    bool
+}
+
+// ID is the pool's id.
+func (p Pool) ID() string { return inventory.ID(Tenant, inventory.Pool, p.Name) }
+
+// Step is one document to apply.
+type Step struct {
+	Pools []Pool
+	Prune bool
+}
+
+// Scenario is a story: Setup is applied and converged without a crash, then
+// each of Steps is applied and converged while the agent is crashed.
+type Scenario struct {
+	Name  string
+	Setup []Step
+	Steps []Step
+}
+
+var (
+	h100 = Flavor{Name: "h100", MachineType: "fake-h100x8", Nodes: 1}
+	l4   = Flavor{Name: "l4", MachineType: "fake-l4x1", Nodes: 2, Spot: true}
+	cpu  = Flavor{Name: "cpu", MachineType: "fake-cpu-4", Nodes: 1, Autoscaling: &[2]int{1, 3}}
+)
+
+func with(f Flavor, nodes int) Flavor { f.Nodes = nodes; return f }
+
+// Scenarios are the campaign's stories: create, resize, add a flavor,
+// remove a flavor, teardown, adopt (and an adopted teardown).
+func Scenarios() []Scenario {
+	created := []Pool{{Name: "gpu", Flavors: []Flavor{h100, l4}}}
+	return []Scenario{
+		{Name: "create", Steps: []Step{{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{h100, l4}}, {Name: "inf", Flavors: []Flavor{cpu}}}}}},
+		{Name: "resize", Setup: []Step{{Pools: created}},
+			Steps: []Step{{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 3), with(l4, 1)}}}}}},
+		{Name: "addFlavor", Setup: []Step{{Pools: created}},
+			Steps: []Step{{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{h100, l4, cpu}}}}}},
+		{Name: "removeFlavor", Setup: []Step{{Pools: created}},
+			Steps: []Step{{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{h100}}}, Prune: true}}},
+		{Name: "teardown", Setup: []Step{{Pools: created}},
+			Steps: []Step{{Pools: []Pool{{Name: "gpu", Left: true, Flavors: created[0].Flavors}}, Prune: true}}},
+		{Name: "adopt", Steps: []Step{
+			{Pools: []Pool{{Name: "own", Adopt: true, Flavors: []Flavor{h100, cpu}}}},
+			{Pools: []Pool{{Name: "own", Adopt: true, Left: true, Flavors: []Flavor{h100, cpu}}}, Prune: true},
+		}},
+		{Name: "createThenResize", Steps: []Step{
+			{Pools: created},
+			{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 2), cpu}}}, Prune: true},
+		}},
+	}
+}
+
+// Document is the fleet.json of a step: one site, the fake account (its
+// token a reference), and each pool not left out.
+func Document(step Step) string {
+	var b strings.Builder
+	b.WriteString(`{"version":1,"sites":[{"name":"k8s","kind":"shared","region":"fake-east"}],`)
+	fmt.Fprintf(&b, `"providerAccounts":[{"name":%q,"provider":"fake","config":{"token":"secret://fake-token","project":"fleet"}}],"pools":[`, Account)
+	first := true
+	for _, p := range step.Pools {
+		if p.Left {
+			continue
+		}
+		if !first {
+			b.WriteString(",")
+		}
+		first = false
+		policy := "{}"
+		if len(p.Flavors) > 0 {
+			cluster := `{"create":{"location":"fake-east"}}`
+			if p.Adopt {
+				cluster = fmt.Sprintf(`{"adopt":%q}`, Adoptable)
+			}
+			var fl []string
+			for _, f := range p.Flavors {
+				s := fmt.Sprintf(`{"name":%q,"machineType":%q,"nodes":%d`, f.Name, f.MachineType, f.Nodes)
+				if f.Spot {
+					s += `,"spot":true`
+				}
+				if a := f.Autoscaling; a != nil {
+					s += fmt.Sprintf(`,"autoscaling":{"minNodes":%d,"maxNodes":%d}`, a[0], a[1])
+				}
+				fl = append(fl, s+"}")
+			}
+			policy = fmt.Sprintf(`{"substrate":{"kind":"kubernetes","account":%q,"cluster":%s,"flavors":[%s]}}`, Account, cluster, strings.Join(fl, ","))
+		}
+		fmt.Fprintf(&b, `{"name":%q,"site":"k8s","class":"metal-host","gpuModel":"H100","policy":%s}`, p.Name, policy)
+	}
+	b.WriteString("]}")
+	return b.String()
+}
+
+// Secrets resolves the references of the documents and the fake's config.
+type Secrets map[string]string
+
+// Resolve returns a reference's value.
+func (s Secrets) Resolve(_ context.Context, ref string) (string, error) {
+	if v, ok := s[ref]; ok {
+		return v, nil
+	}
+	return "", errors.New("no such secret")
+}
+
+// TokenValue is what secret://fake-token resolves to; a canary, so that a
+// test can look for it where it must never be.
+const TokenValue = "CANARY-fake-token-5f1c9e"
+
+// DefaultSecrets are the secrets of the documents.
+var DefaultSecrets = Secrets{"secret://fake-token": TokenValue}
+
+// FakeConfig is the fake provider of the campaign: its truth in statePath,
+// the token checked, operations taking a few observations, one cluster to
+// adopt with a node pool of its owner's.
+func FakeConfig(statePath string) fake.Config {
+	cfg := fake.DefaultConfig()
+	cfg.StatePath = statePath
+	cfg.Token = "secret://fake-token"
+	cfg.Steps = fake.Steps{Cluster: 2, NodePool: 1, Update: 1, Delete: 1}
+	loc, name, _ := strings.Cut(Adoptable, "/")
+	cfg.Adoptable = []fake.SeedCluster{{Name: name, Location: loc,
+		NodePools: []fake.SeedNodePool{{Name: OwnerPool, MachineType: "fake-cpu-4", NodeCount: 2}}}}
+	return cfg
+}
+
+// Findings is what Check found wrong; zero is a pass.
+type Findings struct {
+	// Duplicates: more than one cluster, or node pool, where the document
+	// wants one.
+	Duplicates int
+	// Leaks: something of ours the document no longer wants, still at the
+	// provider.
+	Leaks int
+	// Disagreements: what the document wants missing or different at the
+	// provider, or records that say otherwise than the provider.
+	Disagreements int
+	Problems      []string
+}
+
+// OK reports whether nothing was found.
+func (f Findings) OK() bool { return f.Duplicates+f.Leaks+f.Disagreements == 0 }
+
+func (f *Findings) add(n *int, format string, args ...any) {
+	*n++
+	f.Problems = append(f.Problems, fmt.Sprintf(format, args...))
+}
+
+// Check compares the provider's truth with the last step applied and with
+// the state file's records.
+func Check(truth fake.State, last Step, recs []state.SubstrateRecord) Findings {
+	var f Findings
+	byPool := map[string]state.SubstrateRecord{}
+	for _, r := range recs {
+		byPool[r.Want.PoolID] = r
+	}
+	var seeded *fake.ClusterRecord
+	clustersOf := map[string][]*fake.ClusterRecord{}
+	for _, id := range sortedKeys(truth.Clusters) {
+		c := truth.Clusters[id]
+		if c.Seeded {
+			seeded = c
+			continue
+		}
+		if c.Status == providers.ClusterDeleting {
+			f.add(&f.Leaks, "cluster %s (%s) is still being deleted", c.Name, c.ID)
+		}
+		if len(c.ClientTokens) != 1 {
+			// A create retried under another key: on a provider that
+			// keys creates on the token, that is a twin.
+			f.add(&f.Duplicates, "cluster %s was asked for under %d client tokens", c.Name, len(c.ClientTokens))
+		}
+		clustersOf[c.Labels[providers.LabelSubstratePool]] = append(clustersOf[c.Labels[providers.LabelSubstratePool]], c)
+	}
+	wantedPools := map[string]bool{}
+	for _, p := range last.Pools {
+		id := p.ID()
+		rec, recorded := byPool[id]
+		present := !p.Left && len(p.Flavors) > 0
+		wantedPools[id] = present && !p.Adopt
+		var cluster *fake.ClusterRecord
+		switch {
+		case p.Adopt:
+			cluster = seeded
+			if n := len(clustersOf[id]); n > 0 {
+				f.add(&f.Leaks, "pool %s adopts, yet %d cluster(s) carry its label", p.Name, n)
+			}
+		case !present:
+			for _, c := range clustersOf[id] {
+				f.add(&f.Leaks, "pool %s is torn down, yet cluster %s (%s) is there", p.Name, c.Name, c.ID)
+			}
+		default:
+			switch cs := clustersOf[id]; len(cs) {
+			case 0:
+				f.add(&f.Disagreements, "pool %s has no cluster", p.Name)
+			case 1:
+				cluster = cs[0]
+			default:
+				f.add(&f.Duplicates, "pool %s has %d clusters", p.Name, len(cs))
+				cluster = cs[0]
+			}
+		}
+		if cluster != nil {
+			checkPools(&f, p, present, cluster)
+		}
+		if !recorded {
+			if present {
+				f.add(&f.Disagreements, "pool %s has no substrate record", p.Name)
+			}
+			continue
+		}
+		checkRecord(&f, p, present, rec, cluster)
+	}
+	for pid, cs := range clustersOf {
+		if _, named := wantedPools[pid]; !named {
+			for _, c := range cs {
+				f.add(&f.Leaks, "cluster %s (%s) of an unknown pool %q", c.Name, c.ID, pid)
+			}
+		}
+	}
+	if seeded != nil {
+		if np := seeded.NodePools[OwnerPool]; np == nil || np.Status != providers.NodePoolRunning {
+			f.add(&f.Disagreements, "the adopted cluster's own node pool %s was touched", OwnerPool)
+		}
+	}
+	return f
+}
+
+// checkPools compares a cluster's node pools of pool p with its flavors.
+func checkPools(f *Findings, p Pool, present bool, c *fake.ClusterRecord) {
+	id := p.ID()
+	wanted := map[string]Flavor{}
+	if present {
+		for _, fl := range p.Flavors {
+			wanted[providers.NodePoolName(id, fl.Name)] = fl
+		}
+	}
+	for _, name := range sortedKeys(c.NodePools) {
+		np := c.NodePools[name]
+		if np.Seeded || np.Labels[providers.LabelSubstratePool] != id {
+			continue
+		}
+		fl, ok := wanted[name]
+		switch {
+		case !ok:
+			f.add(&f.Leaks, "pool %s: node pool %s of no wanted flavor is there (%s)", p.Name, name, np.Status)
+		case np.Status != providers.NodePoolRunning:
+			f.add(&f.Disagreements, "pool %s: node pool %s is %s", p.Name, name, np.Status)
+		case np.MachineType != fl.MachineType || np.Spot != fl.Spot:
+			f.add(&f.Disagreements, "pool %s: node pool %s has shape %s spot %v", p.Name, name, np.MachineType, np.Spot)
+		case fl.Autoscaling == nil && (np.NodeCount != fl.Nodes || np.Autoscaling != nil):
+			f.add(&f.Disagreements, "pool %s: node pool %s has %d nodes, want %d", p.Name, name, np.NodeCount, fl.Nodes)
+		case fl.Autoscaling != nil && (np.Autoscaling == nil || np.Autoscaling.MinNodes != fl.Autoscaling[0] || np.Autoscaling.MaxNodes != fl.Autoscaling[1]):
+			f.add(&f.Disagreements, "pool %s: node pool %s has autoscaling %+v", p.Name, name, np.Autoscaling)
+		}
+		if !slices.Equal(sortedLabels(np.Labels), sortedLabels(providers.PoolLabels(id, fl.Spot))) && ok {
+			f.add(&f.Disagreements, "pool %s: node pool %s has labels %v", p.Name, name, np.Labels)
+		}
+		delete(wanted, name)
+	}
+	for name := range wanted {
+		f.add(&f.Disagreements, "pool %s: node pool %s is missing", p.Name, name)
+	}
+}
+
+// checkRecord compares a substrate's record with the provider.
+func checkRecord(f *Findings, p Pool, present bool, rec state.SubstrateRecord, c *fake.ClusterRecord) {
+	s := rec.Seen
+	if s == nil {
+		f.add(&f.Disagreements, "pool %s: the reconciler never wrote its record", p.Name)
+		return
+	}
+	if s.ObservedGeneration != rec.Want.Generation || !s.Converged {
+		f.add(&f.Disagreements, "pool %s: record at generation %d of %d, converged %v", p.Name, s.ObservedGeneration, rec.Want.Generation, s.Converged)
+	}
+	if !present {
+		if s.State != state.SubstrateDeleted {
+			f.add(&f.Disagreements, "pool %s: torn down but %s: %s", p.Name, s.State, s.Message)
+		}
+		return
+	}
+	if s.State != state.SubstrateCreating || !strings.Contains(s.Message, "waiting for the node daemon") {
+		f.add(&f.Disagreements, "pool %s: %s: %s", p.Name, s.State, s.Message)
+	}
+	if c == nil || s.Cluster == nil || s.Cluster.ID != c.ID {
+		f.add(&f.Disagreements, "pool %s: the record names cluster %+v", p.Name, s.Cluster)
+	}
+	if len(s.NodePools) != len(p.Flavors) {
+		f.add(&f.Disagreements, "pool %s: the record has %d node pools, want %d", p.Name, len(s.NodePools), len(p.Flavors))
+		return
+	}
+	for i, fl := range p.Flavors {
+		np := s.NodePools[i]
+		if np.Flavor != fl.Name || np.Status != string(providers.NodePoolRunning) || (fl.Autoscaling == nil && np.Nodes != fl.Nodes) {
+			f.add(&f.Disagreements, "pool %s: the record's node pool %+v", p.Name, np)
+		}
+	}
+}
+
+func sortedLabels(m map[string]string) []string {
+	var out []string
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// FakeBlock is FakeConfig as the agent config's providers.fake block
+// (YAML), for a campaign that runs `fleet-agent run` as a child.
+func FakeBlock(statePath string) string {
+	cfg := FakeConfig(statePath)
+	s := cfg.Adoptable[0]
+	return fmt.Sprintf(`fake:
+  statePath: %q
+  token: %s
+  steps: { cluster: %d, nodePool: %d, update: %d, delete: %d }
+  adoptable:
+    - { name: %s, location: %s, nodePools: [{ name: %s, machineType: %s, nodeCount: %d }] }
+`, statePath, cfg.Token, cfg.Steps.Cluster, cfg.Steps.NodePool, cfg.Steps.Update, cfg.Steps.Delete,
+		s.Name, s.Location, s.NodePools[0].Name, s.NodePools[0].MachineType, s.NodePools[0].NodeCount)
+}

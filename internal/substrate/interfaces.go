@@ -1,0 +1,127 @@
+package substrate
+
+import (
+	"context"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// Provider is what the reconciler asks of a provider adapter: clusters,
+// node pools, and the credentials the in-cluster half mints through it.
+// Every adapter satisfies it (providers.Kubernetes is wider).
+type Provider interface {
+	providers.Clusters
+	providers.NodePools
+	providers.Access
+}
+
+var _ Provider = providers.Kubernetes(nil)
+
+// InCluster is the in-cluster half of a substrate (issue 12): the node
+// daemon, the claim ConfigMap and joining, through client-go. The
+// reconciler calls Apply on every pass once the cluster runs and no flavor's
+// node pool is still being made (also while another flavor is in error: the
+// nodes that joined are still looked after), and Teardown first thing when
+// the substrate is torn down. Without one (this phase) a substrate whose
+// cluster and node pools run stays creating, saying it waits for the node
+// daemon.
+type InCluster interface {
+	// Apply puts the node daemon's objects in the cluster (server-side
+	// apply, field manager fleet-agent) and reports the Nodes. An error is
+	// the substrate's error with its message; the next pass tries again.
+	Apply(ctx context.Context, t Target) (Nodes, error)
+	// Teardown removes only what Apply put in the cluster (the objects
+	// carrying the pool's label, the claim) after the Nodes are drained and,
+	// on an adopted cluster, revokes the access the substrate granted itself
+	// (t.RevokeAccess). An error keeps the substrate deleting; the next
+	// attempt is two minutes later.
+	Teardown(ctx context.Context, t Target) error
+}
+
+// Target is one substrate as the in-cluster half sees it. It holds no
+// credential: Credentials mints one for the run (providers.CredentialTTL),
+// which the caller holds in memory and never stores, logs or returns.
+type Target struct {
+	PoolID, Pool, Tenant string
+	// Mode is "create" or "adopt".
+	Mode      string
+	Account   providers.Account
+	Cluster   providers.ClusterRef
+	GlobalID  string
+	NodePools []state.SeenNodePool
+	// Credentials mints an admin credential for the cluster through the
+	// account's provider (providers.Access.Credentials).
+	Credentials func(ctx context.Context) (providers.Credential, error)
+	// RevokeAccess withdraws what Credentials granted inside an adopted
+	// cluster (providers.Access.RevokeAccess).
+	RevokeAccess func(ctx context.Context) error
+}
+
+// Nodes is what Apply found in the cluster.
+type Nodes struct {
+	// Listed are the Nodes carrying the pool's label; Joined those whose
+	// node daemon joined the pool.
+	Listed, Joined int
+	// WaitingSince is when a Node last joined while some are still waiting
+	// (zero when none waits).
+	WaitingSince time.Time
+	// Message, when set, is added to the substrate's message (the DaemonSet
+	// to look at after 15 minutes without a join).
+	Message string
+}
+
+// Metrics receives what the reconciler does; the agent passes its
+// Prometheus metrics (internal/metrics), tests nothing.
+type Metrics interface {
+	// JournalOp counts a journal transition by step and result (sent,
+	// accepted, verifying, retried, deferred, succeeded, failed, abandoned).
+	JournalOp(step, result string)
+	// SweepDecision counts a discovery sweep's decision (adopted, orphan,
+	// reported, ghost, nodePoolOrphan, nodePoolGhost, error).
+	SweepDecision(decision string)
+	// SubstrateStates sets how many substrates are in each state.
+	SubstrateStates(byState map[string]int)
+	// SubstrateNodes sets each pool's listed and joined Nodes.
+	SubstrateNodes(listed, joined map[string]int)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) JournalOp(string, string)           {}
+func (nopMetrics) SweepDecision(string)               {}
+func (nopMetrics) SubstrateStates(map[string]int)     {}
+func (nopMetrics) SubstrateNodes(_, _ map[string]int) {}
+
+// PointKind says where a test hook is called.
+type PointKind string
+
+// The points between journal steps.
+const (
+	// PointTransition: a journal write committed.
+	PointTransition PointKind = "transition"
+	// PointBeforeCall: the operation is in flight and its call not made.
+	PointBeforeCall PointKind = "beforeCall"
+	// PointAfterCall: the provider answered and nothing is recorded yet.
+	PointAfterCall PointKind = "afterCall"
+)
+
+// Point is one place between journal steps.
+type Point struct {
+	Kind   PointKind
+	PoolID string
+	Op     string
+	Step   string
+	From   state.JournalState
+	To     state.JournalState
+	Event  Event
+}
+
+// Hooks are for tests; nil in production.
+type Hooks struct {
+	// At is called at every point between journal steps; returning true
+	// crashes the reconciler there: from then on nothing is written or
+	// called, as if the process had been killed.
+	At func(Point) bool
+}

@@ -1,0 +1,230 @@
+package substrate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// Event is what happens to an operation; Next says where it takes it.
+type Event string
+
+// The events of the journal's state machine.
+const (
+	// Begin: the call is about to be made.
+	Begin Event = "begin"
+	// Accept: the provider took the call (its answer, or a read-back that
+	// found its work).
+	Accept Event = "accept"
+	// Ambiguous: the outcome is not known (a lost answer, a timeout, or an
+	// operation found in flight after a restart).
+	Ambiguous Event = "ambiguous"
+	// Retry: nothing happened (a refusal with no side effect, a read-back
+	// that found nothing, an object that vanished before it was done): the
+	// call is to be made again, with the same key.
+	Retry Event = "retry"
+	// Refuse: refused for good, or failed at the provider.
+	Refuse Event = "refuse"
+	// Succeed: the provider finished the work.
+	Succeed Event = "succeed"
+	// Defer: no news (a read-back failed); look again later.
+	Defer Event = "defer"
+	// Abandon: nothing wants the operation any more (a newer generation, or
+	// a teardown overtook it).
+	Abandon Event = "abandon"
+)
+
+// Events lists every event.
+var Events = []Event{Begin, Accept, Ambiguous, Retry, Refuse, Succeed, Defer, Abandon}
+
+// transitions is the state machine. An operation in flight can only be
+// settled by its call's answer or by Ambiguous: nothing else may move it,
+// since only the answer (or a read-back) knows what the provider did.
+var transitions = map[state.JournalState]map[Event]state.JournalState{
+	state.Journaled: {Begin: state.InFlight, Defer: state.Journaled, Abandon: state.Failed},
+	state.InFlight: {Accept: state.Accepted, Ambiguous: state.Verifying, Retry: state.Journaled,
+		Refuse: state.Failed},
+	state.Verifying: {Accept: state.Accepted, Retry: state.Journaled, Refuse: state.Failed,
+		Defer: state.Verifying, Abandon: state.Failed},
+	state.Accepted: {Succeed: state.Succeeded, Refuse: state.Failed, Retry: state.Journaled,
+		Defer: state.Accepted, Abandon: state.Failed},
+	state.Succeeded: {},
+	state.Failed:    {},
+}
+
+// ErrIllegal is what Next returns for an event the state does not take.
+var ErrIllegal = errors.New("illegal journal transition")
+
+// Next is the state an event takes an operation in state from to, or an
+// error wrapping ErrIllegal.
+func Next(from state.JournalState, ev Event) (state.JournalState, error) {
+	row, ok := transitions[from]
+	if !ok {
+		return "", fmt.Errorf("%w: unknown state %q", ErrIllegal, from)
+	}
+	to, ok := row[ev]
+	if !ok {
+		return "", fmt.Errorf("%w: %s does not take %s", ErrIllegal, from, ev)
+	}
+	return to, nil
+}
+
+// The waits of the retry authority. A transient failure waits
+// RetryBase·2^(n-1) up to RetryCap (or what the provider asked, when that is
+// longer); a refusal a person must fix waits RefusalBase·2^(n-1) up to
+// RefusalCap: 5, 10, 20, 40 minutes ... 6 hours.
+const (
+	RetryBase   = 5 * time.Second
+	RetryCap    = 5 * time.Minute
+	RefusalBase = 5 * time.Minute
+	RefusalCap  = 6 * time.Hour
+)
+
+func grow(base, limit time.Duration, n int) time.Duration {
+	d := base
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// RetryWait is the wait after the n-th transient failure (n from 1).
+func RetryWait(n int) time.Duration { return grow(RetryBase, RetryCap, n) }
+
+// RefusalWait is the wait after the n-th refusal (n from 1).
+func RefusalWait(n int) time.Duration { return grow(RefusalBase, RefusalCap, n) }
+
+// opError turns a provider error into what the journal keeps of it.
+func opError(err error) *state.OpError {
+	if err == nil {
+		return nil
+	}
+	return &state.OpError{
+		Class:        string(providers.ClassOf(err)),
+		SideEffect:   string(providers.SideEffectOf(err)),
+		Reason:       providers.ReasonOf(err),
+		Message:      err.Error(),
+		RetryAfterMs: providers.RetryAfterOf(err).Milliseconds(),
+	}
+}
+
+// errCrashed is what every step returns once a test hook crashed the
+// reconciler: nothing more is written or called.
+var errCrashed = errors.New("substrate: crashed (test hook)")
+
+// IsCrashed reports whether err comes from a crash a test hook asked for.
+func IsCrashed(err error) bool { return errors.Is(err, errCrashed) }
+
+// open writes a new operation in state journaled, and marks the substrate
+// not converged in the same transaction, so that a crash before the pass
+// ends leaves a record that says there is work to finish.
+func (p *pass) open(step, object string, repeat int, req request) (*state.JournalOp, error) {
+	if err := p.r.alive(); err != nil {
+		return nil, err
+	}
+	key := opKey(p.want.PoolID, step, object, p.want.Generation, repeat)
+	data, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	now := p.r.clock.Now().UnixMilli()
+	op := &state.JournalOp{Key: key, PoolID: p.want.PoolID, Step: step, Object: object, Generation: p.want.Generation,
+		ClientToken: ClientToken(key), State: state.Journaled, Request: data, CreatedAt: now, UpdatedAt: now}
+	err = p.r.store.Update(func(tx *state.Tx) error {
+		if err := tx.SwapJournalOp(nil, op); err != nil {
+			return err
+		}
+		seen, err := tx.SubstrateSeen(p.want.PoolID)
+		if err != nil {
+			return err
+		}
+		if seen != nil && seen.Converged {
+			seen.Converged = false
+			return tx.PutSubstrateSeen(*seen)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.ops[key] = op
+	p.r.log.Info().Str("pool", p.want.Pool).Str("op", key).Str("step", step).Str("object", object).
+		Str("to", string(op.State)).Msg("substrate: journal operation written")
+	return op, p.r.at(Point{Kind: PointTransition, PoolID: p.want.PoolID, Op: key, Step: step, To: state.Journaled})
+}
+
+// move makes one transition of op: in one transaction it checks that the
+// stored operation is still the one op holds (compare-and-swap on its
+// revision and state), that ev is legal from that state, applies change to a
+// copy and writes it; also, when set, writes what must land with it (the
+// cluster's id with its create's acceptance). op is updated once the
+// transaction committed.
+func (p *pass) move(op *state.JournalOp, ev Event, change func(*state.JournalOp), also func(*state.Tx) error) error {
+	if err := p.r.alive(); err != nil {
+		return err
+	}
+	to, err := Next(op.State, ev)
+	if err != nil {
+		return fmt.Errorf("journal %s: %w", op.Key, err)
+	}
+	next := *op
+	if change != nil {
+		change(&next)
+	}
+	next.State = to
+	next.UpdatedAt = p.r.clock.Now().UnixMilli()
+	err = p.r.store.Update(func(tx *state.Tx) error {
+		if err := tx.SwapJournalOp(op, &next); err != nil {
+			return err
+		}
+		if also != nil {
+			return also(tx)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	from := op.State
+	*op = next
+	ev2 := p.r.log.Info()
+	if to == state.Failed || ev == Defer || ev == Retry {
+		ev2 = p.r.log.Warn()
+	}
+	ev2 = ev2.Str("pool", p.want.Pool).Str("op", op.Key).Str("step", op.Step).Str("object", op.Object).
+		Str("event", string(ev)).Str("from", string(from)).Str("to", string(to)).Int("attempts", op.Attempts)
+	if op.LastError != nil && ev != Succeed && ev != Begin {
+		ev2 = ev2.Str("class", op.LastError.Class).Str("reason", op.LastError.Reason).Str("error", op.LastError.Message)
+	}
+	if op.NextAttemptAt > 0 && (ev == Retry || ev == Defer) {
+		ev2 = ev2.Time("nextAttemptAt", time.UnixMilli(op.NextAttemptAt).UTC())
+	}
+	ev2.Msg("substrate: journal transition")
+	p.r.metrics.JournalOp(op.Step, resultOf(ev, to))
+	return p.r.at(Point{Kind: PointTransition, PoolID: p.want.PoolID, Op: op.Key, Step: op.Step, From: from, To: to, Event: ev})
+}
+
+// resultOf names a transition for the journal metric.
+func resultOf(ev Event, to state.JournalState) string {
+	switch {
+	case ev == Abandon:
+		return "abandoned"
+	case to == state.Succeeded:
+		return "succeeded"
+	case to == state.Failed:
+		return "failed"
+	case to == state.Verifying:
+		return "verifying"
+	case ev == Retry:
+		return "retried"
+	case ev == Defer:
+		return "deferred"
+	case to == state.Accepted:
+		return "accepted"
+	}
+	return "sent"
+}

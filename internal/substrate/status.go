@@ -1,0 +1,152 @@
+package substrate
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// Status is one substrate as the surface shows it (CONTRACT.md section 5.4:
+// `fleet-agent substrates -o json`, `substrates` in /status and
+// `status -o json`). It never holds a token or a credential.
+type Status struct {
+	Pool          string           `json:"pool"`
+	PoolID        string           `json:"poolId"`
+	Account       string           `json:"account"`
+	Mode          string           `json:"mode"`
+	Cluster       StatusCluster    `json:"cluster"`
+	State         string           `json:"state"`
+	Message       string           `json:"message"`
+	NodePools     []StatusNodePool `json:"nodePools"`
+	Nodes         StatusNodes      `json:"nodes"`
+	WaitingToJoin StatusWaiting    `json:"waitingToJoin"`
+	// UpdatedAt is when the record last changed (Unix ms).
+	UpdatedAt int64 `json:"updatedAt"`
+}
+
+// StatusCluster is the substrate's cluster; its fields are "" until known.
+type StatusCluster struct {
+	ID       string `json:"id"`
+	GlobalID string `json:"globalId"`
+	Location string `json:"location"`
+	Endpoint string `json:"endpoint"`
+	Version  string `json:"version"`
+}
+
+// StatusNodePool is one flavor's node pool.
+type StatusNodePool struct {
+	Flavor string `json:"flavor"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Nodes  int    `json:"nodes"`
+}
+
+// StatusNodes counts the Kubernetes Nodes listed and those joined.
+type StatusNodes struct {
+	Listed int `json:"listed"`
+	Joined int `json:"joined"`
+}
+
+// StatusWaiting is how many listed Nodes wait to join, and since when (Unix
+// ms; null when none waits).
+type StatusWaiting struct {
+	Count int    `json:"count"`
+	Since *int64 `json:"since"`
+}
+
+// PendingMessage is a recorded substrate's message before the reconciler
+// first looked at it.
+const PendingMessage = "recorded; waiting for the substrate reconciler"
+
+// StatusOf is the surface of one record.
+func StatusOf(rec state.SubstrateRecord) Status {
+	w := rec.Want
+	st := Status{Pool: w.Pool, PoolID: w.PoolID, Account: w.Account, Mode: "create",
+		State: string(state.SubstratePending), Message: PendingMessage, NodePools: []StatusNodePool{}, UpdatedAt: w.RecordedAt}
+	if w.Spec.Cluster.Adopt != "" {
+		st.Mode = "adopt"
+	}
+	if cr := w.Spec.Cluster.Create; cr != nil {
+		st.Cluster.Location = cr.Location
+	}
+	s := rec.Seen
+	if s == nil {
+		return st
+	}
+	st.State, st.Message = string(s.State), s.Message
+	if s.UpdatedAt > st.UpdatedAt {
+		st.UpdatedAt = s.UpdatedAt
+	}
+	if c := s.Cluster; c != nil {
+		st.Cluster = StatusCluster{ID: c.ID, GlobalID: c.GlobalID, Location: cmpOr(c.Location, st.Cluster.Location), Endpoint: c.Endpoint, Version: c.Version}
+	}
+	for _, np := range s.NodePools {
+		st.NodePools = append(st.NodePools, StatusNodePool{Flavor: np.Flavor, Name: np.Name, Status: np.Status, Nodes: np.Nodes})
+	}
+	st.Nodes = StatusNodes{Listed: s.Nodes.Listed, Joined: s.Nodes.Joined}
+	st.WaitingToJoin.Count = s.Waiting.Count
+	if s.Waiting.Since > 0 {
+		since := s.Waiting.Since
+		st.WaitingToJoin.Since = &since
+	}
+	// A record apply changed since the reconciler last looked is pending
+	// again until it does.
+	if s.ObservedGeneration < w.Generation && s.State != state.SubstrateError {
+		if w.Present {
+			st.State, st.Message = string(state.SubstratePending), "the document changed; waiting for the substrate reconciler"
+		} else if s.State != state.SubstrateDeleted {
+			st.State, st.Message = string(state.SubstrateDeleting), "teardown recorded; waiting for the substrate reconciler"
+		}
+	}
+	return st
+}
+
+// Statuses reads every substrate's surface from the state file, sorted by
+// pool name; it needs no running reconciler.
+func Statuses(store *state.Store) ([]Status, error) {
+	var out []Status
+	err := store.View(func(tx *state.Tx) error {
+		var err error
+		out, err = StatusesTx(tx)
+		return err
+	})
+	return out, err
+}
+
+// StatusesTx is Statuses inside the caller's transaction.
+func StatusesTx(tx *state.Tx) ([]Status, error) {
+	recs, err := tx.Substrates()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Status, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, StatusOf(r))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Pool < out[j].Pool })
+	return out, nil
+}
+
+// TextLines renders statuses for `fleet-agent substrates -o text`: one line
+// per substrate, then one indented line per node pool and the message.
+func TextLines(list []Status) []string {
+	if len(list) == 0 {
+		return []string{"no substrates"}
+	}
+	var out []string
+	for _, s := range list {
+		cluster := cmpOr(s.Cluster.ID, "(no cluster yet)")
+		out = append(out, fmt.Sprintf("%s %s %s %s nodes %d/%d joined, updated %s", s.Pool, s.State, s.Mode, cluster,
+			s.Nodes.Joined, s.Nodes.Listed, time.UnixMilli(s.UpdatedAt).UTC().Format(time.RFC3339)))
+		for _, np := range s.NodePools {
+			out = append(out, fmt.Sprintf("  %s %s %s %d nodes", np.Flavor, np.Name, np.Status, np.Nodes))
+		}
+		if s.Message != "" {
+			out = append(out, "  "+strings.ReplaceAll(s.Message, "\n", " "))
+		}
+	}
+	return out
+}

@@ -1,0 +1,276 @@
+package substrate
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sort"
+
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// SweepReport counts the discovery sweep's decisions.
+type SweepReport struct {
+	// Listed counts the clusters carrying our label the accounts hold.
+	Listed int
+	// Adopted: an orphan matching a substrate that had no cluster recorded,
+	// taken back as its cluster.
+	Adopted int
+	// Orphans: clusters certainly ours (our label, our name, a pool this
+	// state file knows) that no substrate wants: handed to that pool's
+	// substrate to remove.
+	Orphans int
+	// Reported: clusters or node pools with our label that this state file
+	// cannot explain (another deployment's, or a name that is not ours):
+	// logged and left alone.
+	Reported int
+	// Ghosts: recorded clusters or node pools gone at the provider; the
+	// substrate's next pass makes them again or says they are gone.
+	Ghosts int
+	// NodePoolOrphans: our node pools of no wanted flavor.
+	NodePoolOrphans int
+	// Errors: listings that failed (tried again at the next sweep).
+	Errors int
+}
+
+// Sweep compares what each provider account in use holds under our label
+// with the records and the journal (Fleetplane's discovery sweep). Every
+// decision is logged and counted; what it decides to change is done by the
+// substrate's own next pass, under the same lock, so a sweep never races a
+// pass. Run calls it every SweepEvery.
+func (r *Reconciler) Sweep(ctx context.Context) (SweepReport, error) {
+	var rep SweepReport
+	if err := r.alive(); err != nil {
+		return rep, err
+	}
+	recs, err := r.records()
+	if err != nil {
+		return rep, err
+	}
+	byPool := map[string]state.SubstrateRecord{}
+	type acctUse struct {
+		acct providers.Account
+		prov Provider
+		recs []state.SubstrateRecord
+	}
+	accounts := map[string]*acctUse{}
+	for _, rec := range recs {
+		byPool[rec.Want.PoolID] = rec
+		p := &pass{r: r, ctx: ctx, want: rec.Want}
+		if p.want.Tenant == "" {
+			p.want.Tenant = "root"
+		}
+		if p.account() != nil {
+			continue // its passes say why
+		}
+		key := p.acct.Provider + "\x00" + p.acct.Name + "\x00" + string(p.acct.Config)
+		if accounts[key] == nil {
+			accounts[key] = &acctUse{acct: p.acct, prov: p.prov}
+		}
+		accounts[key].recs = append(accounts[key].recs, rec)
+	}
+	keys := make([]string, 0, len(accounts))
+	for k := range accounts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	decide := func(name string, n *int) {
+		*n++
+		r.metrics.SweepDecision(name)
+	}
+	for _, k := range keys {
+		use := accounts[k]
+		list, err := use.prov.ListClusters(ctx, use.acct, providers.LabelSubstratePool)
+		if err != nil {
+			if err := r.alive(); err != nil {
+				return rep, err
+			}
+			decide("error", &rep.Errors)
+			r.log.Warn().Err(err).Str("account", use.acct.Name).Msg("substrate sweep: cannot list the account's clusters; the next sweep tries again")
+			continue
+		}
+		rep.Listed += len(list)
+		listed := map[string]bool{}
+		for _, c := range list {
+			listed[c.Ref.ID] = true
+		}
+		for _, c := range list {
+			poolID := c.Labels[providers.LabelSubstratePool]
+			rec, known := byPool[poolID]
+			if !known || !ownName(c.Ref.Name, poolID) {
+				decide("reported", &rep.Reported)
+				r.log.Warn().Str("account", use.acct.Name).Str("cluster", c.Ref.Name).Str("id", c.Ref.ID).Str("poolId", poolID).
+					Msg("substrate sweep: a cluster carries fleet-agent's label but this state file does not know it (another deployment's, or made by hand); left alone")
+				continue
+			}
+			d, err := r.sweepCluster(rec.Want.PoolID, c, listed)
+			if err != nil {
+				return rep, err
+			}
+			switch d {
+			case "adopted":
+				decide(d, &rep.Adopted)
+			case "orphan":
+				decide(d, &rep.Orphans)
+			}
+		}
+		for _, rec := range use.recs {
+			n, err := r.sweepRecorded(ctx, use.prov, use.acct, rec, listed)
+			if err != nil {
+				return rep, err
+			}
+			for range n.ghosts {
+				decide("ghost", &rep.Ghosts)
+			}
+			for range n.orphans {
+				decide("nodePoolOrphan", &rep.NodePoolOrphans)
+			}
+			for range n.reported {
+				decide("reported", &rep.Reported)
+			}
+		}
+	}
+	r.log.Info().Int("listed", rep.Listed).Int("adopted", rep.Adopted).Int("orphans", rep.Orphans).Int("reported", rep.Reported).
+		Int("ghosts", rep.Ghosts).Int("nodePoolOrphans", rep.NodePoolOrphans).Int("errors", rep.Errors).Msg("substrate sweep: done")
+	return rep, r.alive()
+}
+
+// sweepCluster decides about one listed cluster carrying a known pool's
+// label and name, under that pool's lock.
+func (r *Reconciler) sweepCluster(poolID string, c providers.Cluster, listed map[string]bool) (string, error) {
+	l := r.lock(poolID)
+	l.Lock()
+	defer l.Unlock()
+	if err := r.alive(); err != nil {
+		return "", err
+	}
+	decision := ""
+	err := r.store.Update(func(tx *state.Tx) error {
+		want, err := tx.SubstrateWant(poolID)
+		if err != nil || want == nil {
+			return err
+		}
+		seen, err := tx.SubstrateSeen(poolID)
+		if err != nil {
+			return err
+		}
+		if seen == nil {
+			seen = &state.SubstrateSeen{PoolID: poolID, State: state.SubstratePending}
+		}
+		var recorded string
+		if seen.Cluster != nil {
+			recorded = seen.Cluster.ID
+		}
+		if slices.ContainsFunc(seen.Orphans, func(o state.SeenCluster) bool { return o.ID == c.Ref.ID }) {
+			return nil // known, being removed
+		}
+		if recorded == c.Ref.ID {
+			if seen.State != state.SubstrateDeleted {
+				return nil // known
+			}
+			// Torn down, and still there: the teardown runs again.
+			decision = "orphan"
+			seen.Converged = false
+			return tx.PutSubstrateSeen(*seen)
+		}
+		creates := want.Present && want.Spec.Cluster.Create != nil && c.Ref.Name == ClusterName(want.Pool, want.PoolID)
+		if creates && (recorded == "" || !listed[recorded]) {
+			// The substrate's own cluster, made but never recorded (a
+			// crash between create and record on a provider without
+			// client tokens, a state file restored from a backup), or
+			// recorded under an id that is gone: taken back.
+			seen.Cluster = seenCluster(c, nil)
+			decision = "adopted"
+		} else {
+			seen.Orphans = append(seen.Orphans, state.SeenCluster{ID: c.Ref.ID, Name: c.Ref.Name, Location: c.Ref.Location, GlobalID: c.Outputs.GlobalID})
+			decision = "orphan"
+		}
+		seen.Converged = false
+		return tx.PutSubstrateSeen(*seen)
+	})
+	if err != nil {
+		return "", err
+	}
+	r.mu.Lock()
+	r.verified[poolID] = false
+	r.mu.Unlock()
+	switch decision {
+	case "adopted":
+		r.log.Warn().Str("poolId", poolID).Str("cluster", c.Ref.Name).Str("id", c.Ref.ID).Msg("substrate sweep: an unrecorded cluster of this substrate was taken back as its cluster")
+	case "orphan":
+		r.log.Warn().Str("poolId", poolID).Str("cluster", c.Ref.Name).Str("id", c.Ref.ID).Msg("substrate sweep: a cluster of ours no substrate wants; its pool's substrate removes it")
+	}
+	return decision, nil
+}
+
+type recordedFindings struct{ ghosts, orphans, reported int }
+
+// sweepRecorded looks for a substrate's recorded cluster and node pools at
+// the provider; what is missing or extra makes its next pass a full one.
+func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct providers.Account, rec state.SubstrateRecord, listed map[string]bool) (recordedFindings, error) {
+	var f recordedFindings
+	s := rec.Seen
+	if s == nil || s.Cluster == nil || s.Cluster.ID == "" || s.State == state.SubstrateDeleted {
+		return f, nil
+	}
+	ref := providers.ClusterRef{ID: s.Cluster.ID, Name: s.Cluster.Name, Location: s.Cluster.Location}
+	id := rec.Want.PoolID
+	doubt := func() {
+		r.mu.Lock()
+		r.verified[id] = false
+		r.mu.Unlock()
+	}
+	log := r.log.Warn().Str("pool", rec.Want.Pool).Str("cluster", ref.Name).Str("id", ref.ID)
+	adopted := rec.Want.Spec.Cluster.Adopt != ""
+	if adopted || !listed[ref.ID] {
+		// A created cluster carries our label, so missing from the listing
+		// is a ghost unless the read says otherwise; an adopted one never
+		// carries it and is read.
+		_, err := prov.GetCluster(ctx, acct, ref)
+		if errors.Is(err, providers.ErrNotFound) {
+			f.ghosts++
+			log.Msg("substrate sweep: a recorded cluster is gone at the provider")
+			doubt()
+			return f, nil
+		}
+		if err != nil {
+			return f, r.alive()
+		}
+	}
+	if !rec.Want.Present {
+		return f, nil
+	}
+	pools, err := prov.ListNodePools(ctx, acct, ref)
+	if err != nil {
+		return f, r.alive()
+	}
+	have := map[string]bool{}
+	wanted := map[string]bool{}
+	for _, fl := range rec.Want.Spec.Flavors {
+		wanted[providers.NodePoolName(id, fl.Name)] = true
+	}
+	for _, np := range pools {
+		have[np.Name] = true
+		label := np.Labels[providers.LabelSubstratePool]
+		switch {
+		case label == id && ownNodePool(np.Name, id) && !wanted[np.Name]:
+			f.orphans++
+			log.Str("nodePool", np.Name).Msg("substrate sweep: a node pool of ours that no flavor wants")
+		case label != "" && label != id:
+			f.reported++
+			r.log.Warn().Str("pool", rec.Want.Pool).Str("nodePool", np.Name).Str("label", label).
+				Msg("substrate sweep: a node pool in this substrate's cluster carries another pool's label; left alone")
+		}
+	}
+	for _, np := range s.NodePools {
+		if wanted[np.Name] && np.Status != "missing" && !have[np.Name] {
+			f.ghosts++
+			r.log.Warn().Str("pool", rec.Want.Pool).Str("nodePool", np.Name).Msg("substrate sweep: a recorded node pool is gone at the provider")
+		}
+	}
+	if f.ghosts+f.orphans > 0 {
+		doubt()
+	}
+	return f, nil
+}
