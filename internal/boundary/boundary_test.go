@@ -167,12 +167,23 @@ func hasPrefixAny(d string, prefixes ...string) bool {
 	return false
 }
 
+// testSupport reports whether a package below internal/ is test support
+// (internal/testutil/..., or a package named *test such as statetest and
+// crashtest): only tests import it, and it may wire the fake.
+func testSupport(r string) bool {
+	last := r[strings.LastIndex(r, "/")+1:]
+	return under(r, "testutil") || strings.HasSuffix(last, "test")
+}
+
 // violations lists what a package (its path below internal/) breaks of the
 // rules of the house by reaching deps.
 func violations(r string, deps []string) []string {
 	var out []string
 	own := adapterOf(r)
 	for _, d := range deps {
+		if dr := rel(d); strings.HasPrefix(d, module+"/internal/") && testSupport(dr) && !testSupport(r) {
+			out = append(out, fmt.Sprintf("%s imports the test support %s: only tests may", r, dr))
+		}
 		switch {
 		case hasPrefixAny(d, anyCloudSDK...):
 			if own == "" || !strings.HasPrefix(d, cloudSDKs[own]) && !(own == "gcp" && strings.HasPrefix(d, "cloud.google.com/go")) {
@@ -190,7 +201,7 @@ func violations(r string, deps []string) []string {
 		if a := adapterOf(rel(d)); strings.HasPrefix(d, module+"/internal/") && a != "" && a != own {
 			if own != "" {
 				out = append(out, fmt.Sprintf("adapter %s imports adapter %s", r, rel(d)))
-			} else {
+			} else if !(testSupport(r) && a == "fake") {
 				out = append(out, fmt.Sprintf("%s imports the adapter %s: only cmd/fleet-agent wires adapters in", r, rel(d)))
 			}
 		}
@@ -236,6 +247,10 @@ func TestBoundaryRulesCatch(t *testing.T) {
 		{"providers/aws", m + "providers/fake", true},
 		{"providers/aws/eksemu", m + "providers/aws", false},
 		{"providers/conformance", m + "providers", false},
+		{"substrate/crashtest", m + "providers/fake", false},
+		{"substrate/crashtest", m + "providers/aws", true},
+		{"substrate", m + "substrate/crashtest", true},
+		{"agent", m + "testutil/gitserver", true},
 	} {
 		got := violations(tc.pkg, []string{"fmt", tc.dep})
 		if (len(got) > 0) != tc.fail {
