@@ -6,7 +6,7 @@
 #   ${FLEET_AGENT_KUBE_CACHE:-$HOME/.cache/fleet-agent/kube}/v1.37.2-<recipe hash>/
 #     bin/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kwok}
 #     kwok-stage/          kwok's Stage configs, copied from its module
-#     stamp                the recipe hash and a checksum of every file above
+#     stamp                the recipe hash, and the size and SHA-256 of every file above
 #
 # internal/testutil/kubeplane finds the same directory by the same rule (it
 # hashes the recipe block below the same way): keep the two in step.
@@ -14,6 +14,8 @@
 # Usage: scripts/kube-cache.sh             build unless the cache is complete
 #        scripts/kube-cache.sh --print-dir print the cache directory, build nothing
 #        scripts/kube-cache.sh --check     exit 0 if the cache is complete, 1 if not
+#        scripts/kube-cache.sh --verify    --check, and every file's SHA-256 too
+#                                          (about 2 CPU-seconds; 10 s on a busy machine)
 #
 # A cold build takes about 30 minutes and 3 GB of memory on 2 cores; a warm
 # run only checks the stamp. Builds go to a temporary directory renamed into
@@ -43,27 +45,35 @@ BINARIES="etcd kube-apiserver kube-controller-manager kube-scheduler kwok"
 
 die() { echo "kube-cache: $*" >&2; exit 1; }
 
-# complete DIR: the stamp names this recipe and every file it lists is there,
-# unchanged. Checksumming about 400 MB takes a second or two; it catches a
-# cache someone edited or a disk that lost a file.
+# complete DIR: the stamp names this recipe and every file it lists is there
+# with its size. Sizes, not checksums: checksumming 400 MB costs seconds a
+# warm run should not (--verify does it); a truncated or missing file, the
+# damage a lost disk or a stray rm does, shows in the size.
 complete() {
-  local d=$1
+  local d=$1 b size path
   [ -f "$d/stamp" ] || return 1
   [ "$(sed -n 's/^recipe //p' "$d/stamp")" = "$RECIPE_HASH" ] || return 1
-  local b
   for b in $BINARIES; do [ -x "$d/bin/$b" ] || return 1; done
-  (cd "$d" && grep -v '^recipe ' stamp | sha256sum --check --status --strict -) || return 1
+  grep -q '^size ' "$d/stamp" || return 1
+  while read -r _ size path; do
+    [ "$(stat -c %s "$d/$path" 2>/dev/null)" = "$size" ] || return 1
+  done < <(grep '^size ' "$d/stamp")
+}
+verified() {
+  complete "$1" && (cd "$1" && grep -E '^[0-9a-f]{64}  ' stamp | sha256sum --check --status --strict -)
 }
 
 case "${1:-}" in
   --print-dir) echo "$DIR"; exit 0 ;;
   --check) if complete "$DIR"; then exit 0; else exit 1; fi ;;
+  --verify) if verified "$DIR"; then exit 0; else exit 1; fi ;;
   "") ;;
-  *) die "unknown argument $1 (use --print-dir or --check, or nothing to build)" ;;
+  *) die "unknown argument $1 (use --print-dir, --check or --verify, or nothing to build)" ;;
 esac
 
 command -v go >/dev/null 2>&1 || die "go is not on PATH (Go 1.26 at /usr/local/go/bin)"
 command -v flock >/dev/null 2>&1 || die "flock is missing (Debian package util-linux)"
+command -v setsid >/dev/null 2>&1 || die "setsid is missing (Debian package util-linux)"
 
 if complete "$DIR"; then
   echo "kube-cache: $DIR is complete (recipe $RECIPE_HASH): nothing to build"
@@ -90,27 +100,49 @@ export GOWORK=off GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0 GO111M
 unset GOOS GOARCH GOEXPERIMENT GOAMD64
 
 WORK="$CACHE_ROOT/.work/$KEY"
+# What a build killed with SIGKILL (or a lost machine) left: never looked at
+# as a cache, removed here while the lock is held.
+rm -rf "$CACHE_ROOT"/.partial-* "$CACHE_ROOT"/.stale-*
 STAGE_DIR=$(mktemp -d "$CACHE_ROOT/.partial-$KEY.XXXXXX")
-# A build that fails or is killed leaves no partial directory behind; the
-# throwaway modules (small) stay for the next try.
+# A build that fails or is stopped leaves no partial directory behind; the
+# throwaway modules (small) stay for the next try, and Go's build cache
+# keeps what was compiled.
 trap 'rm -rf "$STAGE_DIR"' EXIT
-mkdir -p "$STAGE_DIR/bin" "$WORK"
+# Each step runs in a session of its own, waited for in the background, so
+# that a stop (Ctrl-C, a CI timeout's SIGTERM) reaches the script at once
+# and the script ends the whole step (go build and its compilers), not only
+# after a 20-minute compile.
+CHILD=
+stopped() {
+  echo "kube-cache: stopped; nothing was installed" >&2
+  if [ -n "$CHILD" ]; then
+    kill -TERM -- "-$CHILD" 2>/dev/null || true
+    wait "$CHILD" 2>/dev/null || true
+  fi
+  exit 130
+}
+trap stopped INT TERM HUP
 
-if [ -x /usr/bin/time ]; then
-  timed() { /usr/bin/time -f '%e %M' -o "$WORK/.time" "$@"; }
-else
-  timed() { local s; s=$(date +%s); "$@"; echo "$(($(date +%s) - s)) 0" >"$WORK/.time"; }
-fi
 report=()
 # step NAME COMMAND...: runs one build step, printing how long it took and
-# the peak resident memory of its largest process.
+# the peak resident memory of its largest process (GNU time, when there).
 step() {
   local name=$1; shift
   echo "kube-cache: building $name ..."
-  if ! timed "$@"; then die "building $name failed (see above); rerun 'make kube' after fixing it"; fi
-  local secs kb
-  read -r secs kb <"$WORK/.time"
-  report+=("$(printf '%-24s %8ss %6s MiB peak' "$name" "$secs" "$((kb / 1024))")")
+  rm -f "$WORK/.time"
+  local began=$SECONDS rc=0
+  if [ -x /usr/bin/time ]; then
+    setsid /usr/bin/time -f '%e %M' -o "$WORK/.time" "$@" &
+  else
+    setsid "$@" &
+  fi
+  CHILD=$!
+  wait "$CHILD" || rc=$?
+  CHILD=
+  [ "$rc" -eq 0 ] || die "building $name failed (exit $rc, see above); rerun 'make kube' after fixing it"
+  local secs=$((SECONDS - began)) kb=0
+  if [ -s "$WORK/.time" ]; then read -r secs kb <"$WORK/.time"; fi
+  report+=("$(printf '%-34s %8ss %6s MiB peak' "$name" "$secs" "$((kb / 1024))")")
   echo "kube-cache: built $name in ${secs}s (peak $((kb / 1024)) MiB)"
 }
 
@@ -209,6 +241,7 @@ done
 
 {
   echo "recipe $RECIPE_HASH"
+  (cd "$STAGE_DIR" && find bin kwok-stage -type f | LC_ALL=C sort | xargs stat -c 'size %s %n')
   (cd "$STAGE_DIR" && find bin kwok-stage -type f | LC_ALL=C sort | xargs sha256sum)
 } >"$STAGE_DIR/stamp"
 chmod 0755 "$STAGE_DIR"
@@ -222,7 +255,7 @@ if [ -e "$DIR" ]; then
 fi
 mv "$STAGE_DIR" "$DIR"
 trap - EXIT
-complete "$DIR" || die "$DIR does not check after the build: this is a bug in the script"
+verified "$DIR" || die "$DIR does not check after the build: this is a bug in the script"
 
 echo
 echo "kube-cache: built $KEY in $(($(date +%s) - START))s:"

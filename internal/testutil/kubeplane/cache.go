@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -101,24 +102,39 @@ func recipeHash(src []byte) (string, error) {
 	return hex.EncodeToString(sum[:])[:12], nil
 }
 
-// check: the stamp names this recipe and every program is there. The script
-// also verifies checksums; a test binary only needs to know the build
-// finished, which the stamp (written last, inside the directory renamed into
-// place) says.
+// check: the stamp names this recipe and every file it lists has its
+// size, as the script's own warm check does (the script's --verify also
+// compares checksums). The stamp is written last, inside the directory the
+// script renames into place, so its presence says the build finished.
 func (c Cache) check() error {
 	stamp, err := os.ReadFile(filepath.Join(c.Dir, "stamp"))
 	if err != nil {
 		return errors.New("no stamp file")
 	}
-	first, _, _ := strings.Cut(string(stamp), "\n")
-	if first != "recipe "+c.Recipe {
-		return fmt.Errorf("stamp says %q, want recipe %s", first, c.Recipe)
+	lines := strings.Split(strings.TrimSpace(string(stamp)), "\n")
+	if lines[0] != "recipe "+c.Recipe {
+		return fmt.Errorf("stamp says %q, want recipe %s", lines[0], c.Recipe)
 	}
 	for _, b := range Binaries {
 		fi, err := os.Stat(c.Bin(b))
 		if err != nil || fi.Mode()&0o111 == 0 {
 			return fmt.Errorf("%s missing", b)
 		}
+	}
+	sized := 0
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) != 3 || f[0] != "size" {
+			continue
+		}
+		sized++
+		fi, err := os.Stat(filepath.Join(c.Dir, f[2]))
+		if err != nil || strconv.FormatInt(fi.Size(), 10) != f[1] {
+			return fmt.Errorf("%s is not the file the build stamped", f[2])
+		}
+	}
+	if sized < len(Binaries) {
+		return errors.New("the stamp lists no sizes: a cache from an older script")
 	}
 	return nil
 }

@@ -480,6 +480,7 @@ func TestPlaneFigures(t *testing.T) {
 // The script and this package find the same directory, and a cache that is
 // missing or of another recipe is refused with the way to build it.
 func TestCacheLocation(t *testing.T) {
+	const standIn = "#!/bin/sh\nexit 0\n"
 	root, err := repoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -507,7 +508,7 @@ func TestCacheLocation(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, b := range Binaries {
-					if err := os.WriteFile(c.Bin(b), []byte("#!/bin/sh\n"), 0o755); err != nil {
+					if err := os.WriteFile(c.Bin(b), []byte(standIn), 0o755); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -517,11 +518,14 @@ func TestCacheLocation(t *testing.T) {
 				if _, err := findCache(scriptPath); err == nil || !strings.Contains(err.Error(), "stamp says") {
 					t.Fatalf("stale stamp: %v, want refused", err)
 				}
-				// The stamp the script writes: the recipe, then a checksum of
-				// every file.
+				// The stamp the script writes: the recipe, the size of every
+				// file, its checksum.
 				stamp := "recipe " + c.Recipe + "\n"
 				for _, b := range Binaries {
-					stamp += fmt.Sprintf("%x  bin/%s\n", sha256.Sum256([]byte("#!/bin/sh\n")), b)
+					stamp += fmt.Sprintf("size %d bin/%s\n", len(standIn), b)
+				}
+				for _, b := range Binaries {
+					stamp += fmt.Sprintf("%x  bin/%s\n", sha256.Sum256([]byte(standIn)), b)
 				}
 				if err := os.WriteFile(filepath.Join(c.Dir, "stamp"), []byte(stamp), 0o644); err != nil {
 					t.Fatal(err)
@@ -529,16 +533,32 @@ func TestCacheLocation(t *testing.T) {
 				if _, err := findCache(scriptPath); err != nil {
 					t.Fatalf("complete cache refused: %v", err)
 				}
-				if err := exec.CommandContext(t.Context(), "bash", scriptPath, "--check").Run(); err != nil {
+				script := func(arg string) error { return exec.CommandContext(t.Context(), "bash", scriptPath, arg).Run() }
+				if err := script("--check"); err != nil {
 					t.Fatalf("the script's --check refused a complete cache: %v", err)
 				}
-				// The script also verifies the checksums: a changed binary
-				// makes the cache incomplete (and a build would replace it).
-				if err := os.WriteFile(c.Bin("etcd"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+				if err := script("--verify"); err != nil {
+					t.Fatalf("the script's --verify refused a complete cache: %v", err)
+				}
+				// Same size, other bytes: only --verify sees it.
+				if err := os.WriteFile(c.Bin("etcd"), []byte(strings.ToUpper(standIn)), 0o755); err != nil {
 					t.Fatal(err)
 				}
-				if err := exec.CommandContext(t.Context(), "bash", scriptPath, "--check").Run(); err == nil {
-					t.Fatal("the script's --check accepted a binary that is not the one it stamped")
+				if err := script("--check"); err != nil {
+					t.Fatalf("--check looks at sizes only, yet refused: %v", err)
+				}
+				if err := script("--verify"); err == nil {
+					t.Fatal("--verify accepted a binary that is not the one it stamped")
+				}
+				// Truncated: both sides see it.
+				if err := os.WriteFile(c.Bin("etcd"), []byte("#!"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := script("--check"); err == nil {
+					t.Fatal("--check accepted a truncated binary")
+				}
+				if _, err := findCache(scriptPath); err == nil || !strings.Contains(err.Error(), "not the file the build stamped") {
+					t.Fatalf("truncated binary: %v, want refused", err)
 				}
 			}
 		})
