@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +21,10 @@ const KwokAnnotation = "kwok.x-k8s.io/node"
 
 // GPU is the extended resource NVIDIA's device plugin advertises.
 const GPU corev1.ResourceName = "nvidia.com/gpu"
+
+// NodeReadyTimeout bounds AddNode's wait for a Node to become usable
+// (about 1 s when the plane works).
+const NodeReadyTimeout = 30 * time.Second
 
 // NodeOption shapes a Node before it is registered.
 type NodeOption func(*corev1.Node)
@@ -77,9 +82,14 @@ func (p *Plane) AddNode(ctx context.Context, name string, labels map[string]stri
 	if _, err := p.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("kubeplane: register node %s: %w", name, err)
 	}
+	// Bounded even when ctx is not: a Node that never gets Ready (kwok not
+	// managing it, the node lifecycle controller not running) would
+	// otherwise hang the test until go test's timeout.
+	wctx, cancel := context.WithTimeout(ctx, NodeReadyTimeout)
+	defer cancel()
 	var ready *corev1.Node
-	err := poll(ctx, func() (bool, error) {
-		n, err := p.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	err := poll(wctx, func() (bool, error) {
+		n, err := p.client.CoreV1().Nodes().Get(wctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -87,7 +97,12 @@ func (p *Plane) AddNode(ctx context.Context, name string, labels map[string]stri
 		return nodeReady(n), nil
 	})
 	if err != nil {
-		return ready, fmt.Errorf("kubeplane: node %s not ready (is kwok running? see its log): %w", name, err)
+		state := "never read"
+		if ready != nil {
+			state = fmt.Sprintf("conditions %v, taints %v", conditionSummary(ready), ready.Spec.Taints)
+		}
+		return ready, fmt.Errorf("kubeplane: node %s not Ready and untainted within %s (%s): kwok marks it Ready, "+
+			"the node lifecycle controller lifts its not-ready taint; see their logs: %w", name, NodeReadyTimeout, state, err)
 	}
 	for r, q := range want {
 		if got := ready.Status.Allocatable[r]; got.Cmp(q) != 0 {
@@ -128,6 +143,14 @@ func (p *Plane) RemoveNode(ctx context.Context, name string) error {
 		}
 		return false, err
 	})
+}
+
+func conditionSummary(n *corev1.Node) []string {
+	var out []string
+	for _, c := range n.Status.Conditions {
+		out = append(out, string(c.Type)+"="+string(c.Status))
+	}
+	return out
 }
 
 func nodeReady(n *corev1.Node) bool {
