@@ -18,7 +18,7 @@ build:
 
 # The tests run with the race detector: the suite takes about a minute on
 # two cores, and the agent is concurrent (loop, outbox, socket, ops).
-test:
+test: kube
 	$(GO) test -race $(TESTFLAGS) ./...
 
 # kube: the Kubernetes control plane the tests start (internal/testutil/kubeplane),
