@@ -54,7 +54,28 @@ has_proposal() { "$BIN" status -o json | grep -q "\"ref\": \"refs/heads/$1\""; }
 drifted() { ! "$BIN" status --fail-on-drift; }
 applies_of() { "$BIN" audit -o json | tr -d ' \n' | grep -o '"action":"apply"[^}]*"commit":"'"$1"'"' | wc -l; }
 
-write_doc() { # write_doc VCPU GPU_QUOTA
+write_doc() { # write_doc VCPU GPU_QUOTA [SUBSTRATE_FLAVORS]: with flavors, a Kubernetes-backed pool too
+  local k8s=""
+  if [ -n "${3:-}" ]; then
+    k8s=$(cat <<EOK
+,
+    {
+      "name": "k8s",
+      "site": "lab",
+      "class": "metal-host",
+      "gpuModel": "H100",
+      "policy": {
+        "substrate": {
+          "kind": "kubernetes",
+          "account": "sim",
+          "cluster": { "create": { "location": "fake-east" } },
+          "flavors": [$3]
+        }
+      }
+    }
+EOK
+)
+  fi
   cat >"$DEMO/work/fleet.json" <<EOF
 {
   "version": 1,
@@ -69,11 +90,26 @@ write_doc() { # write_doc VCPU GPU_QUOTA
       "gpuModel": "H100",
       "ownerQuota": { "gpu": $2 },
       "offers": [{ "tenant": "acme", "quota": { "gpu": 2 }, "priority": 5 }]
-    }
+    }$k8s
   ],
   "flavors": [{ "pool": "gpu", "name": "small", "vcpu": $1, "memoryGiB": 16, "diskGiB": 100, "gpus": 1 }]
 }
 EOF
+}
+
+# The substrate of the pool k8s, as `fleet-agent substrates -o json` says it,
+# without white space; and what the fake provider holds (its own state file).
+substrate_is() { "$BIN" substrates -o json | tr -d ' \n' | grep -q "$1"; }
+fake_count() { grep -c "$1" "$DEMO/state/fake.json" || true; }
+# propose_and_merge BRANCH MESSAGE: push the working copy's fleet.json on a
+# branch, wait for its plan, merge it and wait for the apply.
+propose_and_merge() {
+  git checkout -q -b "$1"
+  git commit -qam "$2" && git push -q origin "$1"
+  local head; head=$(git rev-parse HEAD)
+  wait_for "the proposal $1 is planned" 20 has_proposal "$1"
+  git checkout -q main && git merge -q --ff-only "$1" && git push -q origin main
+  wait_for "the merge of $1 is applied" 20 is_applied "$head"
 }
 
 rm -rf "$DEMO"
@@ -95,12 +131,16 @@ state: $DEMO/state/fleet.db
 socket: $DEMO/api.sock
 listen: 127.0.0.1:0
 apply:
+  prune: false
   requireReviewedPlan: true
 drift:
   every: 2s
+substrate:
+  every: 1s
 providers:
   fake:
     statePath: $DEMO/state/fake.json
+    steps: { cluster: 4, nodePool: 8, update: 1, delete: 2 }
 EOF
 show <"$DEMO/config.yaml"
 check "the config is valid (a plan loads it and opens its providers)" "$BIN" plan fleet.json
@@ -159,6 +199,52 @@ n=$(applies_of "$HEAD2")
 if [ "$n" = 1 ]; then ok "the audit log has exactly one apply of $HEAD2"; else bad "the audit log has $n applies of $HEAD2"; fi
 wait_for "the apply cleared the drift" 20 "$BIN" status --fail-on-drift
 "$BIN" audit | tail -6 | show
+
+H100='{ "name": "h100", "machineType": "fake-h100x8", "nodes": 1, "gpus": { "type": "nvidia-h100", "count": 8 } }'
+CPU2='{ "name": "cpu", "machineType": "fake-cpu-4", "nodes": 2 }'
+CPU3='{ "name": "cpu", "machineType": "fake-cpu-4", "nodes": 3 }'
+L4='{ "name": "l4", "machineType": "fake-l4x1", "nodes": 1, "spot": true }'
+
+step "a pool backed by Kubernetes: merged, its cluster and node pools come up on the fake provider"
+write_doc 4 8 "$H100, $CPU2"
+propose_and_merge add-k8s "a GPU pool on a managed Kubernetes cluster"
+wait_for "the cluster and both node pools run (the substrate then waits for the node daemon)" 60 \
+  substrate_is '"flavor":"cpu","name":"fa-[a-z0-9]*-cpu","status":"running","nodes":2'
+check "both node pools run" substrate_is '"flavor":"h100","name":"fa-[a-z0-9]*-h100","status":"running","nodes":1'
+check "the substrate says it waits for the node daemon" substrate_is '"state":"creating","message":"[^"]*waitingforthenodedaemon'
+"$BIN" substrates | show
+check "the fake provider holds exactly one cluster" test "$(fake_count '"name": "fa-k8s-')" = 1
+
+step "resize a flavor: merged, the node pool grows in place"
+write_doc 4 8 "$H100, $CPU3"
+propose_and_merge grow-k8s "three CPU nodes"
+wait_for "the cpu node pool has 3 nodes" 60 substrate_is '"flavor":"cpu","name":"fa-[a-z0-9]*-cpu","status":"running","nodes":3'
+
+step "kill -9 while a node pool is being made; the restart finishes it, never twice"
+write_doc 4 8 "$H100, $CPU3, $L4"
+propose_and_merge spot-k8s "a Spot L4 flavor"
+l4_accepted() { grep -q '"step":"createNodePool","object":"fa-[a-z0-9]*-l4","event":"accept"' "$DEMO/agent.log"; }
+wait_for "the provider accepted the l4 node pool's create (the journal says so)" 30 l4_accepted
+kill -9 "$AGENT_PID"
+wait "$AGENT_PID" 2>/dev/null || true
+AGENT_PID=
+echo "    agent killed with SIGKILL in the middle of the create"
+check "the fake provider was still making it when the agent died" grep -q '"status": "provisioning"' "$DEMO/state/fake.json"
+start_agent
+wait_for "the l4 node pool runs after the restart" 60 substrate_is '"flavor":"l4","name":"fa-[a-z0-9]*-l4","status":"running"'
+check "the fake provider holds exactly one l4 node pool" test "$(fake_count '"name": "fa-[a-z0-9]*-l4"')" = 1
+check "and still one cluster" test "$(fake_count '"name": "fa-k8s-')" = 1
+"$BIN" substrates | show
+
+step "prune the pool: the substrate tears down its node pools, then its cluster"
+sed -i 's/^  prune: false$/  prune: true/' "$DEMO/config.yaml"
+check "apply.prune is set in the config" grep -q '^  prune: true$' "$DEMO/config.yaml"
+kill -HUP "$AGENT_PID"
+echo "    apply.prune set in the config and reloaded (SIGHUP)"
+write_doc 4 8
+propose_and_merge drop-k8s "the Kubernetes pool goes"
+wait_for "the substrate is deleted" 90 substrate_is '"state":"deleted"'
+check "the fake provider holds no cluster of ours" test "$(fake_count '"name": "fa-')" = 0
 
 step "the state is intact"
 "$BIN" backup --out "$DEMO/fleet.db.bak" | show

@@ -90,12 +90,17 @@ func (a *app) liveSource(cfg *config.Config, offline bool) (plan.Source, error) 
 	if err != nil {
 		return nil, err
 	}
+	return liveChecks(opened, resolver), nil
+}
+
+// liveChecks are the live checks over adapters already opened.
+func liveChecks(opened map[string]providers.Kubernetes, resolver *secrets.Resolver) plan.Source {
 	if len(opened) == 0 {
-		return plan.OfflineSource{}, nil
+		return plan.OfflineSource{}
 	}
 	live := map[string]livecheck.Adapter{}
 	for id, ad := range opened {
 		live[id] = ad
 	}
-	return livecheck.New(livecheck.Options{Adapters: live, Secrets: resolver, Redactor: resolver.Redactor()}), nil
+	return livecheck.New(livecheck.Options{Adapters: live, Secrets: resolver, Redactor: resolver.Redactor()})
 }

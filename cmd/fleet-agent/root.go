@@ -51,6 +51,7 @@ the other commands work on their own or through a running agent.`,
 		a.editCommand(),
 		a.backupCommand(),
 		a.auditCommand(),
+		a.substratesCommand(),
 		a.schemaCommand(),
 		a.versionCommand(),
 	)

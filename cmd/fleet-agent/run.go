@@ -78,10 +78,13 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	}
 	defer store.Close()
 
-	live, err := a.liveSource(cfg, false)
+	// The adapters are opened once: the plans' live checks and the
+	// substrate reconciler share them.
+	opened, err := a.adapters(cfg, resolver)
 	if err != nil {
 		return err
 	}
+	live := liveChecks(opened, resolver)
 	gcfg := gitsync.Config{URL: cfg.Git.URL, Branch: cfg.Git.Branch, Secrets: resolver,
 		Dir: filepath.Join(filepath.Dir(cfg.State), "repository"),
 		Auth: gitsync.Auth{Username: cfg.Git.Auth.Username, Token: cfg.Git.Auth.Token, Password: cfg.Git.Auth.Password,
@@ -122,10 +125,12 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		}
 	}
 	m := metrics.New(mbox)
+	rec := substrateReconciler(store, opened, cfg, log, m)
 	ag := agent.New(agent.Config{Tenant: cfg.Tenant, Branch: cfg.Git.Branch, Path: cfg.Git.Path, Interval: cfg.Git.Interval,
 		Prune: cfg.Apply.Prune, RequireReviewedPlan: cfg.Apply.RequireReviewedPlan, Verify: cfg.Git.Verify != nil,
 		Prefix: statusPrefix(cfg), DriftEvery: cfg.Drift.Every, Heal: cfg.Drift.Heal, Repository: redactURL(cfg.Git.URL)},
-		agent.Options{Store: store, Repo: repo, Forge: agentF, Outbox: agentO, Live: live, Log: log, Metrics: m})
+		agent.Options{Store: store, Repo: repo, Forge: agentF, Outbox: agentO, Live: live, Log: log, Metrics: m,
+			Substrates: rec, SubstrateList: substrateList})
 
 	a.reconfigure = func(next *config.Config) {
 		ag.Reconfigure(func(c *agent.Config) {
@@ -165,6 +170,12 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	if box != nil {
 		wg.Go(func() { _ = box.Run(ctx) })
 	}
+	// The substrate reconciler runs beside the loop, on its own schedule
+	// (substrate.every) and at once after each apply.
+	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRec()
+	recDone := make(chan struct{})
+	go func() { defer close(recDone); _ = rec.Run(recCtx) }()
 	// SIGHUP and changes of the config file reload what can be reloaded.
 	wg.Go(func() { a.watchReload(ctx, cfgPath, log) })
 	notify := newNotifier(log)
@@ -175,6 +186,15 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 
 	runErr := ag.Run(ctx)
 	notify.stopping()
+	// A stop lets the reconciler finish its current step, as the loop does:
+	// every journal step is its own transaction, so what is cut off is
+	// settled by reading the provider back at the next start.
+	stopRec()
+	select {
+	case <-recDone:
+	case <-time.After(agent.StopGrace):
+		log.Warn().Msg("the substrate reconciler did not stop within the grace; its step is settled at the next start")
+	}
 	log.Info().Msg("stopping: the current step is finished")
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

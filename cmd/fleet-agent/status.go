@@ -51,6 +51,9 @@ plans the applied document again now, so a break-glass edit shows at once.`,
 				ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 				v, err = agent.StatusNow(ctx, s, live, cfg.Tenant)
 				cancel()
+				if err == nil {
+					err = s.View(func(tx *state.Tx) (err error) { v.Substrates, err = substrateList(tx); return })
+				}
 				s.Close()
 				if err != nil {
 					return err
@@ -109,6 +112,13 @@ func (a *app) statusText(v agent.StatusView) {
 				fmt.Fprintf(w, "  (the last check failed: %s)\n", dr.Error)
 			}
 		}
+	}
+	for _, l := range substratesOf(v.Substrates) {
+		fmt.Fprintf(w, "substrate %s: %s", l.Pool, l.State)
+		if l.Message != "" {
+			fmt.Fprintf(w, " (%s)", l.Message)
+		}
+		fmt.Fprintf(w, ", nodes %d/%d joined\n", l.Nodes.Joined, l.Nodes.Listed)
 	}
 	for _, p := range v.Proposals {
 		what := p.Summary.Counts()

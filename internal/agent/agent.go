@@ -108,6 +108,7 @@ type Agent struct {
 	ticks            int
 	metrics          Metrics
 	substrates       Waker
+	substrateList    SubstrateList
 }
 
 // Options wire an agent.
@@ -126,6 +127,8 @@ type Options struct {
 	// Substrates is woken after every apply, so a substrate the apply
 	// recorded converges at once; nil without a reconciler.
 	Substrates Waker
+	// SubstrateList gives status its substrates; nil lists none.
+	SubstrateList SubstrateList
 }
 
 // Waker is what the agent asks of the substrate reconciler: to run now.
@@ -155,7 +158,7 @@ func New(cfg Config, o Options) *Agent {
 		o.Metrics = nopMetrics{}
 	}
 	a := &Agent{cfg: cfg, store: o.Store, repo: o.Repo, forge: o.Forge, outbox: o.Outbox, live: o.Live,
-		clock: o.Clock, log: o.Log, metrics: o.Metrics, substrates: o.Substrates}
+		clock: o.Clock, log: o.Log, metrics: o.Metrics, substrates: o.Substrates, substrateList: o.SubstrateList}
 	if a.forge == nil {
 		// Without GitHub every other branch is a proposal.
 		a.repo.SetWant(gitsync.Patterns("refs/heads/*"))

@@ -147,8 +147,12 @@ func (a *Agent) Handler() http.Handler {
 			a.cfg.Repository, a.cfg.Branch))
 	})
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		v, err := Status(a.store, a.cfg.Tenant)
+		v, err := a.status()
 		reply(w, v, err)
+	})
+	mux.HandleFunc("GET /v1/substrates", func(w http.ResponseWriter, r *http.Request) {
+		list, err := a.Substrates()
+		reply(w, list, err)
 	})
 	mux.HandleFunc("GET /v1/export", func(w http.ResponseWriter, r *http.Request) {
 		data, err := Export(a.store)

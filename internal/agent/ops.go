@@ -35,7 +35,7 @@ func (a *Agent) OpsHandler(o OpsOptions) http.Handler {
 		w.Write([]byte("ready\n"))
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		v, err := Status(a.store, a.cfg.Tenant)
+		v, err := a.status()
 		if err != nil {
 			WriteError(w, err)
 			return

@@ -18,6 +18,9 @@ type StatusView struct {
 	Applied   *AppliedView `json:"applied,omitempty"`
 	Drift     *DriftView   `json:"drift,omitempty"`
 	Proposals []Proposal   `json:"proposals,omitempty"`
+	// Substrates are the Kubernetes substrates (CONTRACT.md section 5.4),
+	// as the substrate reconciler reports them; absent when there are none.
+	Substrates any `json:"substrates,omitempty"`
 }
 
 // AppliedView is the applied record as status shows it.
@@ -136,4 +139,32 @@ func StatusNow(ctx context.Context, s *state.Store, live plan.Source, tenant str
 	summary, _ := json.Marshal(p.Summary)
 	v.Drift = &DriftView{Changes: orEmpty(changes, "[]"), Summary: summary, Blocked: p.Blocked(), PlanHash: p.PlanHash, Now: true}
 	return v, nil
+}
+
+// SubstrateList reads the substrates' statuses inside a transaction, for
+// status; the binary passes the substrate room's, so the agent never
+// imports what reaches a cluster. An empty list is nil.
+type SubstrateList func(tx *state.Tx) (any, error)
+
+// status is the status the agent serves: the state's, with the substrates.
+func (a *Agent) status() (StatusView, error) {
+	v, err := Status(a.store, a.cfg.Tenant)
+	if err != nil || a.substrateList == nil {
+		return v, err
+	}
+	err = a.store.View(func(tx *state.Tx) (err error) { v.Substrates, err = a.substrateList(tx); return })
+	return v, err
+}
+
+// Substrates reads the substrates' statuses ([] when none).
+func (a *Agent) Substrates() (any, error) {
+	if a.substrateList == nil {
+		return []any{}, nil
+	}
+	var list any
+	err := a.store.View(func(tx *state.Tx) (err error) { list, err = a.substrateList(tx); return })
+	if list == nil {
+		list = []any{}
+	}
+	return list, err
 }

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/fleet-agent/fleet-agent/internal/config"
+	"github.com/fleet-agent/fleet-agent/internal/metrics"
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/substrate"
+)
+
+// substrateReconciler makes the reconciler of the running agent over the
+// adapters it opened.
+func substrateReconciler(store *state.Store, opened map[string]providers.Kubernetes, cfg *config.Config, log zerolog.Logger, m *metrics.Metrics) *substrate.Reconciler {
+	provs := make(map[string]substrate.Provider, len(opened))
+	for id, ad := range opened {
+		provs[id] = ad
+	}
+	// An operation in progress is looked at again no later than the next
+	// pass: a short substrate.every (a demo, a test) polls as often.
+	poll := min(substrate.DefaultPoll, cfg.Substrate.Every)
+	return substrate.New(substrate.Options{Store: store, Providers: provs, Log: log.With().Str("room", "substrate").Logger(),
+		Metrics: m, Every: cfg.Substrate.Every, Poll: poll})
+}
+
+// substrateList gives status the substrates, nil when there are none.
+func substrateList(tx *state.Tx) (any, error) {
+	list, err := substrate.StatusesTx(tx)
+	if err != nil || len(list) == 0 {
+		return nil, err
+	}
+	return list, nil
+}
+
+func (a *app) substratesCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "substrates",
+		Short: "List the Kubernetes substrates: cluster, state, node pools, nodes",
+		Long: `Lists every pool's Kubernetes substrate (policy.substrate): its cluster, state and
+message, node pools, and Nodes listed and joined. Through the running agent, or on
+the state file with no agent running. It never shows a token or a credential.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := textOrJSON(output); err != nil {
+				return err
+			}
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			var list []substrate.Status
+			if c := a.agentClient(cmd.Context(), cfg); c != nil {
+				if err := c.Do(cmd.Context(), "GET", "/v1/substrates", nil, &list); err != nil {
+					return err
+				}
+			} else {
+				s, err := openStateRead(a.stateFile(cfg))
+				if err != nil {
+					return err
+				}
+				list, err = substrate.Statuses(s)
+				s.Close()
+				if err != nil {
+					return err
+				}
+			}
+			if list == nil {
+				list = []substrate.Status{}
+			}
+			if output == "json" {
+				return a.printJSON(list)
+			}
+			for _, l := range substrate.TextLines(list) {
+				fmt.Fprintln(a.stdout, l)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}
+
+// substratesOf reads back the substrates of a status (decoded as JSON
+// through the socket, or typed from the state file).
+func substratesOf(v any) []substrate.Status {
+	if v == nil {
+		return nil
+	}
+	if l, ok := v.([]substrate.Status); ok {
+		return l
+	}
+	b, _ := json.Marshal(v)
+	var l []substrate.Status
+	_ = json.Unmarshal(b, &l)
+	return l
+}
