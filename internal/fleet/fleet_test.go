@@ -12,7 +12,6 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/testutil/golden"
 )
 
-
 const docs = "../../testdata/documents"
 
 func readFile(t testing.TB, path string) []byte {
