@@ -25,6 +25,10 @@ type Status struct {
 	WaitingToJoin StatusWaiting    `json:"waitingToJoin"`
 	// UpdatedAt is when the record last changed (Unix ms).
 	UpdatedAt int64 `json:"updatedAt"`
+	// Converged says the reconciler has done all the applied document asks
+	// of the substrate and nothing is in progress: what a script waits for
+	// (an addition to CONTRACT 5.4's list).
+	Converged bool `json:"converged"`
 }
 
 // StatusCluster is the substrate's cluster; its fields are "" until known.
@@ -77,6 +81,7 @@ func StatusOf(rec state.SubstrateRecord) Status {
 		return st
 	}
 	st.State, st.Message = string(s.State), s.Message
+	st.Converged = s.Converged && s.ObservedGeneration >= w.Generation
 	if s.UpdatedAt > st.UpdatedAt {
 		st.UpdatedAt = s.UpdatedAt
 	}

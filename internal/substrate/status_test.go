@@ -29,8 +29,9 @@ func TestStatusShape(t *testing.T) {
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
 	}
+	// CONTRACT 5.4's keys, and converged (an addition: what a script waits for).
 	want := map[string][]string{
-		"":              {"account", "cluster", "message", "mode", "nodePools", "nodes", "pool", "poolId", "state", "updatedAt", "waitingToJoin"},
+		"":              {"account", "cluster", "converged", "message", "mode", "nodePools", "nodes", "pool", "poolId", "state", "updatedAt", "waitingToJoin"},
 		"cluster":       {"endpoint", "globalId", "id", "location", "version"},
 		"nodes":         {"joined", "listed"},
 		"waitingToJoin": {"count", "since"},

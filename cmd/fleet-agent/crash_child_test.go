@@ -1,0 +1,373 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/crashtest"
+)
+
+// The substrate's crash campaign with a real process: `fleet-agent run` is
+// started as a child (this test binary, re-executed as the program), a
+// scenario's document is pushed, and the child is killed with SIGKILL at a
+// random journal transition (counted in its log as it happens). It is
+// started again over the same state file and the same fake provider state
+// file, and when the substrates have converged, the fake's ground truth is
+// checked against the document and the state file's records: no duplicate
+// cluster or node pool, nothing leaked after a teardown, state and provider
+// agreeing. The in-process campaign (internal/substrate) crashes at every
+// journal step many times over; this one shows the same holds for the real
+// binary, its real bbolt locking, fsync and restart path.
+
+// childEnv marks the test binary re-executed as fleet-agent.
+const childEnv = "FLEET_AGENT_TEST_AS_BINARY"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv))
+	}
+	os.Exit(m.Run())
+}
+
+// campaignTrials is how many child trials run; FLEET_AGENT_CHILD_TRIALS and
+// FLEET_AGENT_CHILD_SEED change the run (the seed of a failure is printed).
+func campaignTrials() (int, uint64) {
+	n := 28
+	if v, err := strconv.Atoi(os.Getenv("FLEET_AGENT_CHILD_TRIALS")); err == nil && v > 0 {
+		n = v
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v, err := strconv.ParseUint(os.Getenv("FLEET_AGENT_CHILD_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	return n, seed
+}
+
+// trialWorld is one trial's repository, config and files.
+type trialWorld struct {
+	t      *testing.T
+	dir    string
+	work   string
+	config string
+	state  string
+	fake   string
+	socket string
+}
+
+func newTrialWorld(t *testing.T) *trialWorld {
+	t.Helper()
+	dir := t.TempDir()
+	w := &trialWorld{t: t, dir: dir, work: filepath.Join(dir, "work"), state: filepath.Join(dir, "state", "fleet.db"),
+		fake: filepath.Join(dir, "state", "fake.json"), socket: filepath.Join(dir, "api.sock")}
+	remote := filepath.Join(dir, "remote.git")
+	w.git(dir, "init", "-q", "--bare", "-b", "main", remote)
+	w.git(dir, "clone", "-q", remote, w.work)
+	w.git(w.work, "checkout", "-q", "-b", "main")
+	secrets := filepath.Join(dir, "secrets")
+	if err := os.MkdirAll(secrets, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, secrets, "fake-token", crashtest.TokenValue)
+	indented := "  " + strings.ReplaceAll(strings.TrimRight(crashtest.FakeBlock(w.fake), "\n"), "\n", "\n  ")
+	// prune: the scenarios' steps that prune leave pools out, the others
+	// leave nothing out, so pruning always is what each step means.
+	w.config = writeFile(t, dir, "config.yaml", fmt.Sprintf(`git:
+  url: %s
+  interval: 1s
+state: %s
+socket: %s
+listen: 127.0.0.1:0
+apply:
+  prune: true
+  requireReviewedPlan: false
+drift:
+  every: 1h
+substrate:
+  every: 1s
+secrets:
+  dir: %s
+providers:
+%s
+`, remote, w.state, w.socket, secrets, indented))
+	return w
+}
+
+func (w *trialWorld) git(dir string, args ...string) {
+	w.t.Helper()
+	cmd := exec.CommandContext(w.t.Context(), "git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		w.t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+// push commits and pushes one step's document to main; it returns the
+// commit.
+func (w *trialWorld) push(step crashtest.Step, i int) string {
+	w.t.Helper()
+	writeFile(w.t, w.work, "fleet.json", crashtest.Document(step))
+	w.git(w.work, "add", "fleet.json")
+	w.git(w.work, "commit", "-qm", "step "+strconv.Itoa(i))
+	w.git(w.work, "push", "-q", "origin", "main")
+	cmd := exec.CommandContext(w.t.Context(), "git", "rev-parse", "HEAD")
+	cmd.Dir = w.work
+	out, err := cmd.Output()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// child is a running `fleet-agent run`.
+type child struct {
+	cmd         *exec.Cmd
+	transitions atomic.Int64
+	killAt      atomic.Int64 // SIGKILL at this journal transition; 0 never
+	killed      chan struct{}
+	done        chan error
+	log         *strings.Builder
+	mu          sync.Mutex
+}
+
+func (w *trialWorld) start() *child {
+	w.t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	c := &child{killed: make(chan struct{}), done: make(chan error, 1), log: &strings.Builder{}}
+	c.cmd = exec.Command(self, "run", "--config", w.config, "--log-level", "info")
+	c.cmd.Env = append(os.Environ(), childEnv+"=1")
+	stderr, err := c.cmd.StderrPipe()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	c.cmd.Stdout = io.Discard
+	if err := c.cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			c.mu.Lock()
+			c.log.WriteString(line + "\n")
+			c.mu.Unlock()
+			if strings.Contains(line, `"message":"substrate: journal transition"`) {
+				if n := c.transitions.Add(1); n == c.killAt.Load() {
+					_ = c.cmd.Process.Signal(syscall.SIGKILL)
+					close(c.killed)
+				}
+			}
+		}
+		c.done <- c.cmd.Wait()
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !agent.NewClient(w.socket).Running(w.t.Context()) {
+		select {
+		case err := <-c.done:
+			w.t.Fatalf("the agent exited at start: %v\n%s", err, c.logs())
+		default:
+		}
+		if time.Now().After(deadline) {
+			c.cmd.Process.Kill()
+			w.t.Fatalf("the agent did not start:\n%s", c.logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return c
+}
+
+func (c *child) logs() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.log.String()
+}
+
+// stop ends the child with SIGTERM (it must exit 0).
+func (c *child) stop(t *testing.T) {
+	t.Helper()
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-c.done:
+		if err != nil {
+			t.Fatalf("the agent did not stop cleanly: %v\n%s", err, c.logs())
+		}
+	case <-time.After(30 * time.Second):
+		c.cmd.Process.Kill()
+		t.Fatalf("the agent did not stop on SIGTERM:\n%s", c.logs())
+	}
+}
+
+// converged reports whether the substrates say the step is done: every pool
+// of the step converged, in state creating (no in-cluster half is
+// configured: it waits for the node daemon) with one running node pool per
+// flavor; every pool left out deleted.
+func converged(list []substrate.Status, step crashtest.Step) bool {
+	byPool := map[string]substrate.Status{}
+	for _, s := range list {
+		byPool[s.Pool] = s
+	}
+	for _, p := range step.Pools {
+		s, ok := byPool[p.Name]
+		if p.Left {
+			if ok && (s.State != "deleted" || !s.Converged) {
+				return false
+			}
+			continue
+		}
+		if !ok || !s.Converged || s.State != "creating" || len(s.NodePools) != len(p.Flavors) {
+			return false
+		}
+		for _, f := range p.Flavors {
+			i := slices.IndexFunc(s.NodePools, func(np substrate.StatusNodePool) bool { return np.Flavor == f.Name })
+			if i < 0 || s.NodePools[i].Status != "running" || (f.Autoscaling == nil && s.NodePools[i].Nodes != f.Nodes) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// waitConverged polls the running agent's substrates until the step is
+// done; a child killed meanwhile (its kill point reached) is started again,
+// and the wait goes on with the new one, which it returns.
+func (w *trialWorld) waitConverged(c *child, step crashtest.Step, head, what string) (*child, bool) {
+	w.t.Helper()
+	client := agent.NewClient(w.socket)
+	deadline := time.Now().Add(90 * time.Second)
+	var list []substrate.Status
+	wasKilled := false
+	for {
+		select {
+		case <-c.killed:
+			<-c.done
+			wasKilled = true
+			c = w.start()
+		default:
+		}
+		ctx, cancel := context.WithTimeout(w.t.Context(), 5*time.Second)
+		var st agent.StatusView
+		err := client.Do(ctx, "GET", "/v1/status", nil, &st)
+		if err == nil && st.Applied != nil && st.Applied.Commit == head {
+			err = client.Do(ctx, "GET", "/v1/substrates", nil, &list)
+			if err == nil && converged(list, step) {
+				cancel()
+				return c, wasKilled
+			}
+		}
+		cancel()
+		if time.Now().After(deadline) {
+			w.t.Fatalf("%s: the substrates did not converge in 90 s: %+v (%v)\n%s", what, list, err, c.logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// check stops nothing: it reads the files of a stopped agent.
+func (w *trialWorld) check(last crashtest.Step) crashtest.Findings {
+	w.t.Helper()
+	f, err := fake.New(crashtest.FakeConfig(w.fake), crashtest.DefaultSecrets)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	s, err := state.Open(w.state, state.Options{ReadOnly: true})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer s.Close()
+	var recs []state.SubstrateRecord
+	if err := s.View(func(tx *state.Tx) (err error) { recs, err = tx.Substrates(); return }); err != nil {
+		w.t.Fatal(err)
+	}
+	return crashtest.Check(f.Snapshot(), last, recs)
+}
+
+func TestCrashCampaignChildProcess(t *testing.T) {
+	trials, seed := campaignTrials()
+	scenarios := crashtest.Scenarios()
+	var mu sync.Mutex
+	killed, clean, failed := 0, 0, 0
+	t.Cleanup(func() {
+		t.Logf("child-process campaign: seed %d, %d trials, %d killed mid-step, %d reached the end without a kill, %d failed", seed, trials, killed, clean, failed)
+	})
+	sem := make(chan struct{}, 3)
+	var wg sync.WaitGroup
+	for i := range trials {
+		rng := rand.New(rand.NewPCG(seed, uint64(i)))
+		sc := scenarios[rng.IntN(len(scenarios))]
+		killAt := int64(1 + rng.IntN(5))
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			t.Run(fmt.Sprintf("%02d-%s-kill%d", i, sc.Name, killAt), func(t *testing.T) {
+				defer func() {
+					if t.Failed() {
+						mu.Lock()
+						failed++
+						mu.Unlock()
+						t.Logf("FAILED: rerun with FLEET_AGENT_CHILD_SEED=%d FLEET_AGENT_CHILD_TRIALS=%d (trial %d, scenario %s, kill at transition %d)", seed, trials, i, sc.Name, killAt)
+					}
+				}()
+				w := newTrialWorld(t)
+				c := w.start()
+				n := 0
+				for _, step := range sc.Setup {
+					head := w.push(step, n)
+					n++
+					c, _ = w.waitConverged(c, step, head, "setup")
+				}
+				var last crashtest.Step
+				for si, step := range sc.Steps {
+					last = step
+					if si == 0 {
+						// SIGKILL at the k-th journal transition of this step.
+						c.killAt.Store(c.transitions.Load() + killAt)
+					}
+					head := w.push(step, n)
+					n++
+					var wasKilled bool
+					c, wasKilled = w.waitConverged(c, step, head, "step "+strconv.Itoa(si))
+					if si == 0 {
+						mu.Lock()
+						if wasKilled {
+							killed++
+						} else {
+							clean++
+						}
+						mu.Unlock()
+					}
+				}
+				c.stop(t)
+				if f := w.check(last); !f.OK() {
+					t.Fatalf("%+v", f)
+				}
+			})
+		})
+	}
+	wg.Wait()
+	if _, set := os.LookupEnv("FLEET_AGENT_CHILD_TRIALS"); !set && killed < 20 {
+		t.Errorf("only %d of %d trials killed the agent mid-step (seed %d): the campaign must SIGKILL at least 20", killed, trials, seed)
+	}
+}
