@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 // campaignTrials is how many child trials run; FLEET_AGENT_CHILD_TRIALS and
 // FLEET_AGENT_CHILD_SEED change the run (the seed of a failure is printed).
 func campaignTrials() (int, uint64) {
-	n := 28
+	n := 30
 	if v, err := strconv.Atoi(os.Getenv("FLEET_AGENT_CHILD_TRIALS")); err == nil && v > 0 {
 		n = v
 	}
@@ -317,7 +317,7 @@ func TestCrashCampaignChildProcess(t *testing.T) {
 	for i := range trials {
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
 		sc := scenarios[rng.IntN(len(scenarios))]
-		killAt := int64(1 + rng.IntN(5))
+		killAt := int64(1 + rng.IntN(3))
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()

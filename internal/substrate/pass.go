@@ -1027,6 +1027,14 @@ func (p *pass) orphans() error {
 // the reconciler's half, and drops finished operations no generation needs.
 func (p *pass) finish() (time.Time, error) {
 	r, id := p.r, p.want.PoolID
+	// A pass cut off by our own stop learned nothing about the provider: it
+	// must not leave a read it never made as the substrate's message (a
+	// stopped agent showing "cancelled before the call" as the state of a
+	// converged substrate). What the journal recorded stands; the next start
+	// looks again.
+	if p.ctx.Err() != nil {
+		return time.Time{}, p.ctx.Err()
+	}
 	s := p.seen
 	s.PoolID = id
 	s.Mode = p.mode()

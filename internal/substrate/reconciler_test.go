@@ -1,6 +1,7 @@
 package substrate_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -286,5 +287,40 @@ func TestNames(t *testing.T) {
 	a, b := substrate.ClientToken("k1"), substrate.ClientToken("k2")
 	if a == b || a != substrate.ClientToken("k1") || len(a) < 33 || len(a) > 126 || strings.ToLower(a) != a {
 		t.Errorf("tokens %q %q", a, b)
+	}
+}
+
+// A pass cut off by the agent's own stop learned nothing about the
+// provider: a converged substrate stays converged, its message untouched
+// (found by the child-process campaign: a SIGTERM in the middle of a pass
+// left "cancelled before the call" as the state of a converged substrate).
+func TestStopInTheMiddleOfAPassRecordsNothing(t *testing.T) {
+	e := newEnv(t, nil)
+	step := crashtest.Scenarios()[0].Steps[0]
+	e.applyStep(step)
+	e.converge(time.Second, 50)
+	before := e.records()
+	e.restart()
+	// A new start reads every substrate back once (a full pass); its first
+	// read hangs (on the fake clock, which nobody
+	// moves) until the stop cancels it; the reads after it meet a cancelled
+	// context.
+	for _, m := range []string{"GetCluster", "ReadAdoptable", "ListNodePools", "GetNodePool"} {
+		if err := e.fake.AddLatency(m, 1, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.rec.ReconcileOnce(ctx) }()
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	<-done
+	after := e.records()
+	for i := range before {
+		b, a := before[i].Seen, after[i].Seen
+		if !a.Converged || a.Message != b.Message || a.State != b.State {
+			t.Errorf("pool %s: a stopped pass changed the record: %s %q converged %v, was %s %q", after[i].Want.Pool, a.State, a.Message, a.Converged, b.State, b.Message)
+		}
 	}
 }
