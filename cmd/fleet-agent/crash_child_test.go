@@ -361,7 +361,8 @@ func TestCrashCampaignChildProcess(t *testing.T) {
 				}
 				c.stop(t)
 				if f := w.check(last); !f.OK() {
-					t.Fatalf("%+v", f)
+					lines := strings.Split(strings.TrimSpace(c.logs()), "\n")
+					t.Fatalf("%+v\nthe last agent's log, its end:\n%s", f, strings.Join(lines[max(0, len(lines)-25):], "\n"))
 				}
 			})
 		})

@@ -104,7 +104,7 @@ func (r *Reconciler) Sweep(ctx context.Context) (SweepReport, error) {
 					Msg("substrate sweep: a cluster carries fleet-agent's label but this state file does not know it (another deployment's, or made by hand); left alone")
 				continue
 			}
-			d, err := r.sweepCluster(rec.Want.PoolID, c, listed)
+			d, err := r.sweepCluster(ctx, use.prov, use.acct, rec.Want.PoolID, c, listed)
 			if err != nil {
 				return rep, err
 			}
@@ -138,15 +138,30 @@ func (r *Reconciler) Sweep(ctx context.Context) (SweepReport, error) {
 
 // sweepCluster decides about one listed cluster carrying a known pool's
 // label and name, under that pool's lock.
-func (r *Reconciler) sweepCluster(poolID string, c providers.Cluster, listed map[string]bool) (string, error) {
+func (r *Reconciler) sweepCluster(ctx context.Context, prov Provider, acct providers.Account, poolID string, c providers.Cluster, listed map[string]bool) (string, error) {
 	l := r.lock(poolID)
 	l.Lock()
 	defer l.Unlock()
 	if err := r.alive(); err != nil {
 		return "", err
 	}
+	// The listing was taken before the pool's lock: a pass may have torn
+	// the cluster down meanwhile (found by the child-process campaign: a
+	// cluster deleted a moment after the listing was declared an orphan of
+	// its own, finished teardown). Read it again under the lock; a cluster
+	// gone, or going, is no orphan.
+	fresh, err := prov.GetCluster(ctx, acct, c.Ref)
+	switch {
+	case errors.Is(err, providers.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", nil // unknown now: the next sweep looks again
+	case fresh.Status == providers.ClusterDeleting:
+		return "", nil
+	}
+	c.Status = fresh.Status
 	decision := ""
-	err := r.store.Update(func(tx *state.Tx) error {
+	err = r.store.Update(func(tx *state.Tx) error {
 		want, err := tx.SubstrateWant(poolID)
 		if err != nil || want == nil {
 			return err
@@ -166,8 +181,8 @@ func (r *Reconciler) sweepCluster(poolID string, c providers.Cluster, listed map
 			return nil // known, being removed
 		}
 		if recorded == c.Ref.ID {
-			if seen.State != state.SubstrateDeleted {
-				return nil // known
+			if seen.State != state.SubstrateDeleted || c.Status == providers.ClusterDeleting {
+				return nil // known, or torn down and still going away
 			}
 			// Torn down, and still there: the teardown runs again.
 			decision = "orphan"
