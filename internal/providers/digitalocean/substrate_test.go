@@ -18,10 +18,8 @@ import (
 // Routes the lifecycle asserts on.
 const (
 	routeCreateCluster = "POST /v2/kubernetes/clusters"
-	routeListClusters  = "GET /v2/kubernetes/clusters"
 	routeGetCluster    = "GET /v2/kubernetes/clusters/{cluster_id}"
 	routeDeleteCluster = "DELETE /v2/kubernetes/clusters/{cluster_id}"
-	routeListPools     = "GET /v2/kubernetes/clusters/{cluster_id}/node_pools"
 	routeCreatePool    = "POST /v2/kubernetes/clusters/{cluster_id}/node_pools"
 	routeUpdatePool    = "PUT /v2/kubernetes/clusters/{cluster_id}/node_pools/{node_pool_id}"
 	routeDeletePool    = "DELETE /v2/kubernetes/clusters/{cluster_id}/node_pools/{node_pool_id}"
