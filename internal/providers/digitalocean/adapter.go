@@ -112,6 +112,8 @@ type Adapter struct {
 
 	mu      sync.Mutex
 	catalog map[string]*catalog
+	// ids are the UUIDs of clusters found by name (see knownID).
+	ids map[string]string
 }
 
 // Option changes how an Adapter is made.
@@ -133,7 +135,7 @@ func New(cfg Config, secrets providers.SecretResolver, opts ...Option) (*Adapter
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("digitalocean: %w", err)
 	}
-	a := &Adapter{cfg: cfg, secrets: secrets, clock: clock.Real{}, catalog: map[string]*catalog{}}
+	a := &Adapter{cfg: cfg, secrets: secrets, clock: clock.Real{}, catalog: map[string]*catalog{}, ids: map[string]string{}}
 	for _, o := range opts {
 		o(a)
 	}

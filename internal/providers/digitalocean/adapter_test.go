@@ -365,6 +365,11 @@ func TestRequestsPerStep(t *testing.T) {
 	spec := providers.ClusterSpec{Name: "fa-steps", Location: "tor1", Version: "1.34", Labels: map[string]string{providers.LabelSubstratePool: "pool_steps"}}
 	var c providers.Cluster
 	byName := providers.ClusterRef{Location: "tor1", Name: "fa-steps"}
+	// A second adapter over the same emulator: a restarted agent.
+	cold, err := digitalocean.Open(block(t, "apiURL: "+w.srv.URL+"\n"), store, digitalocean.WithClock(w.clk))
+	if err != nil {
+		t.Fatal(err)
+	}
 	steps := []struct {
 		name string
 		do   func() error
@@ -377,7 +382,10 @@ func TestRequestsPerStep(t *testing.T) {
 		{"Rules", func() error { _, err := w.ad.Rules(ctx, acct); return err }, nil},
 		{"EnsureCluster, new", func() error { var err error; c, err = w.ad.EnsureCluster(ctx, acct, spec); return err }, []string{list, create}},
 		{"GetCluster by id", func() error { var err error; c, err = w.ad.GetCluster(ctx, acct, c.Ref); return err }, []string{get}},
-		{"GetCluster by name", func() error { _, err := w.ad.GetCluster(ctx, acct, byName); return err }, []string{list, get}},
+		// The id the create answered is remembered: a read by name is one GET.
+		{"GetCluster by name", func() error { _, err := w.ad.GetCluster(ctx, acct, byName); return err }, []string{get}},
+		{"GetCluster by name, another adapter", func() error { _, err := cold.GetCluster(ctx, acct, byName); return err }, []string{list, get}},
+		{"GetCluster by name, another adapter again", func() error { _, err := cold.GetCluster(ctx, acct, byName); return err }, []string{get}},
 		{"EnsureCluster, as it is", func() error { _, err := w.ad.EnsureCluster(ctx, acct, spec); return err }, []string{list}},
 		{"EnsureCluster, relabelled", func() error {
 			spec.Labels = map[string]string{providers.LabelSubstratePool: "pool_steps", "fleet-agent.dev/extra": "x"}
@@ -633,5 +641,54 @@ func TestDeleteAnsweredTwice(t *testing.T) {
 				t.Fatalf("a refused delete of a running cluster passed")
 			}
 		})
+	}
+}
+
+// TestKnownIDIsOnlyAHint: a remembered cluster id that no longer names the
+// cluster (deleted, and one of the same name made again elsewhere) is
+// dropped, and the list finds the cluster of that name now.
+func TestKnownIDIsOnlyAHint(t *testing.T) {
+	w := newWorld(t, doemu.Options{Steps: doemu.Steps{Cluster: 1, Node: 1, Upgrade: 1, Delete: 1, Drain: 1}}, "")
+	ctx := t.Context()
+	first := w.ready(t, "fa-hint")
+	byName := providers.ClusterRef{Location: "tor1", Name: "fa-hint"}
+	if _, err := w.ad.DeleteCluster(ctx, acct, first.Ref); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		_, err := w.ad.GetCluster(ctx, acct, first.Ref)
+		if errors.Is(err, providers.ErrNotFound) {
+			break
+		}
+		if i == 10 {
+			t.Fatalf("the deleted cluster is still there: %v", err)
+		}
+	}
+	other, err := digitalocean.Open(block(t, "apiURL: "+w.srv.URL+"\n"), store, digitalocean.WithClock(w.clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := other.EnsureCluster(ctx, acct, providers.ClusterSpec{Name: "fa-hint", Location: "tor1", Version: "1.34",
+		Labels: map[string]string{providers.LabelSubstratePool: "pool_helpers000000000000abcdef"}})
+	if err != nil || second.Ref.ID == first.Ref.ID {
+		t.Fatalf("the second cluster: %v %s", err, second.Ref.ID)
+	}
+	mark := w.emu.Mark()
+	got, err := w.ad.GetCluster(ctx, acct, byName)
+	if err != nil || got.Ref.ID != second.Ref.ID {
+		t.Fatalf("by name after the cluster was made again: %v %s, want %s", err, got.Ref.ID, second.Ref.ID)
+	}
+	want := []string{"GET /v2/kubernetes/clusters/{cluster_id}", "GET /v2/kubernetes/clusters", "GET /v2/kubernetes/clusters/{cluster_id}"}
+	if steps := w.emu.Since(mark); !slices.Equal(steps, want) {
+		t.Errorf("asked %v, want %v", steps, want)
+	}
+	if _, err := w.ad.DeleteCluster(ctx, acct, second.Ref); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_, err = w.ad.GetCluster(ctx, acct, byName)
+	}
+	if !errors.Is(err, providers.ErrNotFound) {
+		t.Fatalf("by name once both are gone: %v", err)
 	}
 }

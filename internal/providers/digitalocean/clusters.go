@@ -97,6 +97,7 @@ func (a *Adapter) findByName(ctx context.Context, s *session, region, name strin
 	case 0:
 		return nil, nil
 	case 1:
+		a.rememberID(s.acct, region, name, hits[0].ID)
 		return hits[0], nil
 	}
 	ids := make([]string, len(hits))
@@ -122,12 +123,64 @@ func (a *Adapter) get(ctx context.Context, s *session, id string) (*wireCluster,
 	return root.Cluster, nil
 }
 
+// idKey names a cluster found by name: its account (by what the document
+// says of it, as the catalogue is), region and name.
+func idKey(acct providers.Account, region, name string) string {
+	return catalogKey(acct) + "\x00" + region + "\x00" + name
+}
+
+// knownID is the UUID of the cluster of that name the adapter last made or
+// found, or "". The substrate reads a create back by name until the cluster
+// runs (DOKS clusters take minutes), and a read by name is a walk over every
+// page of the account's clusters; with the id remembered it is one GET. The
+// id is only a hint: the read must answer the same name, region and marker
+// tag, else the list decides (a cluster deleted and made again has a new
+// UUID). It lives as long as the adapter (a restarted agent lists once).
+func (a *Adapter) knownID(acct providers.Account, region, name string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ids[idKey(acct, region, name)]
+}
+
+func (a *Adapter) rememberID(acct providers.Account, region, name, id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.ids[idKey(acct, region, name)] = id
+}
+
+func (a *Adapter) forgetID(acct providers.Account, region, name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.ids, idKey(acct, region, name))
+}
+
+// byKnownID reads a cluster named by ref through its remembered id; nil
+// when there is none, or when the id no longer names that cluster.
+func (a *Adapter) byKnownID(ctx context.Context, s *session, ref providers.ClusterRef) (*wireCluster, error) {
+	id := a.knownID(s.acct, ref.Location, ref.Name)
+	if id == "" {
+		return nil, nil
+	}
+	c, err := a.get(ctx, s, id)
+	switch {
+	case err == nil && c.Name == ref.Name && c.RegionSlug == ref.Location && marked(c.Tags):
+		return c, nil
+	case err == nil || errors.Is(err, providers.ErrNotFound):
+		a.forgetID(s.acct, ref.Location, ref.Name)
+		return nil, nil
+	}
+	return nil, err
+}
+
 // resolve reads the cluster a ref names: by id when it has one, else by
-// name in its region (the list finds the id; a read by id follows, for the
-// cluster's state now).
+// name in its region (through the remembered id, else the list finds the
+// id and a read by id follows, for the cluster's state now).
 func (a *Adapter) resolve(ctx context.Context, s *session, ref providers.ClusterRef) (*wireCluster, error) {
 	id := ref.ID
 	if id == "" {
+		if c, err := a.byKnownID(ctx, s, ref); err != nil || c != nil {
+			return c, err
+		}
 		c, err := a.findByName(ctx, s, ref.Location, ref.Name)
 		if err != nil {
 			return nil, err
@@ -218,6 +271,7 @@ func (a *Adapter) create(ctx context.Context, s *session, spec providers.Cluster
 		return providers.Cluster{}, &providers.Error{Op: s.op, Class: providers.Unknown, SideEffect: providers.Done,
 			Message: "DigitalOcean accepted the cluster without saying which it is; read it back by name"}
 	}
+	a.rememberID(s.acct, spec.Location, spec.Name, root.Cluster.ID)
 	return view(root.Cluster), nil
 }
 

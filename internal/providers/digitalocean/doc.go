@@ -20,7 +20,10 @@
 //     node pool the adapter makes carries the tag `fleet-agent`, and a create
 //     is preceded by a lookup of the account's clusters (every page) for that
 //     name, region and tag, so a create whose answer was lost is found, never
-//     made twice.
+//     made twice. Other reads by name (the substrate reads a create back by
+//     name until the cluster runs) go through the UUID the adapter last made
+//     or found for that name, checked against the answer, so that a poll is
+//     one request rather than a walk over the account's clusters.
 //   - Tags hold only letters, digits, ':', '-' and '_', so this project's
 //     labels travel as tags spelt `fleet-agent:<name>:<value>` for the label
 //     `fleet-agent.dev/<name>=<value>` (see tags.go); node pools also carry

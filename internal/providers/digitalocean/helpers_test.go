@@ -66,7 +66,7 @@ type world struct {
 	bad map[int]bool
 }
 
-func newWorld(t *testing.T, opts doemu.Options, extraYAML string) *world {
+func newWorld(t testing.TB, opts doemu.Options, extraYAML string) *world {
 	t.Helper()
 	clk := clock.NewFake(epoch)
 	opts.Clock = clk
@@ -89,7 +89,7 @@ func newWorld(t *testing.T, opts doemu.Options, extraYAML string) *world {
 	return w
 }
 
-func block(t *testing.T, s string) *yaml.Node {
+func block(t testing.TB, s string) *yaml.Node {
 	t.Helper()
 	var n yaml.Node
 	if err := yaml.Unmarshal([]byte(s), &n); err != nil {
@@ -100,7 +100,7 @@ func block(t *testing.T, s string) *yaml.Node {
 
 // checkWire holds every request the adapter sent, and every answer, against
 // DigitalOcean's OpenAPI description.
-func checkWire(t *testing.T, emu *doemu.Emulator, bad map[int]bool) {
+func checkWire(t testing.TB, emu *doemu.Emulator, bad map[int]bool) {
 	t.Helper()
 	c, err := wirecheck.Shared()
 	if err != nil {
@@ -117,7 +117,7 @@ func checkWire(t *testing.T, emu *doemu.Emulator, bad map[int]bool) {
 }
 
 // ready creates a cluster through the adapter and reads it until it runs.
-func (w *world) ready(t *testing.T, name string) providers.Cluster {
+func (w *world) ready(t testing.TB, name string) providers.Cluster {
 	t.Helper()
 	c, err := w.ad.EnsureCluster(t.Context(), acct, providers.ClusterSpec{
 		Name: name, Location: "tor1", Version: "1.34",

@@ -5,7 +5,8 @@
 // `{"id","message","request_id"}` errors, `RateLimit-*` headers), moves
 // clusters and nodes through their states per observation or on an injected
 // clock, refuses what the service refuses (busy clusters, names and sizes out
-// of bounds, quotas, stockouts, rate limits), and records every exchange so
+// of bounds, quotas, stockouts, rate limits), puts a cluster in degraded or
+// error on request (SetClusterState), and records every exchange so
 // that tests can count the calls a step made and hold them against
 // DigitalOcean's OpenAPI description (package wirecheck).
 //

@@ -284,6 +284,36 @@ func (e *Emulator) Stockout(size, region string, out bool) {
 	e.stockouts[size+"@"+region] = out
 }
 
+// SetClusterState puts a cluster in a state DigitalOcean reports by itself
+// when something outside the API goes wrong, with the status message the
+// cluster then shows: "degraded" (the control plane answers and node pool
+// changes are still taken, but part of the cluster does not work), "error"
+// (DigitalOcean could not bring the cluster up, or keep it), or "running"
+// to end the trouble. A create or upgrade in progress ends there. A cluster
+// being deleted, or an unknown one, is an error.
+//
+// Guess: what the service still takes of a cluster in error is not
+// documented; the emulator takes a delete and a PUT of its name, tags and
+// device plugins, and refuses node pool changes and upgrades as busy (409),
+// as it does while the cluster provisions.
+func (e *Emulator) SetClusterState(id, state, message string) error {
+	if state != "degraded" && state != "error" && state != "running" {
+		return fmt.Errorf("doemu: SetClusterState takes degraded, error or running, not %q", state)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.clusters[id]
+	if c == nil || !e.settle(c) {
+		return fmt.Errorf("doemu: no cluster %s", id)
+	}
+	if c.state == e.opts.DeletingState {
+		return fmt.Errorf("doemu: cluster %s is being deleted", id)
+	}
+	c.state, c.message, c.op, c.target = state, message, nil, ""
+	c.updated = e.opts.Clock.Now()
+	return nil
+}
+
 // Advance counts one observation of every operation in progress.
 func (e *Emulator) Advance() {
 	e.mu.Lock()

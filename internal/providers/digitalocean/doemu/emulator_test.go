@@ -511,3 +511,68 @@ func TestOptionsAndSizes(t *testing.T) {
 		t.Fatalf("account %v %+v", err, acct)
 	}
 }
+
+// A cluster DigitalOcean reports degraded still takes node pool changes; in
+// error it takes only a delete (and PUTs of its name and tags); running again
+// takes everything. The states are the ones godo parses.
+func TestClusterTrouble(t *testing.T) {
+	w := newWorld(t, doemu.Options{}, wireAll)
+	ctx := t.Context()
+	c := w.running(t, "fa-trouble")
+	pool := func(name string) error {
+		_, _, err := w.do.Kubernetes.CreateNodePool(ctx, c.ID, &godo.KubernetesNodePoolCreateRequest{Name: name, Size: "s-1vcpu-2gb", Count: 1})
+		return err
+	}
+	state := func() (string, string) {
+		got, _, err := w.do.Kubernetes.Get(ctx, c.ID)
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		return string(got.Status.State), got.Status.Message
+	}
+	if err := w.emu.SetClusterState(c.ID, "degraded", "1 of 3 control plane components is unhealthy"); err != nil {
+		t.Fatal(err)
+	}
+	if st, msg := state(); st != "degraded" || msg != "1 of 3 control plane components is unhealthy" {
+		t.Fatalf("degraded: %s %q", st, msg)
+	}
+	if err := pool("while-degraded"); err != nil {
+		t.Fatalf("a node pool on a degraded cluster: %v", err)
+	}
+	if err := w.emu.SetClusterState(c.ID, "error", "the control plane could not be provisioned"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := state(); st != "error" {
+		t.Fatalf("error: %s", st)
+	}
+	if err := pool("while-error"); status(err) != http.StatusConflict {
+		t.Errorf("a node pool on a cluster in error: %v, want 409", err)
+	}
+	if _, err := w.do.Kubernetes.Upgrade(ctx, c.ID, &godo.KubernetesClusterUpgradeRequest{VersionSlug: "1.35.1-do.0"}); status(err) != http.StatusConflict {
+		t.Errorf("an upgrade of a cluster in error: %v, want 409", err)
+	}
+	if _, _, err := w.do.Kubernetes.Update(ctx, c.ID, &godo.KubernetesClusterUpdateRequest{Name: "fa-trouble", Tags: []string{"kept"}}); err != nil {
+		t.Errorf("a PUT of a cluster in error: %v", err)
+	}
+	if err := w.emu.SetClusterState(c.ID, "running", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool("after"); err != nil {
+		t.Fatalf("a node pool once running again: %v", err)
+	}
+	if err := w.emu.SetClusterState(c.ID, "error", "lost"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.do.Kubernetes.Delete(ctx, c.ID); err != nil {
+		t.Fatalf("a delete of a cluster in error: %v", err)
+	}
+	for _, bad := range []struct{ id, state string }{{c.ID, "error"}, {c.ID, "weird"}, {"00000000-0000-4000-8000-000000000000", "error"}} {
+		if err := w.emu.SetClusterState(bad.id, bad.state, ""); err == nil {
+			t.Errorf("SetClusterState(%s, %s) on a deleted, unknown state or missing cluster was taken", bad.id, bad.state)
+		}
+	}
+	st := w.emu.Clusters()
+	if len(st) != 1 || st[0].Message != "deleting" || len(st[0].Pools) != 3 || st[0].NvidiaPlugin == nil || *st[0].NvidiaPlugin {
+		t.Fatalf("emulator state: %+v", st)
+	}
+}

@@ -939,16 +939,24 @@ func (e *Emulator) Seed(s SeedCluster) string {
 // ClusterState is what the emulator holds of a cluster, for assertions.
 type ClusterState struct {
 	ID, Name, Region, Version, State string
+	Message                          string
 	Team                             string
 	Tags                             []string
-	Pools                            []PoolState
+	// NvidiaPlugin and AmdPlugin are the device plugins as the cluster
+	// shows them (DigitalOcean's default applied): nil when absent.
+	NvidiaPlugin, AmdPlugin *bool
+	Pools                   []PoolState
 }
 
 // PoolState is what the emulator holds of a node pool.
 type PoolState struct {
 	ID, Name, Size string
 	Count          int
+	Tags           []string
 	Labels         map[string]string
+	AutoScale      bool
+	MinNodes       int
+	MaxNodes       int
 	Nodes          int
 	Spot           bool
 	Deleting       bool
@@ -962,9 +970,18 @@ func (e *Emulator) Clusters() []ClusterState {
 	var out []ClusterState
 	for _, id := range e.order {
 		c := e.clusters[id]
-		cs := ClusterState{ID: c.id, Name: c.name, Region: c.region, Version: c.version, State: c.state, Team: c.team, Tags: slices.Clone(c.tags)}
+		cs := ClusterState{ID: c.id, Name: c.name, Region: c.region, Version: c.version, State: c.state, Message: c.message,
+			Team: c.team, Tags: slices.Clone(c.tags)}
+		if pl := e.plugin(c, c.nvidiaPlugin, "nvidia"); pl != nil {
+			cs.NvidiaPlugin = pl.Enabled
+		}
+		if pl := e.plugin(c, c.amdPlugin, "amd"); pl != nil {
+			cs.AmdPlugin = pl.Enabled
+		}
 		for _, p := range c.pools {
-			cs.Pools = append(cs.Pools, PoolState{ID: p.id, Name: p.name, Size: p.size, Count: p.count, Labels: cloneLabels(p.labels), Nodes: len(p.nodes), Spot: p.spot, Deleting: p.deleting})
+			cs.Pools = append(cs.Pools, PoolState{ID: p.id, Name: p.name, Size: p.size, Count: p.count, Tags: slices.Clone(p.tags),
+				Labels: cloneLabels(p.labels), AutoScale: p.autoScale, MinNodes: p.minNodes, MaxNodes: p.maxNodes,
+				Nodes: len(p.nodes), Spot: p.spot, Deleting: p.deleting})
 		}
 		out = append(out, cs)
 	}

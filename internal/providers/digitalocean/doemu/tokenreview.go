@@ -126,9 +126,11 @@ func (e *Emulator) tokenReview(w http.ResponseWriter, r *http.Request) {
 		if len(review.Spec.Audiences) > 0 {
 			status["audiences"] = review.Spec.Audiences
 		}
-	} else {
-		status["error"] = "the token was not issued by this emulator, has expired, or its cluster is gone"
 	}
+	// A refusal says authenticated false and no error, as a cloud's
+	// authenticator does: status.error tells kube-apiserver the token could
+	// not be checked at all, which is not what an unknown or expired token
+	// is.
 	writeJSON(w, http.StatusOK, map[string]any{
 		"apiVersion": review.APIVersion,
 		"kind":       "TokenReview",
