@@ -270,6 +270,9 @@ type Request struct {
 	Body   []byte
 	// Status is the answer's status; 0 when the answer was dropped.
 	Status int
+	// Refusal is why a TokenReview was refused: the route, like EKS's,
+	// answers no reason.
+	Refusal string
 }
 
 // Requests returns every request so far, in order.
