@@ -540,3 +540,97 @@ func TestSubstrateCrashAfterACreate(t *testing.T) {
 		})
 	}
 }
+
+// renameFlavor gives a flavor a new name (a new node pool, the old one
+// removed).
+func renameFlavor(from, to string) func(map[string]any) {
+	return func(doc map[string]any) {
+		for _, f := range poolSubstrate(doc)["flavors"].([]any) {
+			if f := f.(map[string]any); f["name"] == from {
+				f["name"] = to
+			}
+		}
+	}
+}
+
+// TestSubstrateMeetsEKSFailures: what EKS does wrong reaches the
+// substrate as the adapter classed it. A node group that cannot get its
+// Spot instances (CREATE_FAILED with AsgInstanceLaunchFailures) is its
+// flavor's error while the other flavor comes up, stays so without a
+// request until the document changes, and a renamed flavor replaces it. A
+// cluster whose create FAILED (a role EKS cannot assume) is the
+// substrate's error with EKS's health issue, gets no node group, and is
+// deleted at teardown.
+func TestSubstrateMeetsEKSFailures(t *testing.T) {
+	poolID := inventory.ID("root", inventory.Pool, "gpu-fleet")
+	name := substrate.ClusterName("gpu-fleet", poolID)
+	h100, l4 := providers.NodePoolName(poolID, "h100"), providers.NodePoolName(poolID, "l4")
+
+	t.Run("stockout", func(t *testing.T) {
+		e := newSubstrateEnv(t, nil)
+		e.emu.Stockout("g6.xlarge", true)
+		e.apply(referenceDocument(t, nil), false)
+		e.converge(200)
+		st := e.status()
+		if st.State != "error" || !strings.Contains(st.Message, "flavor l4") || !strings.Contains(st.Message, "AsgInstanceLaunchFailures") ||
+			!strings.Contains(st.Message, "InsufficientInstanceCapacity") || strings.Contains(st.Message, "flavor h100") {
+			t.Fatalf("a flavor in a stockout: %+v", st)
+		}
+		t.Logf("status: %s: %s", st.State, st.Message)
+		if g, _ := e.emu.Nodegroup(name, h100); g.Status != "ACTIVE" {
+			t.Errorf("the other flavor: %+v", g)
+		}
+		if g, _ := e.emu.Nodegroup(name, l4); g.Status != "CREATE_FAILED" || !slices.Equal(g.Issues, []string{"AsgInstanceLaunchFailures"}) {
+			t.Errorf("the flavor in the stockout at the emulator: %+v", g)
+		}
+		before := e.emu.Count("")
+		for range 5 {
+			e.clk.Advance(time.Minute)
+			if err := e.rec.ReconcileOnce(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := e.emu.Count("") - before; n != 0 {
+			t.Errorf("%d requests while converged in error", n)
+		}
+		e.emu.Stockout("g6.xlarge", false)
+		e.apply(referenceDocument(t, renameFlavor("l4", "l4b")), false)
+		again := e.converge(200)
+		again.name = "renamed"
+		t.Log(again)
+		l4b := providers.NodePoolName(poolID, "l4b")
+		if got := e.emu.NodegroupNames(name); !slices.Equal(got, []string{h100, l4b}) {
+			t.Errorf("node groups after the rename: %v", got)
+		}
+		if st := e.status(); st.State != "creating" || !strings.Contains(st.Message, substrate.NoDaemonMessage) {
+			t.Errorf("after the rename: %+v", st)
+		}
+	})
+
+	t.Run("cluster create failed", func(t *testing.T) {
+		e := newSubstrateEnv(t, nil)
+		e.emu.FailClusterCreates(1, eksemu.ClusterIssue{Code: "IamRoleNotFound",
+			Message: "The cluster role arn:aws:iam::111111111111:role/eks-cluster could not be assumed"})
+		e.apply(referenceDocument(t, nil), false)
+		e.converge(200)
+		st := e.status()
+		if c, _ := e.emu.Cluster(name); c.Status != "FAILED" || st.State != "error" || !strings.Contains(st.Message, "IamRoleNotFound: The cluster role") {
+			t.Fatalf("a cluster whose create failed: %+v (at the emulator %s)", st, c.Status)
+		}
+		t.Logf("status: %s: %s", st.State, st.Message)
+		if n := e.emu.Count("CreateNodegroup"); n != 0 || len(e.emu.NodegroupNames(name)) != 0 {
+			t.Errorf("%d node groups asked of a FAILED cluster", n)
+		}
+		e.apply(referenceDocument(t, withoutPools), true)
+		down := e.converge(200)
+		down.name = "teardown"
+		t.Log(down)
+		down.only(t, map[string]int{"DeleteCluster": 1, "DeleteNodegroup": 0}, reads...)
+		if names := e.emu.ClusterNames(); len(names) != 0 {
+			t.Errorf("left at the emulator: %v", names)
+		}
+		if st := e.status(); st.State != "deleted" {
+			t.Errorf("after teardown: %+v", st)
+		}
+	})
+}

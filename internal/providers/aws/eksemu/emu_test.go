@@ -341,6 +341,43 @@ func TestStockout(t *testing.T) {
 	}
 }
 
+// TestClusterCreateFails: an armed failure ends the next create FAILED
+// with its health issue and no endpoint; such a cluster takes no node
+// group, and a delete removes it; the create after it is ACTIVE again.
+func TestClusterCreateFails(t *testing.T) {
+	c := start(t, eksemu.Options{Steps: &eksemu.Steps{Cluster: 1}})
+	c.emu.FailClusterCreates(1, eksemu.ClusterIssue{Code: "IamRoleNotFound", Message: "The cluster role could not be assumed"})
+	for _, n := range []string{"c1", "c2"} {
+		if _, err := c.createCluster(t, n, n, ekstypes.AuthenticationModeApi); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, cl, err := c.status(t, "c1")
+	if err != nil || s != ekstypes.ClusterStatusFailed || cl.Endpoint != nil || len(cl.Health.Issues) != 1 ||
+		cl.Health.Issues[0].Code != ekstypes.ClusterIssueCodeIamRoleNotFound || *cl.Health.Issues[0].Message != "The cluster role could not be assumed" {
+		t.Fatalf("a failed create: %v %s %+v", err, s, cl)
+	}
+	if s, cl, _ := c.status(t, "c2"); s != ekstypes.ClusterStatusActive || len(cl.Health.Issues) != 0 {
+		t.Errorf("the next create: %s %+v", s, cl.Health)
+	}
+	_, err = c.eks.CreateNodegroup(t.Context(), &eks.CreateNodegroupInput{
+		ClusterName: sdkaws.String("c1"), NodegroupName: sdkaws.String("ng"), NodeRole: sdkaws.String(roleArn), Subnets: []string{subnetA},
+		ScalingConfig: &ekstypes.NodegroupScalingConfig{MinSize: sdkaws.Int32(0), MaxSize: sdkaws.Int32(1), DesiredSize: sdkaws.Int32(0)},
+	})
+	var invalid *ekstypes.InvalidRequestException
+	if !errors.As(err, &invalid) {
+		t.Errorf("a node group on a FAILED cluster: %v", err)
+	}
+	if _, err := c.eks.DeleteCluster(t.Context(), &eks.DeleteClusterInput{Name: sdkaws.String("c1")}); err != nil {
+		t.Fatalf("deleting a FAILED cluster: %v", err)
+	}
+	_, _, err = c.status(t, "c1")
+	var nf *ekstypes.ResourceNotFoundException
+	if !errors.As(err, &nf) {
+		t.Errorf("after its delete: %v", err)
+	}
+}
+
 func TestThrottlingAndFaults(t *testing.T) {
 	c := start(t, eksemu.Options{})
 	c.emu.Throttle("ListClusters", 1, "ThrottlingException", 3*time.Second)
