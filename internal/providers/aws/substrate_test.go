@@ -1,6 +1,7 @@
 package aws_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -107,6 +108,8 @@ type substrateEnv struct {
 	*harness
 	path  string
 	hooks *substrate.Hooks
+	// logs are the reconciler's log lines, read once its passes returned.
+	logs bytes.Buffer
 
 	store   *state.Store
 	adapter *awsadapter.Adapter
@@ -133,7 +136,7 @@ func (e *substrateEnv) start() {
 	}
 	e.adapter = e.open()
 	e.rec = substrate.New(substrate.Options{Store: e.store, Providers: map[string]substrate.Provider{providers.AWS: e.adapter},
-		Clock: e.clk, Log: zerolog.Nop(), Hooks: e.hooks})
+		Clock: e.clk, Log: zerolog.New(zerolog.SyncWriter(&e.logs)), Hooks: e.hooks})
 }
 
 // stop ends the reconciler as a kill would and closes the state file
@@ -280,7 +283,7 @@ var reads = []string{"DescribeCluster", "ListNodegroups", "DescribeNodegroup", "
 // waiting for the node daemon (no in-cluster half here). Converged, passes
 // make no request; a restart makes one full look; a resize of one flavor
 // is one UpdateNodegroupConfig; the teardown leaves nothing of ours at the
-// emulator.
+// emulator. The account's keys never reach the state file or the logs.
 func TestSubstrateOnTheEmulator(t *testing.T) {
 	e := newSubstrateEnv(t, nil)
 	ctx := t.Context()
@@ -354,6 +357,8 @@ func TestSubstrateOnTheEmulator(t *testing.T) {
 		!slices.Equal(body.InstanceTypes, []string{"g6.xlarge"}) || body.Labels[providers.LabelCapacity] != "spot" || len(body.ClientRequestToken) < 33 {
 		t.Errorf("CreateNodegroup of %s sent %+v", l4, body)
 	}
+
+	e.noSecrets("after bring-up")
 
 	// Converged: passes leave the substrate alone, whatever the clock.
 	e.emu.ResetRequests()
@@ -434,6 +439,26 @@ func TestSubstrateOnTheEmulator(t *testing.T) {
 		return err
 	}); err != nil {
 		t.Fatal(err)
+	}
+	e.noSecrets("after teardown")
+}
+
+// noSecrets fails if the account's keys are in the state file or the
+// reconciler's logs: the document holds references, the adapter resolves
+// them per call and keeps nothing.
+func (e *substrateEnv) noSecrets(when string) {
+	e.t.Helper()
+	file, err := os.ReadFile(e.path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if !bytes.Contains(file, []byte("secret://ops/aws-secret")) || e.logs.Len() == 0 {
+		e.t.Fatalf("%s: the state file holds no account, or nothing was logged: the canary looks at the wrong place", when)
+	}
+	for _, v := range []string{keyID, keySecret} {
+		if bytes.Contains(file, []byte(v)) || strings.Contains(e.logs.String(), v) {
+			e.t.Errorf("%s: %q is in the state file or the logs", when, v)
+		}
 	}
 }
 
