@@ -236,12 +236,7 @@ func TestAccessGrantedOnAdoptIsRevoked(t *testing.T) {
 	}
 	rev := &revoker{accepts: h.accepts}
 	// A second adapter, as the binary has one, with the seam wired.
-	var n yaml.Node
-	_ = yaml.Unmarshal([]byte("grantAccessOnAdopt: true\nendpoints: {eks: "+h.emu.URL()+", ec2: "+h.emu.URL()+", sts: "+h.emu.URL()+"}\n"), &n)
-	a2, err := awsadapter.Open(&n, h.secrets, awsadapter.WithClock(h.clk), awsadapter.WithInClusterRevoker(rev))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a2 := h.open(awsadapter.WithInClusterRevoker(rev))
 	for range 2 {
 		if err := a2.RevokeAccess(ctx, h.acct, c.Ref); err != nil {
 			t.Fatalf("RevokeAccess: %v", err)

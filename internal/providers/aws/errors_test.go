@@ -46,14 +46,7 @@ func (h *harness) pool(name, machine string, nodes int) providers.NodePoolSpec {
 func (h *harness) delta(f func()) map[string]int {
 	before := h.emu.Counts()
 	f()
-	after := h.emu.Counts()
-	out := map[string]int{}
-	for op, n := range after {
-		if d := n - before[op]; d > 0 {
-			out[op] = d
-		}
-	}
-	return out
+	return since(before, h.emu.Counts())
 }
 
 // TestRetriesAreOff: a throttled or failing answer is one request per

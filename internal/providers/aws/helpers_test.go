@@ -52,6 +52,23 @@ type harness struct {
 	acct    providers.Account
 	// team reaches the same clusters by assuming teamRoleArn.
 	team providers.Account
+	// block is the providers.aws block the adapter was opened with.
+	block string
+}
+
+// open makes another adapter over the same emulator and config block, as
+// a restarted agent has one: nothing cached.
+func (h *harness) open(opts ...awsadapter.Option) *awsadapter.Adapter {
+	h.t.Helper()
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(h.block), &n); err != nil {
+		h.t.Fatal(err)
+	}
+	a, err := awsadapter.Open(&n, h.secrets, append([]awsadapter.Option{awsadapter.WithClock(h.clk)}, opts...)...)
+	if err != nil {
+		h.t.Fatalf("Open: %v", err)
+	}
+	return a
 }
 
 type harnessOpts struct {
@@ -75,16 +92,8 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		"secret://ops/aws-key-id": keyID, "secret://ops/aws-secret": keySecret,
 		"secret://team/aws-key-id": opsKeyID, "secret://team/aws-secret": opsSecret,
 	}}
-	block := "endpoints: {eks: " + url + ", ec2: " + url + ", sts: " + url + "}\n" + o.block
-	var n yaml.Node
-	if err := yaml.Unmarshal([]byte(block), &n); err != nil {
-		t.Fatal(err)
-	}
-	a, err := awsadapter.Open(&n, h.secrets, awsadapter.WithClock(clk))
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	h.adapter = a
+	h.block = "endpoints: {eks: " + url + ", ec2: " + url + ", sts: " + url + "}\n" + o.block
+	h.adapter = h.open()
 	h.acct = account("managed-k8s", map[string]any{
 		"accessKeyId": "secret://ops/aws-key-id", "secretAccessKey": "secret://ops/aws-secret",
 	})

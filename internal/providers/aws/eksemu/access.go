@@ -261,6 +261,11 @@ func (x *exchange) disassociateAccessPolicy(args []string) {
 // access entry on the cluster (or is its creator in CONFIG_MAP mode). The
 // groups are `system:masters` for AmazonEKSClusterAdminPolicy, else the
 // entry's Kubernetes groups.
+//
+// A refused token is answered as aws-iam-authenticator answers it: HTTP 403
+// and a TokenReview that is not authenticated, with no reason (the
+// apiserver then answers the client 401 and caches nothing). The reason is
+// kept in the request's record (Request.Refusal) for tests.
 func (x *exchange) tokenReview() {
 	e := x.e
 	x.rec.Service, x.rec.Op = "kube", "TokenReview"
@@ -286,18 +291,35 @@ func (x *exchange) tokenReview() {
 		names = []string{name}
 	}
 	status := map[string]any{"authenticated": false}
+	x.rec.Status = http.StatusForbidden
 	user, why := e.reviewToken(review.Spec.Token, names)
 	if user != nil {
 		status = map[string]any{"authenticated": true, "user": user}
 		if len(review.Spec.Audiences) > 0 {
 			status["audiences"] = review.Spec.Audiences
 		}
+		x.rec.Status = http.StatusOK
 	} else {
-		status["error"] = why
+		x.rec.Refusal = why
 	}
-	x.rec.Status = http.StatusOK
 	x.w.Header().Set("Content-Type", "application/json")
+	x.w.WriteHeader(x.rec.Status)
 	_ = json.NewEncoder(x.w).Encode(map[string]any{"apiVersion": apiVersion, "kind": "TokenReview", "status": status})
+}
+
+// TokenReviewer is the TokenReview route of one cluster as an
+// http.Handler, whatever path it is called at: what a real kube-apiserver's
+// webhook token authenticator is pointed at when the emulator fronts it
+// (kubeplane's SetTokenReviewer). Each EKS cluster runs its own
+// authenticator, so a token minted for another cluster is refused here even
+// when every cluster fronts the same apiserver (KubeEndpoint). The reviews
+// are recorded as requests (service "kube", operation "TokenReview").
+func (e *Emulator) TokenReviewer(cluster string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.Clone(r.Context())
+		r.URL.Path, r.URL.RawPath = "/authenticate/"+cluster, ""
+		e.ServeHTTP(w, r)
+	})
 }
 
 const tokenPrefix = "k8s-aws-v1."

@@ -32,10 +32,14 @@ type cluster struct {
 	raw             map[string]json.RawMessage
 	deletionProtect bool
 	creator         string
-	op              *operation
-	nodegroups      map[string]*nodegroup
-	entries         map[string]*accessEntry
-	updates         map[string]*update
+	// failure, when set, ends the cluster's create FAILED with it as its
+	// health issue; issues are the health issues it has.
+	failure    *ClusterIssue
+	issues     []ClusterIssue
+	op         *operation
+	nodegroups map[string]*nodegroup
+	entries    map[string]*accessEntry
+	updates    map[string]*update
 }
 
 type vpcConfig struct {
@@ -404,6 +408,9 @@ func (e *Emulator) settle(c *cluster) bool {
 			c.op.update.status = "Successful"
 		}
 		c.status, c.op = "ACTIVE", nil
+		if f := c.failure; f != nil {
+			c.status, c.issues, c.failure = "FAILED", []ClusterIssue{*f}, nil
+		}
 	}
 	for _, name := range sortedKeys(c.nodegroups) {
 		e.settleNodegroup(c, c.nodegroups[name])
@@ -612,6 +619,10 @@ func (x *exchange) createCluster(_ []string) {
 	if in.ClientRequestToken != nil {
 		c.token = *in.ClientRequestToken
 	}
+	if len(e.clusterFailures) > 0 {
+		c.failure = &e.clusterFailures[0]
+		e.clusterFailures = e.clusterFailures[1:]
+	}
 	if in.DeletionProtection != nil {
 		c.deletionProtect = *in.DeletionProtection
 	}
@@ -679,7 +690,7 @@ func (e *Emulator) clusterJSON(c *cluster) map[string]any {
 			"clusterSecurityGroupId": "sg-" + strings.ToLower(e.hexOf(c)[:17]),
 		},
 		"accessConfig": map[string]any{"authenticationMode": c.authMode, "bootstrapClusterCreatorAdminPermissions": c.bootstrapAdmin},
-		"tags":         nonNilMap(c.tags), "health": map[string]any{"issues": []any{}},
+		"tags":         nonNilMap(c.tags), "health": map[string]any{"issues": issuesJSON(c)},
 		"certificateAuthority": map[string]any{},
 		"deletionProtection":   c.deletionProtect,
 	}
@@ -692,14 +703,23 @@ func (e *Emulator) clusterJSON(c *cluster) map[string]any {
 	for k, v := range c.raw {
 		m[k] = v
 	}
-	// Guess: while CREATING, EKS leaves out the endpoint, the CA and the
-	// OIDC issuer; the adapter only reads them from an ACTIVE cluster.
-	if c.status != "CREATING" {
+	// Guess: while CREATING, and when its create FAILED, EKS leaves out the
+	// endpoint, the CA and the OIDC issuer; the adapter only reads them
+	// from an ACTIVE or UPDATING cluster.
+	if c.status != "CREATING" && c.status != "FAILED" {
 		m["endpoint"] = e.endpointOf(c)
 		m["certificateAuthority"] = map[string]any{"data": base64.StdEncoding.EncodeToString(e.ca)}
 		m["identity"] = map[string]any{"oidc": map[string]any{"issuer": "https://oidc.eks." + e.opts.Region + ".amazonaws.com/id/" + e.hexOf(c)}}
 	}
 	return m
+}
+
+func issuesJSON(c *cluster) []map[string]any {
+	out := []map[string]any{}
+	for _, i := range c.issues {
+		out = append(out, map[string]any{"code": i.Code, "message": i.Message, "resourceIds": []string{c.arn}})
+	}
+	return out
 }
 
 func (e *Emulator) vpcOf(c *cluster) string {

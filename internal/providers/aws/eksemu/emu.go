@@ -13,14 +13,17 @@
 // DELETING -> gone one step per observation (a Describe of that object, or
 // Advance) and, with StepEvery, one step per interval of the injected clock.
 // Faults (throttling, server errors, answers dropped after acting, quotas,
-// stockouts) are injected per operation; every request is recorded with its
-// operation name, so a test can count what one step of the adapter cost.
+// stockouts, cluster creates that end FAILED) are injected per operation;
+// every request is recorded with its operation name, so a test can count
+// what one step of the adapter cost. ClusterNames, Cluster and Nodegroup
+// read what the emulator holds, for tests to assert what exists.
 //
 // It can front a real kube-apiserver: KubeEndpoint and KubeCA are what
-// DescribeCluster hands out, and the TokenReview route answers
-// kube-apiserver's webhook token authentication for the presigned STS
-// tokens the adapter mints, checking their signature and expiry with the
-// keys and the clock the emulator has, and the principal's access entries.
+// DescribeCluster hands out, and the TokenReview route (TokenReviewer for
+// one cluster) answers kube-apiserver's webhook token authentication for
+// the presigned STS tokens the adapter mints, checking their signature and
+// expiry with the keys and the clock the emulator has, and the principal's
+// access entries.
 //
 // Where EKS's behaviour is not documented, the emulator guesses; every guess
 // is marked "Guess:" at its place (CLOUDS.md sections 4 and 7).
@@ -132,7 +135,9 @@ type Emulator struct {
 	clusters map[string]*cluster
 	faults   []*Fault
 	stockout map[string]bool // instance type -> no capacity
-	requests []Request
+	// clusterFailures are armed for the next clusters created, in order.
+	clusterFailures []ClusterIssue
+	requests        []Request
 
 	server *httptest.Server
 }
@@ -270,6 +275,9 @@ type Request struct {
 	Body   []byte
 	// Status is the answer's status; 0 when the answer was dropped.
 	Status int
+	// Refusal is why a TokenReview was refused: the route, like EKS's,
+	// answers no reason.
+	Refusal string
 }
 
 // Requests returns every request so far, in order.
@@ -379,6 +387,25 @@ func (e *Emulator) Stockout(instanceType string, on bool) {
 		e.stockout[instanceType] = true
 	} else {
 		delete(e.stockout, instanceType)
+	}
+}
+
+// ClusterIssue is a cluster's health issue as EKS reports it; the codes
+// are types.ClusterIssueCode's (IamRoleNotFound, AccessDenied,
+// Ec2SubnetNotFound, InsufficientFreeAddresses, ...).
+type ClusterIssue struct {
+	Code, Message string
+}
+
+// FailClusterCreates makes the next n clusters created end FAILED instead
+// of ACTIVE once their create's steps are done, each with issue as its
+// health issue: what EKS does when, for example, it cannot assume the
+// cluster role. A FAILED cluster takes nothing but DeleteCluster.
+func (e *Emulator) FailClusterCreates(n int, issue ClusterIssue) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for range n {
+		e.clusterFailures = append(e.clusterFailures, issue)
 	}
 }
 

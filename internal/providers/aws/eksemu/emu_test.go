@@ -341,6 +341,43 @@ func TestStockout(t *testing.T) {
 	}
 }
 
+// TestClusterCreateFails: an armed failure ends the next create FAILED
+// with its health issue and no endpoint; such a cluster takes no node
+// group, and a delete removes it; the create after it is ACTIVE again.
+func TestClusterCreateFails(t *testing.T) {
+	c := start(t, eksemu.Options{Steps: &eksemu.Steps{Cluster: 1}})
+	c.emu.FailClusterCreates(1, eksemu.ClusterIssue{Code: "IamRoleNotFound", Message: "The cluster role could not be assumed"})
+	for _, n := range []string{"c1", "c2"} {
+		if _, err := c.createCluster(t, n, n, ekstypes.AuthenticationModeApi); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, cl, err := c.status(t, "c1")
+	if err != nil || s != ekstypes.ClusterStatusFailed || cl.Endpoint != nil || len(cl.Health.Issues) != 1 ||
+		cl.Health.Issues[0].Code != ekstypes.ClusterIssueCodeIamRoleNotFound || *cl.Health.Issues[0].Message != "The cluster role could not be assumed" {
+		t.Fatalf("a failed create: %v %s %+v", err, s, cl)
+	}
+	if s, cl, _ := c.status(t, "c2"); s != ekstypes.ClusterStatusActive || len(cl.Health.Issues) != 0 {
+		t.Errorf("the next create: %s %+v", s, cl.Health)
+	}
+	_, err = c.eks.CreateNodegroup(t.Context(), &eks.CreateNodegroupInput{
+		ClusterName: sdkaws.String("c1"), NodegroupName: sdkaws.String("ng"), NodeRole: sdkaws.String(roleArn), Subnets: []string{subnetA},
+		ScalingConfig: &ekstypes.NodegroupScalingConfig{MinSize: sdkaws.Int32(0), MaxSize: sdkaws.Int32(1), DesiredSize: sdkaws.Int32(0)},
+	})
+	var invalid *ekstypes.InvalidRequestException
+	if !errors.As(err, &invalid) {
+		t.Errorf("a node group on a FAILED cluster: %v", err)
+	}
+	if _, err := c.eks.DeleteCluster(t.Context(), &eks.DeleteClusterInput{Name: sdkaws.String("c1")}); err != nil {
+		t.Fatalf("deleting a FAILED cluster: %v", err)
+	}
+	_, _, err = c.status(t, "c1")
+	var nf *ekstypes.ResourceNotFoundException
+	if !errors.As(err, &nf) {
+		t.Errorf("after its delete: %v", err)
+	}
+}
+
 func TestThrottlingAndFaults(t *testing.T) {
 	c := start(t, eksemu.Options{})
 	c.emu.Throttle("ListClusters", 1, "ThrottlingException", 3*time.Second)
@@ -519,13 +556,25 @@ func review(t *testing.T, url, apiVersion, token string) map[string]any {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	var out map[string]any
-	if err := json.Unmarshal(b, &out); err != nil || resp.StatusCode != 200 {
+	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatalf("TokenReview answer %d: %s", resp.StatusCode, b)
 	}
 	if out["apiVersion"] != apiVersion || out["kind"] != "TokenReview" {
 		t.Errorf("answered %v %v", out["apiVersion"], out["kind"])
 	}
-	return out["status"].(map[string]any)
+	st := out["status"].(map[string]any)
+	// Accepted is 200; refused is 403 with no reason, as
+	// aws-iam-authenticator answers.
+	if ok := st["authenticated"] == true; (ok && resp.StatusCode != http.StatusOK) || (!ok && (resp.StatusCode != http.StatusForbidden || len(st) != 1)) {
+		t.Errorf("TokenReview answer %d: %s", resp.StatusCode, b)
+	}
+	return st
+}
+
+// refusal is why the emulator refused the last TokenReview.
+func refusal(c *clients) string {
+	reqs := c.emu.Requests()
+	return reqs[len(reqs)-1].Refusal
 }
 
 func TestTokenReview(t *testing.T) {
@@ -558,7 +607,7 @@ func TestTokenReview(t *testing.T) {
 	// Another principal with a valid signature but no access entry.
 	c.emu.AddUser("AKIDOTHER0000000001", "other", "arn:aws:iam::111111111111:user/other")
 	other := presign(t, dial(c.emu, c.clk, url, "AKIDOTHER0000000001", "other"), "c1")
-	if st := review(t, url+"/authenticate/c1", "authentication.k8s.io/v1", other); st["authenticated"] != false || !strings.Contains(st["error"].(string), "no access entry") {
+	if st := review(t, url+"/authenticate/c1", "authentication.k8s.io/v1", other); st["authenticated"] != false || !strings.Contains(refusal(c), "no access entry") {
 		t.Errorf("a principal without an entry: %v", st)
 	}
 	if !c.emu.Accepts("https://127.0.0.1:6443", token) {
@@ -569,7 +618,7 @@ func TestTokenReview(t *testing.T) {
 		t.Errorf("at 599 s: %v", st)
 	}
 	c.clk.Advance(2 * time.Second)
-	if st := review(t, url+"/authenticate/c1", "authentication.k8s.io/v1", token); st["authenticated"] != false || !strings.Contains(st["error"].(string), "expired") {
+	if st := review(t, url+"/authenticate/c1", "authentication.k8s.io/v1", token); st["authenticated"] != false || !strings.Contains(refusal(c), "expired") {
 		t.Errorf("at 601 s: %v", st)
 	}
 	if n := c.emu.Count("TokenReview"); n != 7 {
