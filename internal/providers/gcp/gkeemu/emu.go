@@ -120,8 +120,22 @@ func (e *Emulator) TokenURI() string { return e.URL() + "/token" }
 // TokenReviewURL is where a kube-apiserver's webhook token authentication
 // posts TokenReviews.
 func (e *Emulator) TokenReviewURL() string {
-	return e.URL() + "/apis/authentication.k8s.io/v1/tokenreviews"
+	return e.URL() + tokenReviewPath
 }
+
+// TokenReviewer is the TokenReview route as a handler that answers at any
+// path, for a kube-apiserver's webhook that posts somewhere else (kubeplane's
+// SetTokenReviewer): each review is served, and recorded, as if posted to
+// TokenReviewURL.
+func (e *Emulator) TokenReviewer() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2 := r.Clone(r.Context())
+		r2.URL.Path, r2.URL.RawPath = tokenReviewPath, ""
+		e.ServeHTTP(w, r2)
+	})
+}
+
+const tokenReviewPath = "/apis/authentication.k8s.io/v1/tokenreviews"
 
 // MetadataHost is the host:port to put in GCE_METADATA_HOST.
 func (e *Emulator) MetadataHost() string { return strings.TrimPrefix(e.URL(), "http://") }
@@ -321,7 +335,7 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, body []byte, x 
 		x.MethodID = "metadata.token"
 		e.serveMetadata(w, r)
 		return false
-	case p == "/apis/authentication.k8s.io/v1/tokenreviews" && r.Method == http.MethodPost:
+	case p == tokenReviewPath && r.Method == http.MethodPost:
 		x.MethodID = "tokenreviews.create"
 		e.serveTokenReview(w, body)
 		return false
