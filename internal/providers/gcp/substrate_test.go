@@ -34,7 +34,7 @@ var (
 	refL4Pool   = providers.NodePoolName(refPoolID, "l4")
 )
 
-// gkeDocument is the reference's GKE example
+// gkeDoc is the reference's GKE example
 // (testdata/documents/valid/kubernetes-pool-gke.json) with what a run on
 // the emulator needs changed, and nothing else:
 //   - the account's projectId is the emulator's project, and the account
@@ -43,9 +43,15 @@ var (
 //   - a second flavor, l4: Spot, g2-standard-8 with the nvidia-l4 it is
 //     built with, pinned to us-central1-a, a 200 GiB disk.
 //
-// h100 and l4 are the flavors' nodes; withPool false leaves the pool out
-// (applied with prune: the teardown).
-func gkeDocument(t *testing.T, h100, l4 int, withPool bool) []byte {
+// h100 and l4 are the flavors' nodes; noZones drops the account's zones
+// (the cluster then spreads over GKE's default zones of the region);
+// noPool leaves the pool out (applied with prune: the teardown).
+type gkeDoc struct {
+	h100, l4        int
+	noZones, noPool bool
+}
+
+func (d gkeDoc) bytes(t *testing.T) []byte {
 	t.Helper()
 	raw, err := os.ReadFile("../../../testdata/documents/valid/kubernetes-pool-gke.json")
 	if err != nil {
@@ -57,15 +63,18 @@ func gkeDocument(t *testing.T, h100, l4 int, withPool bool) []byte {
 	}
 	acct := doc["providerAccounts"].([]any)[0].(map[string]any)["config"].(map[string]any)
 	acct["projectId"], acct["credentials"] = project, keyRef
+	if d.noZones {
+		delete(acct, "zones")
+	}
 	pool := doc["pools"].([]any)[0].(map[string]any)
 	sub := pool["policy"].(map[string]any)["substrate"].(map[string]any)
 	flavors := sub["flavors"].([]any)
-	flavors[0].(map[string]any)["nodes"] = h100
+	flavors[0].(map[string]any)["nodes"] = d.h100
 	sub["flavors"] = append(flavors, map[string]any{
-		"name": "l4", "machineType": "g2-standard-8", "nodes": l4, "spot": true,
+		"name": "l4", "machineType": "g2-standard-8", "nodes": d.l4, "spot": true,
 		"gpus": map[string]any{"type": "nvidia-l4", "count": 1}, "zones": []any{"us-central1-a"}, "diskGiB": 200,
 	})
-	if !withPool {
+	if d.noPool {
 		doc["pools"] = []any{}
 	}
 	out, err := json.Marshal(doc)
@@ -267,26 +276,48 @@ func created(t *testing.T, emu *gkeemu.Emulator) map[string][]map[string]any {
 // contract's names and labels and the GPU and Spot settings on the wire;
 // converged passes make no request; a resize converges in place; a teardown
 // leaves nothing of ours at the emulator. Requests are counted per phase,
-// and no token or key reaches the state file or the logs. Two variants:
-// operations that finish after a few reads, and operations that take
-// GKE-like times on the clock (a cluster 5 minutes, a node pool 2).
+// and no token or key reaches the state file or the logs. Variants:
+// operations that finish after a few reads; operations that take GKE-like
+// times on the clock (a cluster 5 minutes, a node pool 2); the other answer
+// to each of the emulator's guesses; an account without zones (the cluster
+// spreads over three zones and a flavor's nodes are per zone).
 func TestSubstrateBringsGKEUpAndDown(t *testing.T) {
-	for _, vr := range []struct {
-		name string
-		emu  func(*gkeemu.Options)
-	}{
+	for _, vr := range []variant{
 		{name: "observed"},
 		{name: "timed", emu: func(o *gkeemu.Options) {
 			o.Steps = gkeemu.Steps{Cluster: 300, NodePool: 120, Update: 30, Delete: 120}
 			o.StepEvery = time.Second
 		}},
+		{name: "otherGuesses", emu: func(o *gkeemu.Options) {
+			o.Guesses = gkeemu.Guesses{HonourAssertionExpiry: true, InitialCountTracksResize: true, PoolRunningDuringOps: true}
+		}},
+		{name: "spread", noZones: true},
 	} {
-		t.Run(vr.name, func(t *testing.T) { upAndDown(t, vr.emu) })
+		t.Run(vr.name, func(t *testing.T) { upAndDown(t, vr) })
 	}
 }
 
-func upAndDown(t *testing.T, mutate func(*gkeemu.Options)) {
-	v := newEnv(t, envOpts{zones: []string{"us-central1-a"}, emu: mutate})
+type variant struct {
+	name    string
+	emu     func(*gkeemu.Options)
+	noZones bool
+}
+
+func upAndDown(t *testing.T, vr variant) {
+	// The zones the cluster's nodes go to: the account's, else the
+	// region's first three (GKE's default spread).
+	zones := []string{"us-central1-a"}
+	if vr.noZones {
+		zones = []string{"us-central1-a", "us-central1-b", "us-central1-c"}
+	}
+	perZone := func(n int) map[string]int {
+		m := map[string]int{}
+		for _, z := range zones {
+			m[z] = n
+		}
+		return m
+	}
+	v := newEnv(t, envOpts{zones: zones, emu: vr.emu})
 	a := newAgent(t, v)
 	emu := v.emu
 	type figure struct {
@@ -314,7 +345,7 @@ func upAndDown(t *testing.T, mutate func(*gkeemu.Options)) {
 	// Plan and apply: the live checks verify the account (the plan's check
 	// and the apply's preflight of the call, one each) and read the
 	// catalogue.
-	c := phase("apply", func() int { a.apply(gkeDocument(t, 2, 1, true), false); return 0 })
+	c := phase("apply", func() int { a.apply(gkeDoc{h100: 2, l4: 1, noZones: vr.noZones}.bytes(t), false); return 0 })
 	if c["getServerConfig"] != 2 || c["compute.machineTypes.get"] == 0 || c["clusters.create"] != 0 {
 		t.Fatalf("the apply's live checks: %s", describeCalls(c))
 	}
@@ -337,7 +368,7 @@ func upAndDown(t *testing.T, mutate func(*gkeemu.Options)) {
 		t.Fatalf("no cluster %s in us-central1: %+v", refCluster, snap.Clusters)
 	}
 	if st.Cluster.GlobalID != cl.SelfLink || st.Cluster.ID != "projects/"+project+"/locations/us-central1/clusters/"+refCluster ||
-		st.Cluster.Endpoint != "https://"+cl.Endpoint || cl.Status != "RUNNING" || !slices.Equal(cl.Locations, []string{"us-central1-a"}) {
+		st.Cluster.Endpoint != "https://"+cl.Endpoint || cl.Status != "RUNNING" || !slices.Equal(cl.Locations, zones) {
 		t.Fatalf("the cluster: status %+v, emulator %+v", st.Cluster, cl)
 	}
 	if cl.Labels["fleet-agent_ddev_ssubstrate-pool"] != refPoolID || len(cl.Labels) != 1 {
@@ -357,7 +388,7 @@ func upAndDown(t *testing.T, mutate func(*gkeemu.Options)) {
 	wantH100 := gkeemu.PoolState{Name: refH100Pool, Status: "RUNNING", MachineType: "a3-highgpu-8g", DiskGB: 100,
 		Accelerators: []gkeemu.Accelerator{{Type: "nvidia-h100-80gb", Count: 8, Driver: "DEFAULT"}},
 		Labels:       map[string]string{providers.LabelSubstratePool: refPoolID},
-		Locations:    []string{"us-central1-a"}, InitialNodeCount: 2, Nodes: map[string]int{"us-central1-a": 2}}
+		Locations:    zones, InitialNodeCount: 2, Nodes: perZone(2)}
 	wantL4 := gkeemu.PoolState{Name: refL4Pool, Status: "RUNNING", MachineType: "g2-standard-8", DiskGB: 200, Spot: true,
 		Accelerators: []gkeemu.Accelerator{{Type: "nvidia-l4", Count: 1, Driver: "DEFAULT"}},
 		Labels:       map[string]string{providers.LabelSubstratePool: refPoolID, providers.LabelCapacity: providers.CapacitySpot},
@@ -435,13 +466,13 @@ func upAndDown(t *testing.T, mutate func(*gkeemu.Options)) {
 	}
 
 	// Resize both flavors in place.
-	phase("resize apply", func() int { a.apply(gkeDocument(t, 1, 3, true), false); return 0 })
+	phase("resize apply", func() int { a.apply(gkeDoc{h100: 1, l4: 3, noZones: vr.noZones}.bytes(t), false); return 0 })
 	c = phase("resize", func() int { return a.converge(200) })
 	snap = emu.Snapshot()
 	cl, _ = snap.Cluster("us-central1", refCluster)
 	h100, _ = cl.Pool(refH100Pool)
 	l4, _ = cl.Pool(refL4Pool)
-	if len(snap.Clusters) != 1 || cl.ID != snap.Clusters[0].ID || h100.Nodes["us-central1-a"] != 1 || l4.Nodes["us-central1-a"] != 3 || len(cl.Pools) != 3 {
+	if len(snap.Clusters) != 1 || cl.ID != snap.Clusters[0].ID || fmt.Sprint(h100.Nodes) != fmt.Sprint(perZone(1)) || l4.Nodes["us-central1-a"] != 3 || len(cl.Pools) != 3 {
 		t.Fatalf("after the resize: %+v", snap)
 	}
 	if st := a.status(); st.State != "creating" || st.Cluster.GlobalID != cl.SelfLink {
@@ -452,7 +483,10 @@ func upAndDown(t *testing.T, mutate func(*gkeemu.Options)) {
 	}
 
 	// Down: the pool left out, with prune.
-	phase("teardown apply", func() int { a.apply(gkeDocument(t, 1, 3, false), true); return 0 })
+	phase("teardown apply", func() int {
+		a.apply(gkeDoc{h100: 1, l4: 3, noZones: vr.noZones, noPool: true}.bytes(t), true)
+		return 0
+	})
 	c = phase("teardown", func() int { return a.converge(200) })
 	if st := a.status(); st.State != "deleted" || len(st.NodePools) != 0 {
 		t.Fatalf("after the teardown: %+v", st)
@@ -531,7 +565,7 @@ func TestSubstrateCrashAfterCreateAccepted(t *testing.T) {
 		t.Run(c.step, func(t *testing.T) {
 			v := newEnv(t, envOpts{zones: []string{"us-central1-a"}})
 			a := newAgent(t, v)
-			a.apply(gkeDocument(t, 2, 1, true), false)
+			a.apply(gkeDoc{h100: 2, l4: 1}.bytes(t), false)
 			crashed := false
 			a.hook = func(p substrate.Point) bool {
 				if crashed || p.Kind != substrate.PointAfterCall || p.Step != c.step || !strings.Contains(p.Op, c.object) {
