@@ -43,11 +43,13 @@ var (
 //   - a second flavor, l4: Spot, g2-standard-8 with the nvidia-l4 it is
 //     built with, pinned to us-central1-a, a 200 GiB disk.
 //
-// h100 and l4 are the flavors' nodes; noZones drops the account's zones
+// h100 and l4 are the flavors' nodes; l4Scale, when set, makes the l4
+// flavor autoscale between its bounds instead; noZones drops the account's zones
 // (the cluster then spreads over GKE's default zones of the region);
 // noPool leaves the pool out (applied with prune: the teardown).
 type gkeDoc struct {
 	h100, l4        int
+	l4Scale         *[2]int
 	noZones, noPool bool
 }
 
@@ -70,10 +72,15 @@ func (d gkeDoc) bytes(t *testing.T) []byte {
 	sub := pool["policy"].(map[string]any)["substrate"].(map[string]any)
 	flavors := sub["flavors"].([]any)
 	flavors[0].(map[string]any)["nodes"] = d.h100
-	sub["flavors"] = append(flavors, map[string]any{
+	l4 := map[string]any{
 		"name": "l4", "machineType": "g2-standard-8", "nodes": d.l4, "spot": true,
 		"gpus": map[string]any{"type": "nvidia-l4", "count": 1}, "zones": []any{"us-central1-a"}, "diskGiB": 200,
-	})
+	}
+	if d.l4Scale != nil {
+		delete(l4, "nodes")
+		l4["autoscaling"] = map[string]any{"minNodes": d.l4Scale[0], "maxNodes": d.l4Scale[1]}
+	}
+	sub["flavors"] = append(flavors, l4)
 	if d.noPool {
 		doc["pools"] = []any{}
 	}
@@ -465,26 +472,36 @@ func upAndDown(t *testing.T, vr variant) {
 		t.Fatalf("sweep: %s", describeCalls(c))
 	}
 
-	// Resize both flavors in place.
-	phase("resize apply", func() int { a.apply(gkeDoc{h100: 1, l4: 3, noZones: vr.noZones}.bytes(t), false); return 0 })
+	// Resize in place: h100 down to one node per zone; l4 from a fixed
+	// node to autoscaling between 2 and 4, which takes two operations (its
+	// count raised into the bounds, then the bounds) one after the other.
+	phase("resize apply", func() int {
+		a.apply(gkeDoc{h100: 1, l4Scale: &[2]int{2, 4}, noZones: vr.noZones}.bytes(t), false)
+		return 0
+	})
 	c = phase("resize", func() int { return a.converge(200) })
 	snap = emu.Snapshot()
 	cl, _ = snap.Cluster("us-central1", refCluster)
 	h100, _ = cl.Pool(refH100Pool)
 	l4, _ = cl.Pool(refL4Pool)
-	if len(snap.Clusters) != 1 || cl.ID != snap.Clusters[0].ID || fmt.Sprint(h100.Nodes) != fmt.Sprint(perZone(1)) || l4.Nodes["us-central1-a"] != 3 || len(cl.Pools) != 3 {
+	if len(snap.Clusters) != 1 || cl.ID != snap.Clusters[0].ID || len(cl.Pools) != 3 || len(snap.Running) != 0 {
 		t.Fatalf("after the resize: %+v", snap)
+	}
+	if fmt.Sprint(h100.Nodes) != fmt.Sprint(perZone(1)) || h100.Autoscaling != nil ||
+		fmt.Sprint(l4.Nodes) != "map[us-central1-a:2]" || l4.Autoscaling == nil || *l4.Autoscaling != (gkeemu.Bounds{Min: 2, Max: 4}) {
+		t.Fatalf("after the resize: h100 %+v, l4 %+v", h100, l4)
 	}
 	if st := a.status(); st.State != "creating" || st.Cluster.GlobalID != cl.SelfLink {
 		t.Fatalf("after the resize: %+v", st)
 	}
-	if c["clusters.nodePools.setSize"] < 2 || c["clusters.create"]+c["clusters.nodePools.create"]+c["clusters.nodePools.delete"] != 0 {
+	if c["clusters.nodePools.setSize"] < 2 || c["clusters.nodePools.setAutoscaling"] < 1 ||
+		c["clusters.create"]+c["clusters.nodePools.create"]+c["clusters.nodePools.delete"] != 0 {
 		t.Fatalf("resize phase: %s", describeCalls(c))
 	}
 
 	// Down: the pool left out, with prune.
 	phase("teardown apply", func() int {
-		a.apply(gkeDoc{h100: 1, l4: 3, noZones: vr.noZones, noPool: true}.bytes(t), true)
+		a.apply(gkeDoc{noZones: vr.noZones, noPool: true}.bytes(t), true)
 		return 0
 	})
 	c = phase("teardown", func() int { return a.converge(200) })
