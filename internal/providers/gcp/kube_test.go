@@ -85,6 +85,7 @@ func whoAmI(t *testing.T, c providers.Credential) (string, error) {
 // the assertion by).
 func TestCredentialsAtARealAPIServer(t *testing.T) {
 	p := kube(t)
+	t.Logf("control plane up in %s (%s)", p.StartTime().Round(time.Millisecond), p.StartSteps())
 	for _, c := range []struct {
 		name   string
 		honour bool
