@@ -14,7 +14,10 @@
 // a time, Google's JSON errors with their codes, reasons and statuses,
 // name and size limits, regional quotas, stockouts, throttling and answers
 // dropped after acting. It records every exchange so tests can count the
-// calls a step made.
+// calls a step made, and shows its own truth (Snapshot) so they can say
+// what exists without asking the API under test. Fronting a real
+// kube-apiserver (Options.Kube), its TokenReview route (or TokenReviewer,
+// for a webhook that posts elsewhere) is what checks the tokens it minted.
 //
 // Where no primary source says what GKE does, the emulator guesses, says so
 // in a comment at that spot, and where the guess matters offers the other
