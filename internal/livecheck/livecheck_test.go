@@ -45,6 +45,12 @@ func TestSubstrateChecks(t *testing.T) {
 			blocked: []string{`machine type fake-l4x1 has 1 x nvidia-l4, not 1 x nvidia-h100`}},
 		{name: "no accelerators", pool: pool("gpu", "demo", create("fake-east"), flavor("cpu", "fake-cpu-4", obj{"gpus": gpus("nvidia-l4", 1)})),
 			blocked: []string{`machine type fake-cpu-4 has no GPUs, not 1 x nvidia-l4`}},
+		{name: "attached GPUs", fake: withAttachable, pool: pool("gpu", "demo", create("fake-east"), flavor("t4", "fake-n1-8", obj{"gpus": gpus("nvidia-t4", 2), "zones": []any{"fake-east-a", "fake-east-b"}}))},
+		{name: "attached GPUs beyond the most", fake: withAttachable, pool: pool("gpu", "demo", create("fake-east"), flavor("t4", "fake-n1-8", obj{"gpus": gpus("nvidia-t4", 8)})),
+			blocked: []string{`flavor "t4": machine type fake-n1-8 takes at most 4 x nvidia-t4 in fake-east, not 8`}},
+		{name: "attached GPUs of another type", fake: withAttachable, pool: pool("gpu", "demo", create("fake-east"), flavor("t4", "fake-n1-8", obj{"gpus": gpus("nvidia-l4", 1)})),
+			blocked: []string{`flavor "t4": machine type fake-n1-8 takes nvidia-t4, nvidia-v100 attached in fake-east, not nvidia-l4`}},
+		{name: "attached GPUs left out", fake: withAttachable, pool: pool("gpu", "demo", create("fake-east"), flavor("n1", "fake-n1-8", nil))},
 		{name: "gpus left out", pool: pool("gpu", "demo", create("fake-east"), flavor("l4", "fake-l4x1", nil)),
 			notes: []string{`machine type fake-l4x1 has 1 x nvidia-l4; set gpus`}},
 		{name: "location unknown", pool: pool("gpu", "demo", create("mars-1"), h100()),
@@ -339,4 +345,11 @@ func fleetOf(t *testing.T, p *plan.Plan) *inventory.Snapshot {
 		objs = append(objs, inventory.Object{Kind: c.Kind(), ID: c.ID(), Name: c.Name(), Spec: spec})
 	}
 	return inventory.NewSnapshot(objs)
+}
+
+// withAttachable adds a machine type without GPUs of its own that takes
+// some attached, as GKE's N1 types do.
+func withAttachable(c *fake.Config) {
+	c.MachineTypes = append(c.MachineTypes, fake.MachineTypeConfig{Name: "fake-n1-8", VCPU: 8, MemoryGiB: 30,
+		Attachable: []fake.GPUConfig{{Type: "nvidia-t4", Count: 4}, {Type: "nvidia-v100", Count: 8}}})
 }

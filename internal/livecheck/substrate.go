@@ -1,6 +1,7 @@
 package livecheck
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -336,6 +337,7 @@ func (s *substrateCheck) flavor(ctx context.Context, f *fleet.SubstrateFlavor) e
 			}
 		}
 	}
+	attached := false
 	for _, loc := range at {
 		var mt providers.MachineType
 		err := s.c.call(ctx, s.acc, "MachineType", func(ctx context.Context) (err error) {
@@ -349,6 +351,14 @@ func (s *substrateCheck) flavor(ctx context.Context, f *fleet.SubstrateFlavor) e
 		case err != nil:
 			return s.failed(err, "flavor %q: machine type %s cannot be read in %s", f.Name, f.MachineType, loc)
 		}
+		if loc == at[0] {
+			attached = f.GPUs != nil && mt.Accelerators == nil && len(mt.Attachable) > 0
+		}
+		if attached {
+			// GPUs attached to a machine type are offered per zone.
+			s.attached(f, mt, loc)
+			continue
+		}
 		if loc != at[0] {
 			continue // the accelerators were compared at the first location
 		}
@@ -360,6 +370,24 @@ func (s *substrateCheck) flavor(ctx context.Context, f *fleet.SubstrateFlavor) e
 		}
 	}
 	return nil
+}
+
+// attached checks a flavor's GPUs against those its machine type can be
+// given at a location.
+func (s *substrateCheck) attached(f *fleet.SubstrateFlavor, mt providers.MachineType, loc string) {
+	want := f.GPUs
+	i := slices.IndexFunc(mt.Attachable, func(a providers.Accelerators) bool { return a.Type == want.Type })
+	if i < 0 {
+		var offered []string
+		for _, a := range mt.Attachable {
+			offered = append(offered, a.Type)
+		}
+		s.block("flavor %q: machine type %s takes %s attached in %s, not %s", f.Name, f.MachineType, cmp.Or(strings.Join(offered, ", "), "no GPUs"), loc, want.Type)
+		return
+	}
+	if most := mt.Attachable[i].Count; want.Count > int64(most) {
+		s.block("flavor %q: machine type %s takes at most %d x %s in %s, not %d", f.Name, f.MachineType, most, want.Type, loc, want.Count)
+	}
 }
 
 func (s *substrateCheck) zonesOf(region string) []string {

@@ -237,8 +237,13 @@ type MachineType struct {
 	Location  string `json:"location"`
 	VCPU      int    `json:"vcpu,omitempty"`
 	MemoryGiB int    `json:"memoryGiB,omitempty"`
-	// Accelerators is nil for a machine type without GPUs.
+	// Accelerators is nil for a machine type without GPUs of its own.
 	Accelerators *Accelerators `json:"accelerators,omitempty"`
+	// Attachable are the GPUs a machine type without its own can be given
+	// at the location, each with the most one machine takes as its Count
+	// (GKE's N1 machine types); empty where GPUs come built in or not at
+	// all.
+	Attachable []Accelerators `json:"attachable,omitempty"`
 }
 
 // LocationKind says whether a location is a region or a zone.

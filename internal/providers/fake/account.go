@@ -121,6 +121,9 @@ func describe(m MachineTypeConfig, location string) providers.MachineType {
 	if m.GPUs != nil {
 		mt.Accelerators = &providers.Accelerators{Type: m.GPUs.Type, Count: m.GPUs.Count}
 	}
+	for _, g := range m.Attachable {
+		mt.Attachable = append(mt.Attachable, providers.Accelerators{Type: g.Type, Count: g.Count})
+	}
 	return mt
 }
 

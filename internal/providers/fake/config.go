@@ -21,7 +21,8 @@ import (
 //	    locations: [{ name: fake-east, zones: [fake-east-a, fake-east-b] }, ...]
 //	    zonalClusters: false  # [false]: a cluster may be put in a zone too
 //	    machineTypes: [{ name: fake-h100x8, vcpu: 208, memoryGiB: 1872,
-//	                     gpus: { type: nvidia-h100, count: 8 }, locations: [] }, ...]
+//	                     gpus: { type: nvidia-h100, count: 8 }, locations: [] },
+//	                   { name: fake-n1-8, attachable: [{ type: nvidia-t4, count: 4 }] }, ...]
 //	    zeroNodes: true       # [true]: a fixed-size pool may have 0 nodes
 //	    spot: true            # [true]: Spot node pools exist
 //	    token: secret://fake-token  # [none]: accounts' token must resolve to the same value
@@ -77,6 +78,9 @@ type MachineTypeConfig struct {
 	VCPU      int        `yaml:"vcpu"`
 	MemoryGiB int        `yaml:"memoryGiB"`
 	GPUs      *GPUConfig `yaml:"gpus"`
+	// Attachable are GPUs a machine type without its own takes, each with
+	// the most one machine takes.
+	Attachable []GPUConfig `yaml:"attachable"`
 	// Locations are the regions it exists in; empty is every region.
 	Locations []string `yaml:"locations"`
 }
@@ -173,6 +177,11 @@ func (c *Config) validate() error {
 		types[m.Name] = true
 		if m.GPUs != nil && (m.GPUs.Type == "" || m.GPUs.Count < 1) {
 			return fmt.Errorf("machineTypes: %s: gpus needs a type and a count of at least 1", m.Name)
+		}
+		for _, g := range m.Attachable {
+			if m.GPUs != nil || g.Type == "" || g.Count < 1 {
+				return fmt.Errorf("machineTypes: %s: attachable GPUs need a type and a most of at least 1, on a machine type without gpus of its own", m.Name)
+			}
 		}
 		for _, l := range m.Locations {
 			if !slices.ContainsFunc(c.Locations, func(x LocationConfig) bool { return x.Name == l }) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -118,6 +119,7 @@ func TestLabelsAtGKE(t *testing.T) {
 }
 
 // TestMachineTypes: the live check's answers: built-in GPUs from compute,
+// the GPUs an N1 type can be given (in every zone a regional cluster uses),
 // the zones a regional cluster uses, and a type missing from one of them.
 func TestMachineTypes(t *testing.T) {
 	v := newEnv(t, envOpts{})
@@ -130,7 +132,8 @@ func TestMachineTypes(t *testing.T) {
 	}{
 		{v.acct, "us-central1", "a3-highgpu-8g", "8 x nvidia-h100-80gb"},
 		{v.acct, "us-central1-a", "g2-standard-8", "1 x nvidia-l4"},
-		{v.acct, "us-central1", "n1-standard-8", ""},
+		{v.acct, "us-central1", "n1-standard-8", "attachable 4 x nvidia-tesla-t4"},
+		{v.acct, "us-central1", "e2-standard-4", ""},
 		{v.acct, "us-central1", "a3-highgpu-9g", "missing"},
 		// us-central1-f has no A3: an account spreading over all four zones
 		// cannot run one there.
@@ -151,6 +154,9 @@ func TestMachineTypes(t *testing.T) {
 		case mt.Accelerators != nil:
 			got = strconv.Itoa(mt.Accelerators.Count) + " x " + mt.Accelerators.Type
 		}
+		for _, a := range mt.Attachable {
+			got += "attachable " + strconv.Itoa(a.Count) + " x " + a.Type
+		}
 		if got != c.gpus {
 			t.Errorf("%s at %s (zones %s): %q, want %q", c.name, c.location, c.acct.Config, got, c.gpus)
 		}
@@ -164,7 +170,33 @@ func TestMachineTypes(t *testing.T) {
 	}
 }
 
-// TestAttachedAccelerators: a GPU attached to an N1 machine is taken; a
+// TestAttachableInEveryZone: the GPUs an N1 type can be given at a region
+// are those offered in every zone its clusters use, at the least most;
+// GPUs built into other machine types are never attachable.
+func TestAttachableInEveryZone(t *testing.T) {
+	v := newEnv(t, envOpts{emu: func(o *gkeemu.Options) {
+		o.AcceleratorTypes = []gkeemu.AcceleratorType{
+			{Name: "nvidia-tesla-t4", MaxCards: 4, Zones: []string{"us-central1-a"}},
+			{Name: "nvidia-tesla-v100", MaxCards: 8, Zones: []string{"us-central1-a"}},
+			{Name: "nvidia-l4", MaxCards: 8, Zones: []string{"us-central1-a", "us-central1-b"}},
+		}
+		// The second zone's T4s: another listing with a lower most.
+		o.AcceleratorTypes = append(o.AcceleratorTypes, gkeemu.AcceleratorType{Name: "nvidia-tesla-t4", MaxCards: 2, Zones: []string{"us-central1-b"}})
+	}})
+	for _, c := range []struct{ location, want string }{
+		{"us-central1-a", "[{nvidia-tesla-t4 4} {nvidia-tesla-v100 8}]"},
+		{"us-central1-b", "[{nvidia-tesla-t4 2}]"},
+		{"us-central1", "[{nvidia-tesla-t4 2}]"},
+	} {
+		mt, err := v.ad.MachineType(t.Context(), v.acct, c.location, "n1-standard-8")
+		if err != nil || fmt.Sprint(mt.Attachable) != c.want {
+			t.Errorf("n1-standard-8 at %s: %v %v, want %s", c.location, mt.Attachable, err, c.want)
+		}
+	}
+}
+
+// TestAttachedAccelerators: a GPU attached to an N1 machine is taken, one
+// that only comes built into its own machine types is refused by GKE; a
 // built-in GPU of the wrong count is refused before anything is asked.
 func TestAttachedAccelerators(t *testing.T) {
 	v := newEnv(t, envOpts{emu: func(o *gkeemu.Options) { o.Steps = gkeemu.Synchronous }})
@@ -183,6 +215,11 @@ func TestAttachedAccelerators(t *testing.T) {
 	}
 	if n := v.emu.CountSince(before, "container.projects.locations.clusters.nodePools.create"); n != 0 {
 		t.Errorf("a refused pool was sent")
+	}
+	l4 := t4
+	l4.Name, l4.Accelerators = "fa-aaaaaa-l4", &providers.Accelerators{Type: "nvidia-l4", Count: 1}
+	if _, err := v.ad.EnsureNodePool(ctx, v.acct, c.Ref, l4); providers.ClassOf(err) != providers.Invalid || !strings.Contains(err.Error(), "not supported for machine type") {
+		t.Errorf("an L4 attached to an N1 machine: %v", err)
 	}
 	e2 := providers.NodePoolSpec{Name: "fa-aaaaaa-e2", Shape: providers.Shape{MachineType: "e2-standard-4", Accelerators: &providers.Accelerators{Type: "nvidia-tesla-t4", Count: 1}}, Size: providers.Size{NodeCount: 1}}
 	if _, err := v.ad.EnsureNodePool(ctx, v.acct, c.Ref, e2); providers.ClassOf(err) != providers.Invalid {

@@ -3,6 +3,7 @@ package gcp
 import (
 	"context"
 	"errors"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -125,7 +126,8 @@ func (s *session) defaultZones(ctx context.Context, location string) ([]string, 
 // MachineType describes a machine type at a zone, or at a region in every
 // zone its clusters put nodes in by default; missing in any of them is
 // ErrNotFound. Accelerators are the machine type's built-in GPUs (A2, A3,
-// G2): GPUs attached to an N1 machine are not its own.
+// G2): GPUs attached to an N1 machine are not its own; an N1 type lists
+// those it can be given in every one of the zones in Attachable.
 func (a *Adapter) MachineType(ctx context.Context, acct providers.Account, location, name string) (providers.MachineType, error) {
 	const op = "MachineType"
 	s, err := a.open(ctx, op, acct)
@@ -162,6 +164,60 @@ func (a *Adapter) MachineType(ctx context.Context, acct providers.Account, locat
 	out := providers.MachineType{Name: mt.Name, Location: location, VCPU: int(mt.GuestCpus), MemoryGiB: int(mt.MemoryMb / 1024)}
 	if acc := builtIn(mt); acc != nil {
 		out.Accelerators = acc
+	} else if takesAttached(mt.Name) {
+		if out.Attachable, err = s.attachable(ctx, zones); err != nil {
+			return providers.MachineType{}, err
+		}
+	}
+	return out, nil
+}
+
+// n1GPUs are the GPUs Compute Engine attaches to N1 machine types, the
+// only ones that take GPUs they are not built with (Google's "GPU
+// platforms" page: T4, V100, P100, P4, the P4/P100/T4 virtual workstation
+// editions; K80 is retired). Newer GPUs come only built into their own
+// machine types (A2, A3, G2, ...), though acceleratorTypes lists them too.
+var n1GPUs = map[string]bool{
+	"nvidia-tesla-t4": true, "nvidia-tesla-v100": true, "nvidia-tesla-p100": true, "nvidia-tesla-p4": true,
+	"nvidia-tesla-t4-vws": true, "nvidia-tesla-p100-vws": true, "nvidia-tesla-p4-vws": true,
+}
+
+func takesAttached(machineType string) bool { return strings.HasPrefix(machineType, "n1-") }
+
+// attachable lists the GPUs an N1 machine can be given in every one of the
+// zones, each with the most a machine takes there (acceleratorTypes'
+// maximumCardsPerInstance), sorted by type.
+func (s *session) attachable(ctx context.Context, zones []string) ([]providers.Accelerators, error) {
+	var most map[string]int
+	for _, z := range zones {
+		here := map[string]int{}
+		err := s.cmp.AcceleratorTypes.List(s.cfg.ProjectID, z).Pages(ctx, func(l *compute.AcceleratorTypeList) error {
+			for _, a := range l.Items {
+				// A deprecated type is still offered; an obsolete one not.
+				if n1GPUs[a.Name] && (a.Deprecated == nil || a.Deprecated.State == "DEPRECATED" || a.Deprecated.State == "") {
+					here[a.Name] = int(a.MaximumCardsPerInstance)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, classify(s.op, err, read)
+		}
+		if most == nil {
+			most = here
+			continue
+		}
+		for name, n := range most {
+			if h, ok := here[name]; ok {
+				most[name] = min(n, h)
+			} else {
+				delete(most, name)
+			}
+		}
+	}
+	var out []providers.Accelerators
+	for _, name := range slices.Sorted(maps.Keys(most)) {
+		out = append(out, providers.Accelerators{Type: name, Count: most[name]})
 	}
 	return out, nil
 }

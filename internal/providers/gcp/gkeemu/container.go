@@ -431,6 +431,11 @@ func (e *Emulator) newPool(cl *cluster, rp *reqNodePool, field string) (*nodePoo
 			return nil, badRequest("Machine type %q does not support accelerators: attach GPUs to N1 machine types, or use a machine type with built-in GPUs.", mt.Name)
 		}
 		for _, a := range cfg.accelerators {
+			// A GPU some machine type is built with is not attached to
+			// others (Google's GPU platforms; the text is a guess).
+			if e.builtInGPU(a.Type) {
+				return nil, badRequest("Accelerator type %q is not supported for machine type %q: it comes only with the machine types built with it.", a.Type, mt.Name)
+			}
 			for _, z := range locations {
 				at, ok := e.acceleratorType(z, a.Type)
 				if !ok {

@@ -14,7 +14,10 @@
 // a time, Google's JSON errors with their codes, reasons and statuses,
 // name and size limits, regional quotas, stockouts, throttling and answers
 // dropped after acting. It records every exchange so tests can count the
-// calls a step made.
+// calls a step made, and shows its own truth (Snapshot) so they can say
+// what exists without asking the API under test. Fronting a real
+// kube-apiserver (Options.Kube), its TokenReview route (or TokenReviewer,
+// for a webhook that posts elsewhere) is what checks the tokens it minted.
 //
 // Where no primary source says what GKE does, the emulator guesses, says so
 // in a comment at that spot, and where the guess matters offers the other
@@ -120,8 +123,22 @@ func (e *Emulator) TokenURI() string { return e.URL() + "/token" }
 // TokenReviewURL is where a kube-apiserver's webhook token authentication
 // posts TokenReviews.
 func (e *Emulator) TokenReviewURL() string {
-	return e.URL() + "/apis/authentication.k8s.io/v1/tokenreviews"
+	return e.URL() + tokenReviewPath
 }
+
+// TokenReviewer is the TokenReview route as a handler that answers at any
+// path, for a kube-apiserver's webhook that posts somewhere else (kubeplane's
+// SetTokenReviewer): each review is served, and recorded, as if posted to
+// TokenReviewURL.
+func (e *Emulator) TokenReviewer() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2 := r.Clone(r.Context())
+		r2.URL.Path, r2.URL.RawPath = tokenReviewPath, ""
+		e.ServeHTTP(w, r2)
+	})
+}
+
+const tokenReviewPath = "/apis/authentication.k8s.io/v1/tokenreviews"
 
 // MetadataHost is the host:port to put in GCE_METADATA_HOST.
 func (e *Emulator) MetadataHost() string { return strings.TrimPrefix(e.URL(), "http://") }
@@ -321,7 +338,7 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, body []byte, x 
 		x.MethodID = "metadata.token"
 		e.serveMetadata(w, r)
 		return false
-	case p == "/apis/authentication.k8s.io/v1/tokenreviews" && r.Method == http.MethodPost:
+	case p == tokenReviewPath && r.Method == http.MethodPost:
 		x.MethodID = "tokenreviews.create"
 		e.serveTokenReview(w, body)
 		return false

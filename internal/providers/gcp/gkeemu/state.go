@@ -220,6 +220,12 @@ func (e *Emulator) machineType(zone, name string) (MachineType, bool) {
 	return MachineType{}, false
 }
 
+// builtInGPU reports whether an accelerator type is one a machine type of
+// the catalogue is built with.
+func (e *Emulator) builtInGPU(name string) bool {
+	return slices.ContainsFunc(e.opts.MachineTypes, func(m MachineType) bool { return m.GPU != nil && m.GPU.Type == name })
+}
+
 func (e *Emulator) acceleratorType(zone, name string) (AcceleratorType, bool) {
 	for _, a := range e.opts.AcceleratorTypes {
 		if a.Name == name && slices.Contains(a.Zones, zone) {
