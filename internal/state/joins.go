@@ -76,9 +76,11 @@ type JoinedNode struct {
 	// TokenSerial is the serial of the token it joined with.
 	TokenSerial uint64 `json:"tokenSerial"`
 	JoinedAt    int64  `json:"joinedAt"` // Unix ms
-	// LastSeen is the last heartbeat written down (Unix ms); the join side
-	// keeps newer ones in memory and writes them in batches.
+	// LastSeen is the last heartbeat written down (Unix ms), the join until
+	// one is; the join side keeps newer ones in memory and writes them in
+	// batches. Beaten says a heartbeat was written.
 	LastSeen int64 `json:"lastSeen"`
+	Beaten   bool  `json:"beaten,omitempty"`
 }
 
 // joinsBucket returns an inner bucket of joins (innerBucket).
