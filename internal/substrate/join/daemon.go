@@ -77,6 +77,8 @@ type Status struct {
 	// Code is the listener's refusal code, when there was one.
 	Code    string
 	Message string
+	// Retry is how long until the next attempt, after a failure.
+	Retry time.Duration
 }
 
 // DaemonOptions configure RunDaemon; zero fields take the defaults.
@@ -361,36 +363,47 @@ func (d *daemon) call(ctx context.Context, c nodeConfig, path string, body any, 
 	return a, nil
 }
 
-// unreachable says why a call failed on the way and how long to wait.
-func (d *daemon) unreachable(c nodeConfig, what string, err error) time.Duration {
+// retryWait is the backoff, at most ceiling when it is set.
+func (d *daemon) retryWait(ceiling time.Duration) time.Duration {
 	wait := d.backoff()
+	if ceiling > 0 {
+		wait = min(wait, ceiling)
+	}
+	return wait
+}
+
+// unreachable says why a call failed on the way and how long to wait (at
+// most ceiling, when set).
+func (d *daemon) unreachable(c nodeConfig, what string, err error, ceiling time.Duration) time.Duration {
+	wait := d.retryWait(ceiling)
 	if ue, ok := errors.AsType[*url.Error](err); ok {
 		err = ue.Err // the URL is in the message already
 	}
 	if pm, ok := errors.AsType[*PinMismatchError](err); ok {
-		d.say(Status{Phase: PhasePinMismatch, Message: fmt.Sprintf("cannot %s at %s: %v; retrying in %s", what, c.joinURL, pm, roundWait(wait))})
+		d.say(Status{Phase: PhasePinMismatch, Retry: wait, Message: fmt.Sprintf("cannot %s at %s: %v; retrying in %s", what, c.joinURL, pm, roundWait(wait))})
 		return wait
 	}
 	if ps, ok := untrusted(err); ok && len(c.pins) == 0 {
-		d.say(Status{Phase: PhasePinMismatch, Message: fmt.Sprintf(
+		d.say(Status{Phase: PhasePinMismatch, Retry: wait, Message: fmt.Sprintf(
 			"cannot %s at %s: the system roots do not trust the join listener's certificate (%v); it presented %s; set substrate.nodeDaemon.caPins to its pin, or give the listener a certificate the nodes trust; retrying in %s",
 			what, c.joinURL, err, describe(ps), roundWait(wait))})
 		return wait
 	}
-	d.say(Status{Phase: PhaseUnreachable, Message: fmt.Sprintf("cannot reach the join listener at %s to %s: %v; retrying in %s (is fleet-agent run up with substrate.join, and substrate.nodeDaemon.joinURL right?)",
+	d.say(Status{Phase: PhaseUnreachable, Retry: wait, Message: fmt.Sprintf("cannot reach the join listener at %s to %s: %v; retrying in %s (is fleet-agent run up with substrate.join, and substrate.nodeDaemon.joinURL right?)",
 		c.joinURL, what, err, roundWait(wait))})
 	return wait
 }
 
 // busy handles an answer the listener gave that is neither a success nor
-// a refusal of what the daemon sent: 429, 5xx, anything unexpected.
-func (d *daemon) busy(c nodeConfig, what string, a answer) time.Duration {
-	wait := max(d.backoff(), a.retryAfter)
+// a refusal of what the daemon sent: 429, 5xx, anything unexpected. The
+// listener's Retry-After wins over the ceiling.
+func (d *daemon) busy(c nodeConfig, what string, a answer, ceiling time.Duration) time.Duration {
+	wait := max(d.retryWait(ceiling), a.retryAfter)
 	msg := fmt.Sprintf("the join listener at %s answered %d to %s", c.joinURL, a.status, what)
 	if a.refusal.Code != "" {
 		msg += fmt.Sprintf(" (%s: %s)", a.refusal.Code, a.refusal.Reason)
 	}
-	d.say(Status{Phase: PhaseUnreachable, Code: a.refusal.Code, Message: fmt.Sprintf("%s; retrying in %s", msg, roundWait(wait))})
+	d.say(Status{Phase: PhaseUnreachable, Code: a.refusal.Code, Retry: wait, Message: fmt.Sprintf("%s; retrying in %s", msg, roundWait(wait))})
 	return wait
 }
 
@@ -422,13 +435,13 @@ func (d *daemon) join(ctx context.Context, c nodeConfig) time.Duration {
 		if ctx.Err() != nil {
 			return 0
 		}
-		return d.unreachable(c, "join", err)
+		return d.unreachable(c, "join", err, 0)
 	}
 	switch a.status {
 	case http.StatusOK:
 		var ans joinAnswer
 		if err := json.Unmarshal(a.body, &ans); err != nil || ans.NodeKey == "" {
-			return d.busy(c, "the join (an answer without a node key)", a)
+			return d.busy(c, "the join (an answer without a node key)", a, 0)
 		}
 		if d.o.Redactor != nil {
 			d.o.Redactor.Add(ans.NodeKey)
@@ -444,23 +457,23 @@ func (d *daemon) join(ctx context.Context, c nodeConfig) time.Duration {
 	case http.StatusUnauthorized:
 		d.refused, d.refusedAt = tokenHash, d.clock.Now()
 		wait := d.backoff()
-		d.say(Status{Phase: PhaseRefused, Code: a.refusal.Code, Message: fmt.Sprintf(
+		d.say(Status{Phase: PhaseRefused, Code: a.refusal.Code, Retry: wait, Message: fmt.Sprintf(
 			"the agent refused the join token in the Secret %s (at %s): %s (%s); the agent writes a new token there while this Node waits to join, and this daemon tries again when it changes",
 			secretName, d.o.TokenFile, a.refusal.Reason, a.refusal.Code)})
 		return wait
 	case http.StatusForbidden:
 		d.refused, d.refusedAt = tokenHash, d.clock.Now()
 		wait := d.backoff()
-		d.say(Status{Phase: PhaseRefused, Code: a.refusal.Code, Message: fmt.Sprintf(
+		d.say(Status{Phase: PhaseRefused, Code: a.refusal.Code, Retry: wait, Message: fmt.Sprintf(
 			"the agent does not let Node %s join pool %s with the token in the Secret %s: %s (%s); the agent lists only the Nodes labelled fleet-agent.dev/substrate-pool=%s, and %s must be this Pod's spec.nodeName",
 			d.o.NodeName, c.poolID, secretName, a.refusal.Reason, a.refusal.Code, c.poolID, NodeNameEnv)})
 		return wait
 	case http.StatusBadRequest:
 		wait := d.backoff()
-		d.say(Status{Phase: PhaseRefused, Code: a.refusal.Code, Message: fmt.Sprintf("the agent refused the join request: %s (%s); retrying in %s", a.refusal.Reason, a.refusal.Code, roundWait(wait))})
+		d.say(Status{Phase: PhaseRefused, Code: a.refusal.Code, Retry: wait, Message: fmt.Sprintf("the agent refused the join request: %s (%s); retrying in %s", a.refusal.Reason, a.refusal.Code, roundWait(wait))})
 		return wait
 	}
-	return d.busy(c, "the join", a)
+	return d.busy(c, "the join", a, 0)
 }
 
 func (d *daemon) heartbeat(ctx context.Context, c nodeConfig, k *savedKey) time.Duration {
@@ -469,7 +482,9 @@ func (d *daemon) heartbeat(ctx context.Context, c nodeConfig, k *savedKey) time.
 		if ctx.Err() != nil {
 			return 0
 		}
-		return d.unreachable(c, "heartbeat", err)
+		// Never longer than a beat: once the agent is back, the node is
+		// connected again within heartbeatEvery, not a whole backoff later.
+		return d.unreachable(c, "heartbeat", err, every(k))
 	}
 	switch a.status {
 	case http.StatusNoContent, http.StatusOK:
@@ -487,7 +502,7 @@ func (d *daemon) heartbeat(ctx context.Context, c nodeConfig, k *savedKey) time.
 			"the agent refused this node's key: %s (%s); joining again with the token in the Secret %s", a.refusal.Reason, a.refusal.Code, secretName)})
 		return 0
 	}
-	return d.busy(c, "a heartbeat", a)
+	return d.busy(c, "a heartbeat", a, every(k))
 }
 
 // roundWait is a wait as a message shows it.
@@ -519,7 +534,8 @@ func (d *daemon) loadKey() *savedKey {
 		err = json.Unmarshal(data, &k)
 	}
 	if err != nil || k.NodeKey == "" {
-		d.log.Warn().Str("file", path).Msg("the node key file is unreadable; joining again")
+		d.log.Warn().Str("file", path).Msg("the node key file is unreadable; removed, joining again")
+		_ = os.Remove(path)
 		return nil
 	}
 	if d.o.Redactor != nil {

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,23 +114,41 @@ func TestDaemonAgentDownThenUp(t *testing.T) {
 	ln.Close()
 	n := newNode(t, "pool_a", "http://"+addr+"/")
 	writeToken(t, n.tokenFile, f.mint(t, "pool_a", "n1"))
-	runDaemon(t, n.options("n1", DaemonOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 80 * time.Millisecond}))
+	runDaemon(t, n.options("n1", DaemonOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 10 * time.Second}))
 	st, i := n.st.wait(t, 0, PhaseUnreachable, 5*time.Second)
 	if !strings.Contains(st.Message, addr) || !strings.Contains(st.Message, "retrying in") {
 		t.Fatalf("unreachable says: %s", st.Message)
 	}
-	// Several attempts, spaced by the backoff.
-	start := time.Now()
+	// Several attempts, each waiting about twice the one before (drawn in
+	// the upper half of its doubling range: 10-20 ms, 20-40, 40-80).
 	for range 3 {
 		_, i = n.st.wait(t, i, PhaseUnreachable, 5*time.Second)
 	}
-	if el := time.Since(start); el < 30*time.Millisecond {
-		t.Fatalf("three retries in %s: no backoff", el)
+	if w := n.st.retries(0, PhaseUnreachable); w[0] < 10*time.Millisecond || w[0] > 20*time.Millisecond || w[2] < 40*time.Millisecond || w[2] > 80*time.Millisecond {
+		t.Fatalf("waits %v: not a doubling backoff from 20 ms", w)
 	}
-	f.serve(t, addr, nil, ListenerOptions{HeartbeatEvery: 50 * time.Millisecond})
-	n.st.wait(t, i, PhaseConnected, 5*time.Second)
+	stop := f.serve(t, addr, nil, ListenerOptions{HeartbeatEvery: 50 * time.Millisecond})
+	_, i = n.st.wait(t, i, PhaseConnected, 5*time.Second)
 	if !strings.Contains(n.logs.String(), "plain http") {
 		t.Fatal("no warning about a plain http join URL")
+	}
+	// The agent goes away for a while (its backoff would reach seconds),
+	// then comes back: the daemon beats again within about a beat, with
+	// its key, without joining again.
+	stop()
+	down := i
+	_, i = n.st.wait(t, i, PhaseUnreachable, 5*time.Second)
+	time.Sleep(1500 * time.Millisecond)
+	if waits := n.st.retries(down, PhaseUnreachable); len(waits) < 5 || slices.Max(waits) > 50*time.Millisecond {
+		t.Fatalf("heartbeat retries waited %v: more than a beat", waits)
+	}
+	f.serve(t, addr, nil, ListenerOptions{HeartbeatEvery: 50 * time.Millisecond})
+	back := time.Now()
+	for range 2 { // the first may be a report from before the restart
+		_, i = n.st.wait(t, i, PhaseConnected, 5*time.Second)
+	}
+	if el := time.Since(back); el > time.Second || n.st.count(PhaseJoined) != 1 {
+		t.Fatalf("beating again %s after the agent came back, %d joins", el, n.st.count(PhaseJoined))
 	}
 }
 

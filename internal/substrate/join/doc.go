@@ -28,10 +28,15 @@
 //
 // Every request from a source address takes a token from that address's
 // bucket before anything is checked and gives it back when it succeeds, so
-// only failures spend it (Limits says the numbers). Connections are capped
-// per source and in all, every read and write has a deadline, headers and
-// bodies are capped, only the two routes exist, HTTP/2 is off, and a refused
-// request is logged (never with its token or key) and changes nothing: the
-// check runs in a read transaction, and only a join that will succeed takes
-// the state file's write lock.
+// only failures spend it (Limits says the numbers); a connection that ends
+// before any request (a failed handshake, headers too slow, nothing sent)
+// spends one too. An address with nothing left is answered 429 and its new
+// connections are closed as they are accepted, before the TLS handshake,
+// the costliest step. Connections are capped per source and in all, every
+// read and write has a deadline, headers and bodies are capped, only the two
+// routes exist, HTTP/2 is off, and a refused request is logged (never with
+// its token or key; repeated 429s and closed connections as one line per
+// address every 10 s) and changes nothing: the check runs in a read
+// transaction, and only a join that will succeed takes the state file's
+// write lock.
 package join

@@ -257,13 +257,6 @@ func slowClient(ctx context.Context, addr, src string, body bool, held *holds) {
 	}
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 func pause(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():

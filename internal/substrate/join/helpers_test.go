@@ -125,8 +125,8 @@ func (f *fixture) mint(t *testing.T, pool string, waiting ...string) string {
 }
 
 // serve starts the listener on addr ("127.0.0.1:0" for any port) until the
-// test ends; cert nil serves plain HTTP.
-func (f *fixture) serve(t *testing.T, addr string, cert *testCert, opts ListenerOptions) {
+// test ends or stop is called; cert nil serves plain HTTP.
+func (f *fixture) serve(t *testing.T, addr string, cert *testCert, opts ListenerOptions) (stop func()) {
 	t.Helper()
 	opts.Store, opts.Log, opts.Metrics = f.store, f.log(), f.metrics
 	if opts.Clock == nil {
@@ -148,12 +148,17 @@ func (f *fixture) serve(t *testing.T, addr string, cert *testCert, opts Listener
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.lis.ServeOn(ctx, ln, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ServeOn: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("ServeOn: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // testCert is a certificate made for a test, in files, with its pin.
@@ -309,6 +314,19 @@ func (s *statuses) String() string {
 		lines = append(lines, string(st.Phase)+": "+st.Message)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// retries lists the waits of the statuses of phase from index from on.
+func (s *statuses) retries(from int, phase Phase) []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []time.Duration
+	for _, st := range s.all[from:] {
+		if st.Phase == phase {
+			out = append(out, st.Retry)
+		}
+	}
+	return out
 }
 
 func (s *statuses) count(phase Phase) int {

@@ -29,8 +29,9 @@ import (
 // network, and short enough that a slow client holds a connection for
 // seconds, not minutes.
 type Limits struct {
-	// FailureBurst is how many failed requests a source address may make in
-	// a row before it is refused 429 (default 20).
+	// FailureBurst is how many failed requests (or connections that ended
+	// before a request) a source address may make in a row before it is
+	// refused 429 and its new connections are closed (default 20).
 	FailureBurst int
 	// FailureEvery is how often a spent attempt comes back (default 3 s).
 	FailureEvery time.Duration

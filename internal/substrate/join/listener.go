@@ -160,6 +160,9 @@ func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		l.log.Error().Err(err).Str("route", route).Str("source", src).Str("pool", clip(pool, 128)).Str("node", clip(node, 253)).
 			Msg("join listener: cannot answer; the node daemon will retry")
 		ref = refuse(CodeUnavailable)
+		l.answerRefusal(w, ref)
+		l.metrics.Refused(route, ref.Code)
+		return
 	}
 	l.answerRefusal(w, ref)
 	l.metrics.Refused(route, ref.Code)

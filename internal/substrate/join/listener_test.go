@@ -3,6 +3,7 @@ package join
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -138,7 +139,7 @@ func TestRateLimit(t *testing.T) {
 		}
 	}
 	w := request(l, "192.0.2.1:5000", JoinPath, good, "")
-	if w.Code != 429 || w.Header().Get("Retry-After") != "3" || !strings.Contains(w.Body.String(), CodeRateLimited) {
+	if w.Code != 429 || w.Header().Get("Retry-After") != "3" || w.Header().Get("Connection") != "close" || !strings.Contains(w.Body.String(), CodeRateLimited) {
 		t.Fatalf("the 21st: %d %q %s", w.Code, w.Header().Get("Retry-After"), w.Body)
 	}
 	if nodes, _ := f.store.Joined(t.Context(), "pool_a"); len(nodes) != 0 {
@@ -329,5 +330,62 @@ func TestServeRefusesABadCertificate(t *testing.T) {
 	err = l.Serve(t.Context(), configJoin("256.0.0.1:1", "", ""))
 	if err == nil || !strings.Contains(err.Error(), "substrate.join.listen") {
 		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// TestFailedConnectionsSpend: a connection that ends before any request
+// (nothing sent, a failed handshake) spends an attempt of its address; one
+// that carried requests spends only what they failed; an address with none
+// left has its next connection closed as accepted, before any handshake.
+func TestFailedConnectionsSpend(t *testing.T) {
+	f := newFixture(t, clock.Real{})
+	cert := newCert(t, t.TempDir(), "join", nil, false)
+	f.serve(t, "127.0.0.1:0", cert, ListenerOptions{Limits: Limits{FailureBurst: 3, FailureEvery: time.Hour, ReadHeaderTimeout: 200 * time.Millisecond}})
+	from := func(ip string) *net.Dialer { return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}} }
+	// closedAfter dials from ip, sends what, and says how soon the server
+	// closed the connection.
+	closedAfter := func(ip string, what []byte) time.Duration {
+		c, err := from(ip).Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		start := time.Now()
+		if what != nil {
+			_, _ = c.Write(what)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, _ = io.Copy(io.Discard, c)
+		return time.Since(start)
+	}
+	// Two requests that fail on their own connections: two attempts.
+	c := client(cert, "127.0.0.5")
+	c.Transport.(*http.Transport).DisableKeepAlives = true
+	for range 2 {
+		if status, _, _ := post(t, c, f.url+"v1/nothing", "{}", ""); status != 404 {
+			t.Fatal(status)
+		}
+	}
+	// A connection that never sends a ClientHello: cut at the header
+	// timeout, and the third attempt.
+	if d := closedAfter("127.0.0.5", nil); d < 150*time.Millisecond {
+		t.Fatalf("an idle connection was closed after %s, before the timeout: spent twice?", d)
+	}
+	time.Sleep(50 * time.Millisecond)
+	// None left: closed as accepted.
+	if d := closedAfter("127.0.0.5", nil); d > 100*time.Millisecond {
+		t.Fatalf("the next connection was kept %s", d)
+	}
+	if n := f.metrics.refusedN("other " + CodeRateLimited); n != 1 {
+		t.Fatalf("%d connections refused as rate-limited", n)
+	}
+	// A garbage handshake spends too; another address is not touched.
+	closedAfter("127.0.0.6", []byte("GET / HTTP/1.0\r\n\r\n"))
+	closedAfter("127.0.0.6", []byte("\x16\x03\x01\x00\x05hello"))
+	if status, _, _ := post(t, client(cert, "127.0.0.6"), f.url+"v1/nothing", "{}", ""); status != 404 {
+		t.Fatalf("the third attempt of 127.0.0.6: %d", status)
+	}
+	if d := closedAfter("127.0.0.6", nil); d > 100*time.Millisecond {
+		t.Fatalf("127.0.0.6 after three failures: kept %s", d)
 	}
 }
