@@ -1,7 +1,8 @@
 // Package state is the store: one bbolt file that holds the fleet's objects,
 // the names fleet gave them, the applied document, drift, the audit log and
 // the agent's own records (reviewed plans, proposals, the outbox, the
-// substrates and the journal of their provider operations). bbolt has one writer: every change is one transaction, so a kill
+// substrates and the journal of their provider operations, the hashed join
+// tokens and joined nodes). bbolt has one writer: every change is one transaction, so a kill
 // at any moment leaves either the old fleet or the new one.
 package state
 
@@ -40,7 +41,8 @@ var (
 	bucketOutbox    = []byte("outbox")
 	bucketJournal   = []byte("journal")
 	bucketKV        = []byte("kv")
-	// bucketSubstrates is declared with its records (substrates.go).
+	// bucketSubstrates and bucketJoins are declared with their records
+	// (substrates.go, joins.go).
 
 	keyFormat     = []byte("format")
 	keyGeneration = []byte("generation")
@@ -49,7 +51,7 @@ var (
 )
 
 var allBuckets = [][]byte{bucketMeta, bucketObjects, bucketNames, bucketApplied, bucketDrift, bucketAudit,
-	bucketReviewed, bucketProposals, bucketOutbox, bucketJournal, bucketKV, bucketSubstrates}
+	bucketReviewed, bucketProposals, bucketOutbox, bucketJournal, bucketKV, bucketSubstrates, bucketJoins}
 
 // Store is an open state file.
 type Store struct {

@@ -179,24 +179,29 @@ type SubstrateRecord struct {
 	Seen *SubstrateSeen
 }
 
-// substrateBucket returns an inner bucket of substrates, creating it in a
-// write transaction; nil in a read transaction that finds none (a file
-// written before substrates existed).
+// substrateBucket returns an inner bucket of substrates (innerBucket).
 func (t *Tx) substrateBucket(name []byte) (*bolt.Bucket, error) {
-	root := t.tx.Bucket(bucketSubstrates)
-	if root == nil {
+	return t.innerBucket(bucketSubstrates, name)
+}
+
+// innerBucket returns the bucket name inside the top-level bucket root,
+// creating both in a write transaction; nil in a read transaction that
+// finds none (a file written before root existed).
+func (t *Tx) innerBucket(root, name []byte) (*bolt.Bucket, error) {
+	b := t.tx.Bucket(root)
+	if b == nil {
 		if !t.tx.Writable() {
 			return nil, nil
 		}
 		var err error
-		if root, err = t.tx.CreateBucketIfNotExists(bucketSubstrates); err != nil {
+		if b, err = t.tx.CreateBucketIfNotExists(root); err != nil {
 			return nil, err
 		}
 	}
 	if !t.tx.Writable() {
-		return root.Bucket(name), nil
+		return b.Bucket(name), nil
 	}
-	return root.CreateBucketIfNotExists(name)
+	return b.CreateBucketIfNotExists(name)
 }
 
 func getRecord[T any](t *Tx, bucket []byte, key string) (*T, error) {

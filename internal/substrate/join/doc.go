@@ -1,0 +1,42 @@
+// Package join is the join side of a Kubernetes substrate (CONTRACT.md
+// section 5.3, issue 12): the join tokens and joined nodes (Store, over the
+// state file), the join listener node daemons call (Listener), and the node
+// daemon itself (RunDaemon, the library behind `fleet-agent node`).
+//
+// # Tokens and node keys
+//
+// The in-cluster half asks Store for a pool's token while listed Nodes wait
+// to join, writes it to the Secret fleet-node/fleet-node-join, and revokes
+// it once all joined. A token allows one join per waiting Node name and
+// nothing else; a join answers a node key the daemon then heartbeats with.
+// Both are 32 bytes from crypto/rand in base64url, exist in clear only in
+// the answer that hands them out, and are kept as SHA-256 hashes (enough for
+// secrets of 256 random bits: there is nothing to guess, so nothing a slow
+// hash would protect). They are compared in constant time.
+//
+// # Heartbeats
+//
+// A node is connected while a heartbeat came within ConnectedWithin (90 s).
+// Heartbeats are checked against the state file (a read transaction) but
+// their time is kept in memory and written in batches: at most one write
+// transaction every FlushEvery (30 s) for all nodes together, not one per
+// node, so a thousand nodes cost the one writer of the state file one short
+// transaction every 30 s. A restart loses at most that much of lastSeen,
+// which the 90 s window absorbs.
+//
+// # The listener faces the nodes' network
+//
+// Every request from a source address takes a token from that address's
+// bucket before anything is checked and gives it back when it succeeds, so
+// only failures spend it (Limits says the numbers); a connection that ends
+// before any request (a failed handshake, headers too slow, nothing sent)
+// spends one too. An address with nothing left is answered 429 and its new
+// connections are closed as they are accepted, before the TLS handshake,
+// the costliest step. Connections are capped per source and in all, every
+// read and write has a deadline, headers and bodies are capped, only the two
+// routes exist, HTTP/2 is off, and a refused request is logged (never with
+// its token or key; repeated 429s and closed connections as one line per
+// address every 10 s) and changes nothing: the check runs in a read
+// transaction, and only a join that will succeed takes the state file's
+// write lock.
+package join

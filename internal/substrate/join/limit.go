@@ -1,0 +1,353 @@
+package join
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/clock"
+)
+
+// Limits are the listener's defences; a zero field takes its default.
+//
+// The numbers: a node daemon never fails a request except around a token
+// change (a join with the Secret's previous token) or a retirement, and it
+// backs off for seconds after any failure, so FailureBurst failures in a row
+// is far beyond an honest daemon, and even many daemons behind one NAT
+// address (they share one bucket, and only failures spend it). Past the
+// burst a source gets one attempt per FailureEvery: a guesser of 256-bit
+// secrets gains nothing either way; the bucket caps the work and the log
+// lines one address can cause. Node daemons do not keep connections alive
+// (one short request every heartbeatEvery), so ConnsPerSource concurrent
+// connections allow hundreds of nodes behind one address while a slow client
+// there cannot hold more; MaxConns bounds file descriptors and goroutines in
+// all. The timeouts are generous for a request of a few hundred bytes on any
+// network, and short enough that a slow client holds a connection for
+// seconds, not minutes.
+type Limits struct {
+	// FailureBurst is how many failed requests (or connections that ended
+	// before a request) a source address may make in a row before it is
+	// refused 429 and its new connections are closed (default 20).
+	FailureBurst int
+	// FailureEvery is how often a spent attempt comes back (default 3 s).
+	FailureEvery time.Duration
+	// MaxSources is how many source addresses have their own bucket
+	// (default 16384); past it, new addresses share one.
+	MaxSources int
+	// ConnsPerSource and MaxConns cap the open connections of one source
+	// address and of all (defaults 64 and 2048); a connection past either
+	// is closed as it is accepted.
+	ConnsPerSource int
+	MaxConns       int
+	// MaxHeaderBytes caps the request headers (default 8 KiB), MaxBodyBytes
+	// the body (default 4 KiB: a request is about 200 bytes).
+	MaxHeaderBytes int
+	MaxBodyBytes   int64
+	// ReadHeaderTimeout bounds the TLS handshake and the headers (default
+	// 5 s), ReadTimeout the whole request (10 s), WriteTimeout the answer
+	// (10 s), IdleTimeout a kept-alive connection between requests (30 s).
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+}
+
+// DefaultLimits are the limits of a listener in production.
+func DefaultLimits() Limits {
+	return Limits{FailureBurst: 20, FailureEvery: 3 * time.Second, MaxSources: 16384,
+		ConnsPerSource: 64, MaxConns: 2048, MaxHeaderBytes: 8 << 10, MaxBodyBytes: 4 << 10,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	pick := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	pickD := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	pick(&l.FailureBurst, d.FailureBurst)
+	pickD(&l.FailureEvery, d.FailureEvery)
+	pick(&l.MaxSources, d.MaxSources)
+	pick(&l.ConnsPerSource, d.ConnsPerSource)
+	pick(&l.MaxConns, d.MaxConns)
+	pick(&l.MaxHeaderBytes, d.MaxHeaderBytes)
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = d.MaxBodyBytes
+	}
+	pickD(&l.ReadHeaderTimeout, d.ReadHeaderTimeout)
+	pickD(&l.ReadTimeout, d.ReadTimeout)
+	pickD(&l.WriteTimeout, d.WriteTimeout)
+	pickD(&l.IdleTimeout, d.IdleTimeout)
+	return l
+}
+
+// sourceOf is the address a request or connection is limited under: the
+// IPv4 address, or the /64 of an IPv6 one (one host commonly holds a whole
+// /64, so a bucket per IPv6 address would be no limit at all).
+func sourceOf(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
+}
+
+// limiter is one token bucket of failed attempts per source address, on an
+// injected clock.
+type limiter struct {
+	clock      clock.Clock
+	burst      float64
+	every      time.Duration
+	maxSources int
+
+	mu        sync.Mutex
+	buckets   map[string]*bucket
+	overflow  bucket
+	lastSweep time.Time
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func newLimiter(c clock.Clock, l Limits) *limiter {
+	return &limiter{clock: c, burst: float64(l.FailureBurst), every: l.FailureEvery, maxSources: l.MaxSources,
+		buckets: map[string]*bucket{}, overflow: bucket{tokens: float64(l.FailureBurst), at: c.Now()}}
+}
+
+func (l *limiter) refill(b *bucket, now time.Time) {
+	if el := now.Sub(b.at); el > 0 {
+		b.tokens = min(l.burst, b.tokens+float64(el)/float64(l.every))
+		b.at = now
+	}
+}
+
+// bucketOf returns src's bucket; the caller holds mu. Past maxSources the
+// buckets that refilled to full (the same as none) are dropped, at most once
+// a second so that a flood of new addresses cannot make every request pay a
+// sweep; when none can go, new addresses share the overflow bucket.
+func (l *limiter) bucketOf(src string, now time.Time) *bucket {
+	if b, ok := l.buckets[src]; ok {
+		return b
+	}
+	if len(l.buckets) >= l.maxSources && now.Sub(l.lastSweep) >= time.Second {
+		l.lastSweep = now
+		for k, b := range l.buckets {
+			l.refill(b, now)
+			if b.tokens >= l.burst {
+				delete(l.buckets, k)
+			}
+		}
+	}
+	if len(l.buckets) >= l.maxSources {
+		return &l.overflow
+	}
+	b := &bucket{tokens: l.burst, at: now}
+	l.buckets[src] = b
+	return b
+}
+
+// take spends one attempt of src. Refused, it says how long until the next.
+func (l *limiter) take(src string) (b *bucket, ok bool, retryAfter time.Duration) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b = l.bucketOf(src, now)
+	l.refill(b, now)
+	if b.tokens >= 1 {
+		b.tokens--
+		return b, true, 0
+	}
+	return b, false, time.Duration((1 - b.tokens) * float64(l.every))
+}
+
+// allows reports whether src has an attempt left, spending none: a new
+// connection from a source that has none is closed before its TLS
+// handshake, the listener's most expensive step.
+func (l *limiter) allows(src string) bool {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bucketOf(src, now)
+	l.refill(b, now)
+	return b.tokens >= 1
+}
+
+// fail spends an attempt of src for a connection that failed before any
+// request (a failed handshake, headers too slow or too large, nothing sent).
+func (l *limiter) fail(src string) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bucketOf(src, now)
+	l.refill(b, now)
+	b.tokens = max(0, b.tokens-1)
+}
+
+// give returns an attempt that succeeded.
+func (l *limiter) give(b *bucket) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b.tokens = min(l.burst, b.tokens+1)
+}
+
+// sampler lets a log line about one source through at most once per
+// window, counting the ones it held back, so that a flood of refusals
+// (rate-limited, too many connections) costs a line per address per window,
+// not a line per request.
+type sampler struct {
+	clock  clock.Clock
+	window time.Duration
+	mu     sync.Mutex
+	seen   map[string]*sample
+}
+
+type sample struct {
+	at   time.Time
+	held int
+}
+
+func newSampler(c clock.Clock, window time.Duration) *sampler {
+	return &sampler{clock: c, window: window, seen: map[string]*sample{}}
+}
+
+// let reports whether to log about key now, and how many lines were held
+// back since the last one.
+func (s *sampler) let(key string) (bool, int) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sm, ok := s.seen[key]
+	if !ok {
+		if len(s.seen) >= 4096 {
+			// Many addresses at once: start over rather than grow.
+			clear(s.seen)
+		}
+		s.seen[key] = &sample{at: now}
+		return true, 0
+	}
+	if now.Sub(sm.at) < s.window {
+		sm.held++
+		return false, 0
+	}
+	held := sm.held
+	sm.at, sm.held = now, 0
+	return true, held
+}
+
+// connLimit closes, as they are accepted, the connections past the per
+// source and the total caps, and those of a source with no attempt left;
+// it tells when a connection closes whether a request on it reached the
+// handler (the handler accounts for those itself).
+type connLimit struct {
+	net.Listener
+	perSource, total int
+	admit            func(src string) bool
+	refused          func(src, code string)
+	closed           func(src string, served bool)
+
+	mu       sync.Mutex
+	open     int
+	bySource map[string]int
+}
+
+func (c *connLimit) Accept() (net.Conn, error) {
+	for {
+		conn, err := c.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		src := sourceOf(conn.RemoteAddr().String())
+		if !c.admit(src) {
+			_ = conn.Close()
+			c.refused(src, CodeRateLimited)
+			continue
+		}
+		c.mu.Lock()
+		if c.open >= c.total || c.bySource[src] >= c.perSource {
+			c.mu.Unlock()
+			_ = conn.Close()
+			c.refused(src, CodeTooManyConnections)
+			continue
+		}
+		c.open++
+		c.bySource[src]++
+		c.mu.Unlock()
+		return &countedConn{Conn: conn, owner: c, src: src}, nil
+	}
+}
+
+func (c *connLimit) release(cc *countedConn) {
+	c.mu.Lock()
+	c.open--
+	if c.bySource[cc.src]--; c.bySource[cc.src] <= 0 {
+		delete(c.bySource, cc.src)
+	}
+	c.mu.Unlock()
+	c.closed(cc.src, cc.served.Load())
+}
+
+// counts reports the open connections, in all and of src (for tests).
+func (c *connLimit) counts(src string) (int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.open, c.bySource[src]
+}
+
+// countedConn is an accepted connection; served is set once a request on
+// it reached the handler.
+type countedConn struct {
+	net.Conn
+	owner  *connLimit
+	src    string
+	served atomic.Bool
+	once   sync.Once
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.owner.release(c) })
+	return err
+}
+
+type connKey struct{}
+
+// withConn puts the accepted connection under a request's context
+// (http.Server.ConnContext), so that the handler can mark it served.
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if cc, ok := c.(*countedConn); ok {
+		return context.WithValue(ctx, connKey{}, cc)
+	}
+	return ctx
+}
+
+// markServed records that a request on the request's connection reached
+// the handler.
+func markServed(ctx context.Context) {
+	if cc, ok := ctx.Value(connKey{}).(*countedConn); ok {
+		cc.served.Store(true)
+	}
+}

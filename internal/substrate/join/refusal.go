@@ -1,0 +1,60 @@
+package join
+
+import "net/http"
+
+// The codes of the listener's refusals: the "code" of a refusal's body, the
+// reason a refusal is counted and logged under.
+const (
+	CodeInvalidRequest = "invalidRequest"
+	CodeBodyTooLarge   = "bodyTooLarge"
+	CodeNotFound       = "notFound"
+	CodeRateLimited    = "rateLimited"
+	CodeTokenUnknown   = "tokenUnknown"
+	CodeTokenRevoked   = "tokenRevoked"
+	CodeTokenUsed      = "tokenUsed"
+	CodeNameNotAllowed = "nameNotAllowed"
+	CodeKeyUnknown     = "keyUnknown"
+	CodeKeyOtherNode   = "keyOtherNode"
+	CodeUnavailable    = "unavailable"
+	// CodeTooManyConnections is never answered: the connection is closed
+	// when it is accepted. It is counted and logged under this code.
+	CodeTooManyConnections = "tooManyConnections"
+)
+
+// Refusal is a request the join side refused: the HTTP status, the code and
+// a reason the node daemon can act on. It never holds a token or a key.
+type Refusal struct {
+	Status int    `json:"-"`
+	Code   string `json:"code"`
+	Reason string `json:"reason"`
+}
+
+func (r *Refusal) Error() string { return r.Code + ": " + r.Reason }
+
+var refusals = map[string]Refusal{
+	CodeInvalidRequest: {http.StatusBadRequest, CodeInvalidRequest,
+		`the body must be JSON with poolId, nodeName (a Kubernetes Node name) and, to join, token`},
+	CodeBodyTooLarge: {http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the request body is too large"},
+	CodeNotFound:     {http.StatusNotFound, CodeNotFound, "not found"},
+	CodeRateLimited: {http.StatusTooManyRequests, CodeRateLimited,
+		"too many failed requests from this address; wait for Retry-After"},
+	CodeTokenUnknown: {http.StatusUnauthorized, CodeTokenUnknown,
+		"the join token is not one the agent issued for this pool"},
+	CodeTokenRevoked: {http.StatusUnauthorized, CodeTokenRevoked,
+		"the join token was revoked (a newer token replaced it, or every Node joined); read the token again"},
+	CodeTokenUsed: {http.StatusUnauthorized, CodeTokenUsed,
+		"the join token was already used for this Node"},
+	CodeNameNotAllowed: {http.StatusForbidden, CodeNameNotAllowed,
+		"the join token does not allow this Node name: the agent lists no such Node waiting to join the pool"},
+	CodeKeyUnknown: {http.StatusUnauthorized, CodeKeyUnknown,
+		"the node key is unknown or its node was retired; join again"},
+	CodeKeyOtherNode: {http.StatusForbidden, CodeKeyOtherNode,
+		"the node key belongs to another node"},
+	CodeUnavailable: {http.StatusServiceUnavailable, CodeUnavailable,
+		"the agent cannot read its state now; try again"},
+}
+
+func refuse(code string) *Refusal {
+	r := refusals[code]
+	return &r
+}
