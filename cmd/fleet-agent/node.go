@@ -15,7 +15,6 @@ import (
 // nodeCommand is `fleet-agent node`, the node daemon: the entrypoint of the
 // image the substrate's DaemonSet runs on every Node of a pool.
 //
-//lint:ignore U1000 rootCommand registers it when h/join is merged (a.nodeCommand() in root.AddCommand).
 func (a *app) nodeCommand() *cobra.Command {
 	var o join.DaemonOptions
 	var logLevel string
