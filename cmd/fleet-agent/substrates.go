@@ -17,6 +17,11 @@ import (
 // substrateReconciler makes the reconciler of the running agent over the
 // adapters it opened.
 func substrateReconciler(store *state.Store, opened map[string]providers.Kubernetes, cfg *config.Config, log zerolog.Logger, m *metrics.Metrics) *substrate.Reconciler {
+	return substrate.New(reconcilerOptions(store, opened, cfg, log, m))
+}
+
+// reconcilerOptions are the running agent's reconciler options.
+func reconcilerOptions(store *state.Store, opened map[string]providers.Kubernetes, cfg *config.Config, log zerolog.Logger, m *metrics.Metrics) substrate.Options {
 	provs := make(map[string]substrate.Provider, len(opened))
 	for id, ad := range opened {
 		provs[id] = ad
@@ -24,8 +29,8 @@ func substrateReconciler(store *state.Store, opened map[string]providers.Kuberne
 	// An operation in progress is looked at again no later than the next
 	// pass: a short substrate.every (a demo, a test) polls as often.
 	poll := min(substrate.DefaultPoll, cfg.Substrate.Every)
-	return substrate.New(substrate.Options{Store: store, Providers: provs, Log: log.With().Str("room", "substrate").Logger(),
-		Metrics: m, Every: cfg.Substrate.Every, Poll: poll})
+	return substrate.Options{Store: store, Providers: provs, Log: log.With().Str("room", "substrate").Logger(),
+		Metrics: m, Every: cfg.Substrate.Every, Poll: poll}
 }
 
 // substrateList gives status the substrates, nil when there are none.
