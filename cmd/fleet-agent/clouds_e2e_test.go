@@ -98,7 +98,7 @@ func eksCloud(t *testing.T) cloud {
 	return cloud{name: "aws", block: "aws:\n    endpoints: {eks: " + url + ", ec2: " + url + ", sts: " + url + "}\n",
 		secrets: map[string]string{"aws-key-id": id, "aws-secret": secret}, doc: doc, flavors: flavors,
 		blocked: [][3]string{{`"location": "us-east-1"`, `"location": "us-east-1a"`, "zone"}, {`"machineType": "p5.48xlarge"`, `"machineType": "p9.huge"`, "p9.huge"}},
-		gone: func() bool { return len(emu.ClusterNames()) == 0 }}
+		gone:    func() bool { return len(emu.ClusterNames()) == 0 }}
 }
 
 func gkeCloud(t *testing.T) cloud {
@@ -119,7 +119,7 @@ func gkeCloud(t *testing.T) cloud {
 	return cloud{name: "gcp", block: "gcp:\n    containerEndpoint: " + emu.ContainerEndpoint() + "\n    computeEndpoint: " + emu.ComputeEndpoint() + "\n",
 		secrets: map[string]string{"gke-key": string(key)}, doc: doc, flavors: flavors,
 		blocked: [][3]string{{`"machineType": "a3-highgpu-8g"`, `"machineType": "a3-nosuch-8g"`, "a3-nosuch-8g"}, {`"count": 8`, `"count": 4`, "8 x"}},
-		gone: func() bool { return len(emu.Snapshot().Clusters) == 0 }}
+		gone:    func() bool { return len(emu.Snapshot().Clusters) == 0 }}
 }
 
 func doksCloud(t *testing.T) cloud {
@@ -132,7 +132,7 @@ func doksCloud(t *testing.T) cloud {
 	return cloud{name: "digitalocean", block: "digitalocean:\n    apiURL: " + srv.URL + "/\n",
 		secrets: map[string]string{"root/do-api-token": doksToken}, doc: doc, flavors: flavors,
 		blocked: [][3]string{{`"machineType": "gpu-h100x8-640gb",`, `"machineType": "gpu-h100x8-640gb", "zones": ["tor1-a"],`, "zones"}, {`"machineType": "gpu-h100x8-640gb",`, `"machineType": "gpu-h100x8-640gb", "diskGiB": 200,`, "disk"}},
-		gone: func() bool { return len(emu.Clusters()) == 0 }}
+		gone:    func() bool { return len(emu.Clusters()) == 0 }}
 }
 
 func TestEachCloudEndToEnd(t *testing.T) {

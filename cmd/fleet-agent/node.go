@@ -14,7 +14,6 @@ import (
 
 // nodeCommand is `fleet-agent node`, the node daemon: the entrypoint of the
 // image the substrate's DaemonSet runs on every Node of a pool.
-//
 func (a *app) nodeCommand() *cobra.Command {
 	var o join.DaemonOptions
 	var logLevel string
