@@ -145,6 +145,28 @@ func (r *Reconciler) sweepCluster(ctx context.Context, prov Provider, acct provi
 	if err := r.alive(); err != nil {
 		return "", err
 	}
+	// A cluster the substrate records as its own, and not torn down, is
+	// known: nothing to decide, nothing to read again.
+	known := false
+	if err := r.store.View(func(tx *state.Tx) error {
+		seen, err := tx.SubstrateSeen(poolID)
+		if err != nil || seen == nil {
+			return err
+		}
+		known = (seen.Cluster != nil && seen.Cluster.ID == c.Ref.ID && seen.State != state.SubstrateDeleted) ||
+			slices.ContainsFunc(seen.Orphans, func(o state.SeenCluster) bool { return o.ID == c.Ref.ID })
+		return nil
+	}); err != nil {
+		return "", err
+	}
+	if known {
+		// Known, but the sweep is also when each substrate's next pass
+		// reads the provider back in full (a cluster gone to error).
+		r.mu.Lock()
+		r.verified[poolID] = false
+		r.mu.Unlock()
+		return "", nil
+	}
 	// The listing was taken before the pool's lock: a pass may have torn
 	// the cluster down meanwhile (found by the child-process campaign: a
 	// cluster deleted a moment after the listing was declared an orphan of
