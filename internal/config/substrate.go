@@ -3,7 +3,6 @@ package config
 import (
 	"encoding/base64"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -48,9 +47,9 @@ var (
 
 	// An image reference: [registry[:port]/]path[:tag][@digest], lower case
 	// path components as the distribution spec has them.
-	imageRe = regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`)
+	imageRe = lazyRegexp(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`)
 	// A RuntimeClass name is a DNS subdomain.
-	runtimeClassRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	runtimeClassRe = lazyRegexp(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 )
 
 func (p *parser) substrate(m map[string]entry) {
@@ -118,7 +117,7 @@ func (p *parser) strList(m map[string]entry, path, key string, dst *[]string, ch
 }
 
 func checkImage(s string) string {
-	if len(s) > 512 || !imageRe.MatchString(s) {
+	if len(s) > 512 || !imageRe().MatchString(s) {
 		return strconv.Quote(s) + " is not an image reference, like registry.example.com/fleet-agent:1.2.0"
 	}
 	return ""
@@ -145,7 +144,7 @@ func checkPin(s string) string {
 }
 
 func checkRuntimeClass(s string) string {
-	if len(s) > 253 || !runtimeClassRe.MatchString(s) {
+	if len(s) > 253 || !runtimeClassRe().MatchString(s) {
 		return strconv.Quote(s) + " is not a RuntimeClass name (a DNS subdomain, like nvidia)"
 	}
 	return ""

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -44,9 +43,9 @@ type accountConfig struct {
 }
 
 var (
-	regionRE      = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d+$`)
-	roleArnRE     = regexp.MustCompile(`^arn:aws[a-z-]*:iam::\d{12}:role/.+$`)
-	sessionNameRE = regexp.MustCompile(`^[\w+=,.@-]{2,64}$`)
+	regionRE      = lazyRE(`^[a-z]{2}(-[a-z]+)+-\d+$`)
+	roleArnRE     = lazyRE(`^arn:aws[a-z-]*:iam::\d{12}:role/.+$`)
+	sessionNameRE = lazyRE(`^[\w+=,.@-]{2,64}$`)
 )
 
 func (c *accountConfig) check(acct providers.Account) error {
@@ -56,7 +55,7 @@ func (c *accountConfig) check(acct providers.Account) error {
 	switch {
 	case acct.Provider != "" && acct.Provider != providers.AWS:
 		return providers.Invalidf("", "wrongProvider", "provider account %q is for %q, not aws", acct.Name, acct.Provider)
-	case !regionRE.MatchString(c.Region):
+	case !regionRE().MatchString(c.Region):
 		return bad("region %q is not an AWS region such as us-east-1", c.Region)
 	case c.AccessKeyID == "" || c.SecretAccessKey == "":
 		return bad("accessKeyId and secretAccessKey are required, as secret references")
@@ -64,7 +63,7 @@ func (c *accountConfig) check(acct providers.Account) error {
 		// Never repeat the value: it may be a key pasted where a reference
 		// belongs.
 		return bad("accessKeyId and secretAccessKey must be secret references (secret://, vault://, env://), never the keys themselves")
-	case c.RoleArn != "" && !roleArnRE.MatchString(c.RoleArn):
+	case c.RoleArn != "" && !roleArnRE().MatchString(c.RoleArn):
 		return bad("roleArn %q is not an IAM role ARN", c.RoleArn)
 	}
 	for _, z := range c.Zones {
@@ -90,7 +89,7 @@ func (c *accountConfig) needs(acct providers.Account, clusterRole, nodeRole, sub
 		return providers.Invalidf("", "accountConfig", "provider account %q: config: %s is required to create clusters and node groups", acct.Name, missing)
 	}
 	for _, r := range []string{c.EKSClusterRoleArn, c.EKSNodeRoleArn} {
-		if r != "" && !roleArnRE.MatchString(r) {
+		if r != "" && !roleArnRE().MatchString(r) {
 			return providers.Invalidf("", "accountConfig", "provider account %q: config: %q is not an IAM role ARN", acct.Name, r)
 		}
 	}
@@ -255,10 +254,10 @@ func (s *session) principal(ctx context.Context) (string, error) {
 	return canonicalPrincipal(sdkaws.ToString(out.Arn)), nil
 }
 
-var assumedRE = regexp.MustCompile(`^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([^/]+)/.+$`)
+var assumedRE = lazyRE(`^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([^/]+)/.+$`)
 
 func canonicalPrincipal(arn string) string {
-	if m := assumedRE.FindStringSubmatch(arn); m != nil {
+	if m := assumedRE().FindStringSubmatch(arn); m != nil {
 		return "arn:" + m[1] + ":iam::" + m[2] + ":role/" + m[3]
 	}
 	return arn

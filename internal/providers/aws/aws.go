@@ -89,7 +89,7 @@ func (c *Config) validate() error {
 	if c.RequestTimeout <= 0 {
 		return refusal.New(refusal.InvalidInput, "requestTimeout must be positive")
 	}
-	if !sessionNameRE.MatchString(c.SessionName) {
+	if !sessionNameRE().MatchString(c.SessionName) {
 		return refusal.New(refusal.InvalidInput, "sessionName %q: 2 to 64 of letters, digits and +=,.@_-", c.SessionName)
 	}
 	return nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +20,7 @@ import (
 // and `_ . : / = + - @` up to 128 characters, so
 // `fleet-agent.dev/substrate-pool` needs no encoding either way.
 
-var clusterArnRE = regexp.MustCompile(`^arn:aws[a-z-]*:eks:([a-z0-9-]+):(\d{12}):cluster/(.+)$`)
+var clusterArnRE = lazyRE(`^arn:aws[a-z-]*:eks:([a-z0-9-]+):(\d{12}):cluster/(.+)$`)
 
 // clusterName finds the cluster a ref names in the account's region: the
 // ARN in ID, a `<region>/<name>` ID, or Location and Name. A cluster of
@@ -29,7 +28,7 @@ var clusterArnRE = regexp.MustCompile(`^arn:aws[a-z-]*:eks:([a-z0-9-]+):(\d{12})
 func (s *session) clusterName(ref providers.ClusterRef) (string, error) {
 	region, name := ref.Location, ref.Name
 	if ref.ID != "" {
-		if m := clusterArnRE.FindStringSubmatch(ref.ID); m != nil {
+		if m := clusterArnRE().FindStringSubmatch(ref.ID); m != nil {
 			region, name = m[1], m[3]
 		} else if r, n, ok := strings.Cut(ref.ID, "/"); ok {
 			region, name = r, n

@@ -104,7 +104,7 @@ func (a *Adapter) Locations(ctx context.Context, acct providers.Account) ([]prov
 // (GKE's default spread, CLOUDS.md §2.9 [INF]). EnsureCluster sets them
 // explicitly, so MachineType checks the zones the node pools will use.
 func (s *session) defaultZones(ctx context.Context, location string) ([]string, error) {
-	if zoneRE.MatchString(location) {
+	if zoneRE().MatchString(location) {
 		return []string{location}, nil
 	}
 	if zs := s.cfg.zonesIn(location); len(zs) > 0 {
@@ -134,7 +134,7 @@ func (a *Adapter) MachineType(ctx context.Context, acct providers.Account, locat
 	if err != nil {
 		return providers.MachineType{}, err
 	}
-	if !zoneRE.MatchString(location) && !regionRE.MatchString(location) {
+	if !zoneRE().MatchString(location) && !regionRE().MatchString(location) {
 		return providers.MachineType{}, providers.NotFoundf(op, "location %q is not a region or zone", location)
 	}
 	zones, err := s.defaultZones(ctx, location)

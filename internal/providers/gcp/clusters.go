@@ -134,7 +134,7 @@ func (a *Adapter) ReadAdoptable(ctx context.Context, acct providers.Account, ado
 		return providers.Cluster{}, err
 	}
 	loc, name, ok := strings.Cut(adoptID, "/")
-	if !ok || strings.Contains(name, "/") || (!regionRE.MatchString(loc) && !zoneRE.MatchString(loc)) || name == "" {
+	if !ok || strings.Contains(name, "/") || (!regionRE().MatchString(loc) && !zoneRE().MatchString(loc)) || name == "" {
 		return providers.Cluster{}, providers.Invalidf(op, "adoptID", "adopt id %q: a GKE cluster is adopted as <location>/<cluster name>, like us-central1/prod", adoptID)
 	}
 	c, _, err := s.getCluster(ctx, providers.ClusterRef{Location: loc, Name: name})
@@ -184,10 +184,10 @@ func (a *Adapter) EnsureCluster(ctx context.Context, acct providers.Account, spe
 	if err != nil {
 		return providers.Cluster{}, err
 	}
-	if !nameRE.MatchString(spec.Name) || len(spec.Name) > 40 {
+	if !nameRE().MatchString(spec.Name) || len(spec.Name) > 40 {
 		return providers.Cluster{}, providers.Invalidf(op, "name", "cluster name %q: GKE takes lowercase letters, digits and '-', starting with a letter, at most 40 characters", spec.Name)
 	}
-	if !regionRE.MatchString(spec.Location) && !zoneRE.MatchString(spec.Location) {
+	if !regionRE().MatchString(spec.Location) && !zoneRE().MatchString(spec.Location) {
 		return providers.Cluster{}, providers.Invalidf(op, "location", "location %q is not a GKE region or zone", spec.Location)
 	}
 	labels, err := encodeLabels(spec.Labels)
@@ -230,7 +230,7 @@ func (a *Adapter) createCluster(ctx context.Context, s *session, spec providers.
 			Management: &container.NodeManagement{AutoRepair: true, AutoUpgrade: true},
 		}},
 	}
-	if regionRE.MatchString(spec.Location) {
+	if regionRE().MatchString(spec.Location) {
 		cl.Locations = zones
 	}
 	if spec.PrivateNodes {

@@ -3,7 +3,6 @@ package gcp
 import (
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
@@ -96,16 +95,16 @@ func (c *Config) validate() error {
 	if c.OperationWait.Every < 0 || c.OperationWait.Polls < 1 {
 		return fmt.Errorf("operationWait: want every >= 0s and polls >= 1")
 	}
-	if !regionRE.MatchString(c.DefaultLocation) && !zoneRE.MatchString(c.DefaultLocation) {
+	if !regionRE().MatchString(c.DefaultLocation) && !zoneRE().MatchString(c.DefaultLocation) {
 		return fmt.Errorf("defaultLocation %q is not a region or zone name", c.DefaultLocation)
 	}
 	return nil
 }
 
 var (
-	regionRE  = regexp.MustCompile(`^[a-z]+-[a-z]+[0-9]+$`)
-	zoneRE    = regexp.MustCompile(`^[a-z]+-[a-z]+[0-9]+-[a-z]$`)
-	projectRE = regexp.MustCompile(`^[a-z][-a-z0-9]{4,28}[a-z0-9]$`)
+	regionRE  = lazyRE(`^[a-z]+-[a-z]+[0-9]+$`)
+	zoneRE    = lazyRE(`^[a-z]+-[a-z]+[0-9]+-[a-z]$`)
+	projectRE = lazyRE(`^[a-z][-a-z0-9]{4,28}[a-z0-9]$`)
 )
 
 // regionOfZone is the region a zone name belongs to.
@@ -139,11 +138,11 @@ func parseAccount(op string, acct providers.Account) (accountConfig, error) {
 	bad := func(format string, args ...any) error {
 		return providers.Invalidf(op, "accountConfig", "provider account %q: config: "+format, append([]any{acct.Name}, args...)...)
 	}
-	if !projectRE.MatchString(cfg.ProjectID) {
+	if !projectRE().MatchString(cfg.ProjectID) {
 		return cfg, bad("projectId %q is not a Google Cloud project id (6 to 30 lowercase letters, digits and '-')", cfg.ProjectID)
 	}
 	for _, z := range cfg.Zones {
-		if !zoneRE.MatchString(z) {
+		if !zoneRE().MatchString(z) {
 			return cfg, bad("zones: %q is not a zone name like us-central1-a", z)
 		}
 	}

@@ -2,7 +2,6 @@ package gcp
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -20,8 +19,8 @@ import (
 // not encoded.
 
 var (
-	gcpKeyRE   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
-	gcpValueRE = regexp.MustCompile(`^[a-z0-9_-]{0,63}$`)
+	gcpKeyRE   = lazyRE(`^[a-z][a-z0-9_-]{0,62}$`)
+	gcpValueRE = lazyRE(`^[a-z0-9_-]{0,63}$`)
 )
 
 func encodeKey(k string) (string, error) {
@@ -39,7 +38,7 @@ func encodeKey(k string) (string, error) {
 		}
 	}
 	out := b.String()
-	if !gcpKeyRE.MatchString(out) {
+	if !gcpKeyRE().MatchString(out) {
 		return "", fmt.Errorf("label key %q cannot be a GCP resource label (lowercase letters, digits, '-', '.', '/' and '_', starting with a letter, 63 characters once encoded)", k)
 	}
 	return out, nil
@@ -86,7 +85,7 @@ func encodeLabels(labels map[string]string) (map[string]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !gcpValueRE.MatchString(v) {
+		if !gcpValueRE().MatchString(v) {
 			return nil, fmt.Errorf("label %s=%q: GCP label values hold lowercase letters, digits, '_' and '-' only, 63 at most", k, v)
 		}
 		out[ek] = v

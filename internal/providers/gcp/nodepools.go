@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -16,7 +15,7 @@ import (
 
 // nameRE is what GKE takes as a cluster or node pool name (at most 40
 // characters, checked apart).
-var nameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+var nameRE = lazyRE(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 
 // defaultDiskGiB is GKE's boot disk when a node pool asks for none.
 const defaultDiskGiB = 100
@@ -262,7 +261,7 @@ func (a *Adapter) EnsureNodePool(ctx context.Context, acct providers.Account, cl
 	if err != nil {
 		return providers.NodePool{}, err
 	}
-	if !nameRE.MatchString(spec.Name) || len(spec.Name) > 40 {
+	if !nameRE().MatchString(spec.Name) || len(spec.Name) > 40 {
 		return providers.NodePool{}, providers.Invalidf(op, "name", "node pool name %q: GKE takes lowercase letters, digits and '-', starting with a letter, at most 40 characters", spec.Name)
 	}
 	if err := checkSize(op, spec.Size); err != nil {

@@ -81,14 +81,14 @@ func NewStore(st *state.Store, opts StoreOptions) *Store {
 }
 
 // nodeNameRe is a Kubernetes Node name: a DNS subdomain (RFC 1123).
-var nodeNameRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+var nodeNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`) })
 
 // poolIDRe is what a pool id may look like (inventory.ID makes
 // pool_<base32>); a little wider, never a separator of the state keys.
-var poolIDRe = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+var poolIDRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`) })
 
-func validNodeName(s string) bool { return len(s) <= 253 && nodeNameRe.MatchString(s) }
-func validPoolID(s string) bool   { return poolIDRe.MatchString(s) }
+func validNodeName(s string) bool { return len(s) <= 253 && nodeNameRe().MatchString(s) }
+func validPoolID(s string) bool   { return poolIDRe().MatchString(s) }
 
 // newSecret returns a fresh token or node key and its hash.
 func newSecret() (secret, hash string) {
