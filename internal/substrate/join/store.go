@@ -81,7 +81,9 @@ func NewStore(st *state.Store, opts StoreOptions) *Store {
 }
 
 // nodeNameRe is a Kubernetes Node name: a DNS subdomain (RFC 1123).
-var nodeNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`) })
+var nodeNameRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+})
 
 // poolIDRe is what a pool id may look like (inventory.ID makes
 // pool_<base32>); a little wider, never a separator of the state keys.
