@@ -27,21 +27,9 @@ func (a *app) auditCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var rows []state.AuditRow
-			if c := a.agentClient(cmd.Context(), cfg); c != nil {
-				if err := c.Do(cmd.Context(), "GET", "/v1/audit", nil, &rows); err != nil {
-					return err
-				}
-			} else {
-				s, err := openStateRead(a.stateFile(cfg))
-				if err != nil {
-					return err
-				}
-				rows, err = agent.AuditRows(s)
-				s.Close()
-				if err != nil {
-					return err
-				}
+			rows, err := readFleet(cmd.Context(), a, cfg, "/v1/audit", agent.AuditRows)
+			if err != nil {
+				return err
 			}
 			if output == "json" {
 				if rows == nil {

@@ -146,8 +146,10 @@ func TestStatusChecksDriftWithoutAnAgent(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Drift.Changes == nil || len(st.Drift.Changes) != 0 || !st.Drift.Now {
 		t.Fatalf("status right after the apply: %d\n%s", code, out)
 	}
-	if !strings.Contains(out, `"changes": []`) {
-		t.Fatalf("an empty list must print as []:\n%s", out)
+	for _, list := range []string{`"changes": []`, `"proposals": []`, `"substrates": []`} {
+		if !strings.Contains(out, list) {
+			t.Fatalf("an empty list must print as [] (%s):\n%s", list, out)
+		}
 	}
 	if _, errs, code := cli(t, env, "edit", "pool", "vps-fra", `gpuModel="L4"`, "--state", state); code != 0 {
 		t.Fatal(errs)

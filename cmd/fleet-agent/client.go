@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/config"
+	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
 // agentClient returns a client of the running agent, or nil when none
@@ -20,6 +21,23 @@ func (a *app) agentClient(ctx context.Context, cfg *config.Config) *agent.Client
 		return c
 	}
 	return nil
+}
+
+// readFleet reads what a read-only command shows: through the running
+// agent's route when one answers (it holds the state file), else from the
+// state file itself, which must exist (openStateRead).
+func readFleet[T any](ctx context.Context, a *app, cfg *config.Config, route string, fromFile func(*state.Store) (T, error)) (T, error) {
+	var v T
+	if c := a.agentClient(ctx, cfg); c != nil {
+		err := c.Do(ctx, "GET", route, nil, &v)
+		return v, err
+	}
+	s, err := openStateRead(a.stateFile(cfg))
+	if err != nil {
+		return v, err
+	}
+	defer s.Close()
+	return fromFile(s)
 }
 
 // printJSON writes v indented, without HTML escaping (`->` stays `->`): the

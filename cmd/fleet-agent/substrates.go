@@ -33,11 +33,14 @@ func reconcilerOptions(store *state.Store, opened map[string]providers.Kubernete
 		Metrics: m, Every: cfg.Substrate.Every, Poll: poll}
 }
 
-// substrateList gives status the substrates, nil when there are none.
+// substrateList gives status the substrates ([] when there are none).
 func substrateList(tx *state.Tx) (any, error) {
 	list, err := substrate.StatusesTx(tx)
-	if err != nil || len(list) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	if list == nil {
+		list = []substrate.Status{}
 	}
 	return list, nil
 }
@@ -59,21 +62,9 @@ the state file with no agent running. It never shows a token or a credential.`,
 			if err != nil {
 				return err
 			}
-			var list []substrate.Status
-			if c := a.agentClient(cmd.Context(), cfg); c != nil {
-				if err := c.Do(cmd.Context(), "GET", "/v1/substrates", nil, &list); err != nil {
-					return err
-				}
-			} else {
-				s, err := openStateRead(a.stateFile(cfg))
-				if err != nil {
-					return err
-				}
-				list, err = substrate.Statuses(s)
-				s.Close()
-				if err != nil {
-					return err
-				}
+			list, err := readFleet(cmd.Context(), a, cfg, "/v1/substrates", substrate.Statuses)
+			if err != nil {
+				return err
 			}
 			if list == nil {
 				list = []substrate.Status{}

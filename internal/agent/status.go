@@ -14,13 +14,15 @@ import (
 
 // StatusView is the status JSON of the contract (section 2).
 type StatusView struct {
-	TenantID  string       `json:"tenantId"`
-	Applied   *AppliedView `json:"applied,omitempty"`
-	Drift     *DriftView   `json:"drift,omitempty"`
-	Proposals []Proposal   `json:"proposals,omitempty"`
-	// Substrates are the Kubernetes substrates (CONTRACT.md section 5.4),
-	// as the substrate reconciler reports them; absent when there are none.
-	Substrates any `json:"substrates,omitempty"`
+	TenantID string       `json:"tenantId"`
+	Applied  *AppliedView `json:"applied,omitempty"`
+	Drift    *DriftView   `json:"drift,omitempty"`
+	// Proposals and Substrates are lists, [] when empty, so that
+	// `jq '.substrates[]'` works on any fleet.
+	Proposals []Proposal `json:"proposals"`
+	// Substrates are the Kubernetes substrates (contract section 5.4), as
+	// the substrate reconciler reports them.
+	Substrates any `json:"substrates"`
 }
 
 // AppliedView is the applied record as status shows it.
@@ -55,7 +57,7 @@ func orEmpty(raw json.RawMessage, empty string) json.RawMessage {
 
 // Status reads the status of a store.
 func Status(s *state.Store, tenant string) (StatusView, error) {
-	v := StatusView{TenantID: tenant}
+	v := StatusView{TenantID: tenant, Proposals: []Proposal{}, Substrates: []any{}}
 	err := s.View(func(tx *state.Tx) error {
 		ap, err := tx.Applied()
 		if err != nil {
@@ -153,6 +155,9 @@ func (a *Agent) status() (StatusView, error) {
 		return v, err
 	}
 	err = a.store.View(func(tx *state.Tx) (err error) { v.Substrates, err = a.substrateList(tx); return })
+	if v.Substrates == nil {
+		v.Substrates = []any{}
+	}
 	return v, err
 }
 

@@ -368,7 +368,7 @@ func TestKeysBad(t *testing.T) {
 		{"secrets:\n  dir: ''", 2, "secrets.dir: an empty path"},
 		{"secrets: /run/secrets", 1, "secrets must be a mapping of keys, not a string"},
 		{"providers: [aws]", 1, "providers must be a mapping of keys, not a list"},
-		{"providers:\n  azure: {}", 2, `unknown key "azure" in providers; known: aws, gcp, digitalocean, fake`},
+		{"providers:\n  azure: {}", 2, `unknown key "azure" in providers; known: aws, digitalocean, fake, gcp`},
 		{"providers:\n  AWS: {}", 2, `did you mean "aws"?`},
 		{"- a\n- b", 1, "the config must be a mapping of keys, not a list"},
 		{"just text", 1, "the config must be a mapping of keys, not a string"},

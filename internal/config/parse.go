@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
 )
 
@@ -26,7 +27,6 @@ var (
 	applyKeys   = []string{"prune", "requireReviewedPlan"}
 	driftKeys   = []string{"every", "heal"}
 	secretsKeys = []string{"dir"}
-	providerIDs = []string{"aws", "gcp", "digitalocean", "fake"}
 )
 
 // parser walks the YAML tree of one file into a Config, collecting
@@ -498,7 +498,7 @@ func (p *parser) providers(e entry) {
 	if isNull(e.value) {
 		return
 	}
-	m := p.mapping(e.value, "providers", providerIDs)
+	m := p.mapping(e.value, "providers", providers.KnownIDs)
 	if m == nil {
 		return
 	}
