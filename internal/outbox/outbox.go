@@ -11,7 +11,10 @@
 // # Coalescing and order
 //
 // Posts with the same key are one post: the newest status per commit and
-// context, the newest body per pull request and marker for sticky comments;
+// context, the newest check run per commit and context (a GitHub App's, with
+// its annotations: the Sender sends them 50 a request and, sent again, adds
+// only those not yet on the run), the newest body per pull request and
+// marker for sticky comments;
 // a once-comment queued again with the same pull request and marker is a
 // no-op (the first wins: its marker names one result, so a second one is the
 // same result said again).
@@ -172,7 +175,7 @@ func enqueue(tx *state.Tx, p Post, status *Post) error {
 	if status != nil {
 		rec.Status = status
 	}
-	if rec.Post == p {
+	if rec.Post.equal(p) {
 		if status == nil {
 			return nil
 		}

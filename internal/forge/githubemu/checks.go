@@ -359,3 +359,35 @@ func nullable(s string) any {
 	}
 	return s
 }
+
+// listCheckRuns serves GET commits/{ref}/check-runs for a commit sha:
+// check_name filters by name; filter=latest (the default) keeps the newest
+// run of each name. Newest first: the order GitHub's answers show.
+func (r *Repo) listCheckRuns(req *http.Request, ref string) reply {
+	if _, ok := r.commits[ref]; !ok {
+		return noCommit(ref)
+	}
+	q := req.URL.Query()
+	name, latest := q.Get("check_name"), q.Get("filter") != "all"
+	var runs []*CheckRun
+	seen := map[string]bool{}
+	for i := len(r.checkRuns) - 1; i >= 0; i-- {
+		c := r.checkRuns[i]
+		if c.HeadSHA != ref || (name != "" && c.Name != name) || (latest && seen[c.Name]) {
+			continue
+		}
+		seen[c.Name] = true
+		runs = append(runs, c)
+	}
+	h := http.Header{}
+	lo, hi := page(req, len(runs), h)
+	out := make([]any, 0, hi-lo)
+	for _, c := range runs[lo:hi] {
+		out = append(out, r.checkRunJSON(req, c))
+	}
+	rep := jsonReply(http.StatusOK, map[string]any{"total_count": len(runs), "check_runs": out})
+	for k, v := range h {
+		rep.header[k] = v
+	}
+	return rep
+}

@@ -301,6 +301,8 @@ func (s *Server) route(req *http.Request, path string, body []byte, login string
 		return r.combinedStatus(req, rest[1])
 	case m == http.MethodPost && len(rest) == 2 && rest[0] == "statuses":
 		return r.createStatus(req, rest[1], body, login)
+	case m == http.MethodGet && len(rest) == 3 && rest[0] == "commits" && rest[2] == "check-runs":
+		return r.listCheckRuns(req, rest[1])
 	case m == http.MethodPost && len(rest) == 1 && rest[0] == "check-runs":
 		return r.createCheckRun(req, body, login, s.tokens[credential(req)].installation)
 	case len(rest) == 2 && rest[0] == "check-runs":
