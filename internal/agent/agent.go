@@ -75,6 +75,9 @@ type Config struct {
 	// Repository is the followed repository as people may see it (no
 	// credentials): the local API names it in its refusals.
 	Repository string
+	// Checks: post a check run beside every status (checks.go). Only a
+	// GitHub App may (github.app); with a token the agent posts statuses.
+	Checks bool
 }
 
 // Agent is one running agent.
@@ -362,7 +365,7 @@ func (a *Agent) enqueue(tx *state.Tx, posts ...outbox.Post) error {
 	if a.outbox == nil {
 		return nil
 	}
-	for _, p := range posts {
+	for _, p := range a.withChecks(posts) {
 		if err := a.outbox.Enqueue(tx, p); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"github.com/fleet-agent/fleet-agent/internal/annotate"
 	"sort"
 	"strconv"
 
@@ -103,8 +104,12 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 		for _, e := range errs {
 			rec.Errors = append(rec.Errors, e.String())
 		}
-		posts = append(posts, status("failure", fmt.Sprintf("invalid document: %d error(s); first %s %s", len(errs), errs[0].Path, errs[0].Message)),
-			comment(a.invalidBody(p.head, errs)))
+		st, cm := status("failure", fmt.Sprintf("invalid document: %d error(s); first %s %s", len(errs), errs[0].Path, errs[0].Message)),
+			comment(a.invalidBody(p.head, errs))
+		posts = append(posts, st, cm)
+		if a.cfg.Checks {
+			posts = append(posts, planCheck(st, cm, a.errorAnnotations(errs)))
+		}
 	default:
 		made, err = a.makePlan(ctx, doc, planHow{})
 		pl = made.Plan
@@ -120,7 +125,19 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 			state = "failure"
 			desc = fmt.Sprintf("blocked: %d change(s) cannot be applied; %s", pl.Summary.Blocked, pl.Summary.Counts())
 		}
-		posts = append(posts, status(state, desc), comment(a.planBody(p.head, pl)))
+		st, cm := status(state, desc), comment(a.planBody(p.head, pl))
+		posts = append(posts, st, cm)
+		if a.cfg.Checks {
+			var anns []annotate.Annotation
+			if pl.Blocked() {
+				// The text again, for the offsets of the blocked objects:
+				// a plan only holds the document's values.
+				if data, err := a.repo.ReadFile(p.head, a.cfg.Path); err == nil {
+					anns = a.blockedAnnotations(data, doc, pl)
+				}
+			}
+			posts = append(posts, planCheck(st, cm, anns))
+		}
 	}
 	a.log.Info().Str("ref", p.ref).Str("commit", p.head).Str("planHash", rec.PlanHash).Bool("blocked", rec.Blocked).Int("errors", len(rec.Errors)).Msg("planned proposal")
 	err = a.store.Update(func(tx *state.Tx) error {
