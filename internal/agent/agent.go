@@ -11,6 +11,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -244,7 +245,10 @@ func (a *Agent) Tick(ctx context.Context) error {
 		for _, pr := range prs {
 			want[refs.PullHead(pr.Number)] = true
 		}
-		a.repo.SetWant(func(ref string) bool { return want[ref] })
+		// And the merge queue's entries for the branch, planned like pull
+		// request heads (queue.go).
+		queue := refs.QueuePrefix(a.cfg.Branch)
+		a.repo.SetWant(func(ref string) bool { return want[ref] || strings.HasPrefix(ref, queue) })
 	}
 	start := a.clock.Now()
 	snap, err := a.repo.Poll(ctx)

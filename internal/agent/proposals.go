@@ -3,10 +3,10 @@ package agent
 import (
 	"context"
 	"fmt"
-	"github.com/fleet-agent/fleet-agent/internal/annotate"
 	"sort"
 	"strconv"
 
+	"github.com/fleet-agent/fleet-agent/internal/annotate"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
@@ -20,6 +20,10 @@ type proposal struct {
 	ref  string
 	head string
 	pr   int
+	// queue: a merge queue entry (ref is gh-readonly-queue/...; pr the pull
+	// request it names). Its plan is posted as a status and check run on
+	// its commit only: the pull request's plan comment stays its head's.
+	queue bool
 }
 
 // planProposals plans every proposal whose head moved, and all of them
@@ -34,6 +38,11 @@ func (a *Agent) planProposals(ctx context.Context, snap gitsync.Snapshot, prs []
 				continue // not fetched yet: next poll
 			}
 			todo = append(todo, proposal{ref: ref, head: head, pr: pr.Number})
+		}
+		for ref, head := range snap.Heads {
+			if n, ok := refs.QueuePull(ref, a.cfg.Branch); ok {
+				todo = append(todo, proposal{ref: ref, head: head, pr: n, queue: true})
+			}
 		}
 	} else {
 		for ref, head := range snap.Heads {
@@ -149,6 +158,9 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 			if err := tx.Put(spaceReviewed, p.head, rv); err != nil {
 				return err
 			}
+		}
+		if p.queue {
+			return a.enqueue(tx, withoutComments(posts)...)
 		}
 		if p.pr > 0 {
 			return a.enqueue(tx, posts...)
