@@ -6,14 +6,13 @@ import (
 	"testing"
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/forge/githubemu"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
 // queueRef is the ref GitHub's merge queue makes for pull request n queued
 // on base.
-func queueRef(n int, base string) string {
-	return "refs/heads/gh-readonly-queue/main/pr-" + strconv.Itoa(n) + "-" + base
-}
+func queueRef(n int, base string) string { return githubemu.QueueRef("main", n, base) }
 
 // enqueue builds the queue entry of pull request n on base as GitHub does:
 // a commit on base holding the merged document, under a gh-readonly-queue
