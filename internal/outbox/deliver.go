@@ -226,7 +226,10 @@ func (o *Outbox) pair(tx *state.Tx, p Post) *Post {
 		}
 		return nil
 	}
-	if o.pairTx != tx {
+	if o.pairTx != tx || p.Kind == KindCheck {
+		// A check run stands beside its status, it does not explain it:
+		// a dropped one is logged and counted, and the status keeps its
+		// own words rather than say a comment was lost.
 		return nil
 	}
 	st := *o.pairStatus

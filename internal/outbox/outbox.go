@@ -65,8 +65,9 @@
 // content (a version of it still queued is amended in place; else the one
 // this process delivered last; else the one paired) and a description that
 // starts by telling the reviewer the comment could not be posted and to look
-// in the fleet-agent log. A comment with no paired status, and a dropped
-// status, are logged and counted only.
+// in the fleet-agent log. A comment with no paired status, a dropped status
+// and a dropped check run (it stands beside its status, it does not explain
+// it) are logged and counted only.
 //
 // A 401 (or a credential that does not resolve) is never about the post but
 // about the credential, which may be in the middle of a rotation (a token
