@@ -52,11 +52,12 @@ const (
 	queueDocX  = `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"}],"pools":[{"name":"a","site":"fra","class":"vps-host"},{"name":"b","site":"fra","class":"vps-host"},{"name":"lost","site":"nowhere","class":"vps-host"}]}`
 )
 
-// Two pull requests merged through the merge queue are each applied once,
+// Two pull requests merged through the merge queue (the agent a GitHub App)
+// are each applied once,
 // with the plan recorded for their queue commits; a queue commit whose plan
 // is blocked fails its check and is never applied, even when it lands.
 func TestMergeQueue(t *testing.T) {
-	w := newGHWorld(t)
+	w := newChecksWorld(t)
 	w.work.Git(t, "checkout", "-q", "-B", "main")
 	boot := w.push("main", emptyDoc, "an empty fleet")
 	w.step()
@@ -108,6 +109,10 @@ func TestMergeQueue(t *testing.T) {
 	w.step()
 	if s := w.lastStatus(q3, "plan"); s.State != "failure" {
 		t.Fatalf("plan status on the blocked queue commit: %+v", s)
+	}
+	// The check run the queue waits for fails too, on the blocked pool.
+	if c := lastCheck(t, w, q3, "plan"); c.Conclusion != "failure" || len(c.Annotations) != 1 || !strings.Contains(c.Annotations[0].Message, "nowhere") {
+		t.Fatalf("plan check run on the blocked queue commit: %+v", c)
 	}
 	// A repository that does not require the check merges it anyway: the
 	// agent refuses it.
