@@ -108,6 +108,7 @@ func (g *GitHub) SetCheckRun(ctx context.Context, sha string, run CheckRun) erro
 	}
 	key := statusKey(sha, name)
 	ext := run.externalID()
+	run.Summary = cutSummary(run.Summary)
 	made, ok := g.checks.get(key)
 	switch {
 	case ok && made.ext != ext:
@@ -203,6 +204,13 @@ func (g *GitHub) getCheckRun(ctx context.Context, op string, id int64) (*github.
 		return resp, err
 	})
 	return run, err
+}
+
+// cutSummary makes s fit a check run's summary. The agent's summaries are
+// comments, already cut below it; this is the last guard, so that a summary
+// that does not fit is cut with a note rather than refused by GitHub.
+func cutSummary(s string) string {
+	return cutCodePoints(s, MaxCheckSummary, "\n\n_(cut to fit a check run)_\n")
 }
 
 func annotation(a annotate.Annotation) *github.CheckRunAnnotation {

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/fleet-agent/fleet-agent/internal/annotate"
 	"github.com/fleet-agent/fleet-agent/internal/forge"
@@ -139,5 +141,17 @@ func TestCheckRunWithAUserTokenIsForbidden(t *testing.T) {
 	err := e.forge.SetCheckRun(t.Context(), sha(1), forge.CheckRun{Context: forge.ContextPlan, State: forge.StateSuccess, Title: "t", Summary: "s"})
 	if fe := classOf(t, err); fe.Class != forge.ClassForbidden {
 		t.Errorf("class %s", fe.Class)
+	}
+}
+
+func TestCheckRunSummaryIsCutToFit(t *testing.T) {
+	e := appEnv(t)
+	long := strings.Repeat("é", forge.MaxCheckSummary+10)
+	if err := e.forge.SetCheckRun(t.Context(), sha(1), forge.CheckRun{Context: forge.ContextPlan, State: forge.StateSuccess, Title: "t", Summary: long}); err != nil {
+		t.Fatal(err)
+	}
+	runs := e.repo.CheckRuns(sha(1))
+	if len(runs) != 1 || utf8.RuneCountInString(runs[0].Summary) != forge.MaxCheckSummary || !strings.HasSuffix(runs[0].Summary, "_(cut to fit a check run)_\n") {
+		t.Errorf("summary of %d code points", utf8.RuneCountInString(runs[0].Summary))
 	}
 }
