@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/fleet-agent/fleet-agent/internal/annotate"
+	"github.com/fleet-agent/fleet-agent/internal/annotation"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
@@ -69,7 +69,7 @@ func (a *Agent) commentPrefixOf(context string) string {
 
 // planCheck is the plan check run of a head: status's state and
 // description, the comment as its summary, and annotations.
-func planCheck(status, comment outbox.Post, anns []annotate.Annotation) outbox.Post {
+func planCheck(status, comment outbox.Post, anns []annotation.Annotation) outbox.Post {
 	summary := comment.Body
 	if len(anns) > MaxAnnotations {
 		summary += fmt.Sprintf("\n_%d more annotation(s) not shown on the lines; the list above has them all._\n", len(anns)-MaxAnnotations)
@@ -80,8 +80,8 @@ func planCheck(status, comment outbox.Post, anns []annotate.Annotation) outbox.P
 
 // errorAnnotations puts every validation error on its line; an error about
 // no place in the text (the count of errors not shown) has none.
-func (a *Agent) errorAnnotations(errs fleet.Errors) []annotate.Annotation {
-	var out []annotate.Annotation
+func (a *Agent) errorAnnotations(errs fleet.Errors) []annotation.Annotation {
+	var out []annotation.Annotation
 	for _, e := range errs {
 		if e.IsZero() {
 			continue
@@ -90,7 +90,7 @@ func (a *Agent) errorAnnotations(errs fleet.Errors) []annotate.Annotation {
 		if e.Path != "" {
 			title = e.Path
 		}
-		out = append(out, annotate.Annotation{Path: a.cfg.Path, Line: e.Line, Column: e.Column, Level: annotate.Failure,
+		out = append(out, annotation.Annotation{Path: a.cfg.Path, Line: e.Line, Column: e.Column, Level: annotation.Failure,
 			Title: title, Message: e.Message})
 	}
 	return out
@@ -100,12 +100,12 @@ func (a *Agent) errorAnnotations(errs fleet.Errors) []annotate.Annotation {
 // the document it blocks, found through the parser's own offsets
 // (fleet.Locate). A change with no object in the document (a blocked
 // delete) is in the summary only.
-func (a *Agent) blockedAnnotations(data []byte, doc *fleet.Document, p *plan.Plan) []annotate.Annotation {
+func (a *Agent) blockedAnnotations(data []byte, doc *fleet.Document, p *plan.Plan) []annotation.Annotation {
 	if !p.Blocked() {
 		return nil
 	}
 	loc := fleet.Locate(data)
-	var out []annotate.Annotation
+	var out []annotation.Annotation
 	for _, c := range p.Changes {
 		if c.Blocked == "" {
 			continue
@@ -118,7 +118,7 @@ func (a *Agent) blockedAnnotations(data []byte, doc *fleet.Document, p *plan.Pla
 		if !ok {
 			continue
 		}
-		out = append(out, annotate.Annotation{Path: a.cfg.Path, Line: pos.Line, Column: pos.Column, Level: annotate.Failure,
+		out = append(out, annotation.Annotation{Path: a.cfg.Path, Line: pos.Line, Column: pos.Column, Level: annotation.Failure,
 			Title: fmt.Sprintf("blocked: %s %s", c.Kind, c.Name), Message: c.Blocked})
 	}
 	return out

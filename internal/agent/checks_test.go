@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleet-agent/fleet-agent/internal/annotate"
+	"github.com/fleet-agent/fleet-agent/internal/annotation"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
@@ -16,7 +16,7 @@ import (
 func TestPlanCheckCapsAnnotationsWithANote(t *testing.T) {
 	st := outbox.Status("abc", "plan", "failure", "invalid", "")
 	cm := outbox.Sticky(1, "<!-- m -->", "the comment")
-	anns := make([]annotate.Annotation, MaxAnnotations+7)
+	anns := make([]annotation.Annotation, MaxAnnotations+7)
 	p := planCheck(st, cm, anns)
 	if len(p.Annotations) != MaxAnnotations || !strings.Contains(p.Body, "7 more annotation(s) not shown") || !strings.HasPrefix(p.Body, "the comment") {
 		t.Errorf("%d annotations, summary %q", len(p.Annotations), p.Body)

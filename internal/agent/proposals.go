@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/fleet-agent/fleet-agent/internal/annotate"
+	"github.com/fleet-agent/fleet-agent/internal/annotation"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
@@ -137,7 +137,7 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 		st, cm := status(state, desc), comment(a.planBody(p.head, pl))
 		posts = append(posts, st, cm)
 		if a.cfg.Checks {
-			var anns []annotate.Annotation
+			var anns []annotation.Annotation
 			if pl.Blocked() {
 				// The text again, for the offsets of the blocked objects:
 				// a plan only holds the document's values.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"github.com/fleet-agent/fleet-agent/internal/annotate"
+	"github.com/fleet-agent/fleet-agent/internal/annotation"
 	"github.com/fleet-agent/fleet-agent/internal/refs"
 )
 
@@ -36,7 +36,7 @@ type CheckRun struct {
 	State       string
 	Title       string
 	Summary     string
-	Annotations []annotate.Annotation
+	Annotations []annotation.Annotation
 }
 
 func (c CheckRun) conclusion() (status, conclusion string) {
@@ -134,7 +134,7 @@ func (g *GitHub) SetCheckRun(ctx context.Context, sha string, run CheckRun) erro
 		to := min(from+MaxAnnotationsPerRequest, len(all))
 		out := &github.CheckRunOutput{Title: github.String(run.Title), Summary: github.String(run.Summary)}
 		for _, a := range all[from:to] {
-			out.Annotations = append(out.Annotations, annotation(a))
+			out.Annotations = append(out.Annotations, toGitHub(a))
 		}
 		return out
 	}
@@ -213,7 +213,7 @@ func cutSummary(s string) string {
 	return cutCodePoints(s, MaxCheckSummary, "\n\n_(cut to fit a check run)_\n")
 }
 
-func annotation(a annotate.Annotation) *github.CheckRunAnnotation {
+func toGitHub(a annotation.Annotation) *github.CheckRunAnnotation {
 	out := &github.CheckRunAnnotation{Path: github.String(a.Path), StartLine: github.Int(a.Line), EndLine: github.Int(a.Line),
 		AnnotationLevel: github.String(a.Level), Message: github.String(a.Message)}
 	if a.Column > 0 {
@@ -226,6 +226,6 @@ func annotation(a annotate.Annotation) *github.CheckRunAnnotation {
 }
 
 // SetCheckRun is (*GitHub).SetCheckRun for the outbox (its CheckSender).
-func (p *Poster) SetCheckRun(ctx context.Context, sha, context, state, title, summary string, annotations []annotate.Annotation) error {
+func (p *Poster) SetCheckRun(ctx context.Context, sha, context, state, title, summary string, annotations []annotation.Annotation) error {
 	return p.g.SetCheckRun(ctx, sha, CheckRun{Context: context, State: state, Title: title, Summary: summary, Annotations: annotations})
 }

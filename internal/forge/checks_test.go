@@ -8,15 +8,15 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/fleet-agent/fleet-agent/internal/annotate"
+	"github.com/fleet-agent/fleet-agent/internal/annotation"
 	"github.com/fleet-agent/fleet-agent/internal/forge"
 	"github.com/fleet-agent/fleet-agent/internal/forge/githubemu"
 )
 
-func manyAnnotations(n int) []annotate.Annotation {
-	out := make([]annotate.Annotation, n)
+func manyAnnotations(n int) []annotation.Annotation {
+	out := make([]annotation.Annotation, n)
 	for i := range out {
-		out[i] = annotate.Annotation{Path: "fleet.json", Line: i + 1, Column: 3, Level: "failure", Message: fmt.Sprintf("error %d", i)}
+		out[i] = annotation.Annotation{Path: "fleet.json", Line: i + 1, Column: 3, Level: "failure", Message: fmt.Sprintf("error %d", i)}
 	}
 	return out
 }

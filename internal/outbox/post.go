@@ -3,7 +3,7 @@ package outbox
 import (
 	"slices"
 
-	"github.com/fleet-agent/fleet-agent/internal/annotate"
+	"github.com/fleet-agent/fleet-agent/internal/annotation"
 	"strconv"
 	"strings"
 
@@ -35,7 +35,7 @@ const (
 )
 
 // Annotation is a line annotation of a check run.
-type Annotation = annotate.Annotation
+type Annotation = annotation.Annotation
 
 // Post is one post to GitHub.
 type Post struct {

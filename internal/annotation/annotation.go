@@ -1,9 +1,9 @@
-// Package annotate holds the one type that the agent, the outbox and the
+// Package annotation holds the one type that the agent, the outbox and the
 // forge share for check-run annotations: a line of a file in the repository
 // and what to say there. It is its own package because the outbox must not
 // import the forge (the forge's tests run the outbox) and the forge's
 // adapter for the outbox must name the same type the outbox declares.
-package annotate
+package annotation
 
 // The levels GitHub shows an annotation with.
 const (
