@@ -52,24 +52,30 @@ const (
 	queueDocX  = `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"}],"pools":[{"name":"a","site":"fra","class":"vps-host"},{"name":"b","site":"fra","class":"vps-host"},{"name":"lost","site":"nowhere","class":"vps-host"}]}`
 )
 
+// queueTwo starts w with an empty fleet, opens pull requests #1 and #2 and
+// queues both (#2's entry holds #1's too, as GitHub builds it), planned.
+func queueTwo(t *testing.T, w *ghWorld) (boot, q1, q2 string) {
+	t.Helper()
+	w.work.Git(t, "checkout", "-q", "-B", "main")
+	boot = w.push("main", emptyDoc, "an empty fleet")
+	w.step()
+	w.openPR(1, boot, queueDocA)
+	w.openPR(2, boot, queueDocB)
+	w.openPR(3, boot, blockDoc)
+	w.step()
+	q1 = w.enqueue(1, boot, queueDocA)
+	q2 = w.enqueue(2, q1, queueDocAB)
+	w.step()
+	return boot, q1, q2
+}
+
 // Two pull requests merged through the merge queue (the agent a GitHub App)
 // are each applied once,
 // with the plan recorded for their queue commits; a queue commit whose plan
 // is blocked fails its check and is never applied, even when it lands.
 func TestMergeQueue(t *testing.T) {
 	w := newChecksWorld(t)
-	w.work.Git(t, "checkout", "-q", "-B", "main")
-	boot := w.push("main", emptyDoc, "an empty fleet")
-	w.step()
-	w.openPR(1, boot, queueDocA)
-	w.openPR(2, boot, queueDocB)
-	w.openPR(3, boot, blockDoc)
-	w.step()
-
-	// Both queued: #2's entry holds #1's too, as GitHub builds it.
-	q1 := w.enqueue(1, boot, queueDocA)
-	q2 := w.enqueue(2, q1, queueDocAB)
-	w.step()
+	boot, q1, q2 := queueTwo(t, w)
 	for _, q := range []string{q1, q2} {
 		if s := w.lastStatus(q, "plan"); s.State != "success" {
 			t.Fatalf("plan status on the queue commit %s: %+v", q[:7], s)
@@ -124,5 +130,34 @@ func TestMergeQueue(t *testing.T) {
 	}
 	if s := w.lastStatus(q3, "apply"); s.State != "failure" || !strings.Contains(s.Description, "blocked") {
 		t.Errorf("apply status on the blocked queue commit: %+v", s)
+	}
+}
+
+// When the queue lands two entries at once, the branch moves straight to
+// the later entry's commit, which holds both: it is applied once, with the
+// plan the queue recorded for it (made against the fleet both were planned
+// on).
+func TestMergeQueueLandsTwoAtOnce(t *testing.T) {
+	w := newGHWorld(t)
+	boot, q1, q2 := queueTwo(t, w)
+	rv2, ok := w.reviewedOf(q2)
+	if !ok || !rv2.Valid {
+		t.Fatalf("no plan recorded for %s", q2[:7])
+	}
+	w.work.Push(t, "--force", q2+":refs/heads/main")
+	w.gh.MergePR(1, q1)
+	w.gh.MergePR(2, q2)
+	w.remo.DeleteRef(t, queueRef(1, boot))
+	w.remo.DeleteRef(t, queueRef(2, q1))
+	w.step()
+	w.step()
+	if ap := w.applied(); ap == nil || ap.Commit != q2 || ap.PlanHash != rv2.PlanHash {
+		t.Fatalf("not applied with the queue's plan %s: %+v\n%s", rv2.PlanHash, ap, w.log)
+	}
+	if c := w.resultComments(2); len(c) != 1 {
+		t.Errorf("#2 has %d result comments, want 1", len(c))
+	}
+	if s := w.lastStatus(q2, "apply"); s.State != "success" {
+		t.Errorf("apply status %+v", s)
 	}
 }
