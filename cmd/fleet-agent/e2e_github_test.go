@@ -49,6 +49,10 @@ type ghWorld struct {
 	box   *outbox.Outbox
 	ag    *agent.Agent
 	log   *strings.Builder
+	// checks: the agent is a GitHub App (appKey its private key in PEM),
+	// and it posts check runs beside its statuses.
+	checks bool
+	appKey string
 }
 
 func newGHWorld(t *testing.T) *ghWorld {
@@ -73,7 +77,12 @@ func (w *ghWorld) start() {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { repo.Close() })
-	g, err := forge.New(forge.Config{Repository: "acme/fleet", APIURL: w.emu.URL(), Token: "secret://gh", Resolver: sec, Clock: w.clk})
+	fc := forge.Config{Repository: "acme/fleet", APIURL: w.emu.URL(), Token: "secret://gh", Resolver: sec, Clock: w.clk}
+	if w.checks {
+		fc.Token, fc.App = "", &forge.App{ID: "4242", InstallationID: 77, PrivateKey: "secret://app-key"}
+		sec["secret://app-key"] = w.appKey
+	}
+	g, err := forge.New(fc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +91,7 @@ func (w *ghWorld) start() {
 	// No spacing between sends: step drains the queue with Flush on a
 	// clock that moves only when told to (the outbox's tests keep it).
 	w.box = outbox.New(w.store, g.Poster(), outbox.Options{Clock: w.clk, Log: log, MinSpacing: outbox.NoSpacing})
-	w.ag = agent.New(agent.Config{Branch: "main", RequireReviewedPlan: true, Prefix: "fleet-agent"},
+	w.ag = agent.New(agent.Config{Branch: "main", RequireReviewedPlan: true, Prefix: "fleet-agent", Checks: w.checks},
 		agent.Options{Store: w.store, Repo: repo, Forge: agentForge{g}, Outbox: w.box, Clock: w.clk, Log: log})
 }
 

@@ -128,7 +128,10 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	rec := substrateReconciler(store, opened, cfg, log, m)
 	ag := agent.New(agent.Config{Tenant: cfg.Tenant, Branch: cfg.Git.Branch, Path: cfg.Git.Path, Interval: cfg.Git.Interval,
 		Prune: cfg.Apply.Prune, RequireReviewedPlan: cfg.Apply.RequireReviewedPlan, Verify: cfg.Git.Verify != nil,
-		Prefix: statusPrefix(cfg), DriftEvery: cfg.Drift.Every, Heal: cfg.Drift.Heal, Repository: redactURL(cfg.Git.URL)},
+		Prefix: statusPrefix(cfg), DriftEvery: cfg.Drift.Every, Heal: cfg.Drift.Heal, Repository: redactURL(cfg.Git.URL),
+		// Check runs need an App's installation token; a user token keeps
+		// to commit statuses (README, "GitHub checks").
+		Checks: cfg.GitHub != nil && cfg.GitHub.App != nil},
 		agent.Options{Store: store, Repo: repo, Forge: agentF, Outbox: agentO, Live: live, Log: log, Metrics: m,
 			Substrates: rec, SubstrateList: substrateList})
 

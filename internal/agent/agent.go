@@ -11,6 +11,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,6 +76,9 @@ type Config struct {
 	// Repository is the followed repository as people may see it (no
 	// credentials): the local API names it in its refusals.
 	Repository string
+	// Checks: post a check run beside every status (checks.go). Only a
+	// GitHub App may (github.app); with a token the agent posts statuses.
+	Checks bool
 }
 
 // Agent is one running agent.
@@ -241,7 +245,10 @@ func (a *Agent) Tick(ctx context.Context) error {
 		for _, pr := range prs {
 			want[refs.PullHead(pr.Number)] = true
 		}
-		a.repo.SetWant(func(ref string) bool { return want[ref] })
+		// And the merge queue's entries for the branch, planned like pull
+		// request heads (queue.go).
+		queue := refs.QueuePrefix(a.cfg.Branch)
+		a.repo.SetWant(func(ref string) bool { return want[ref] || strings.HasPrefix(ref, queue) })
 	}
 	start := a.clock.Now()
 	snap, err := a.repo.Poll(ctx)
@@ -362,7 +369,7 @@ func (a *Agent) enqueue(tx *state.Tx, posts ...outbox.Post) error {
 	if a.outbox == nil {
 		return nil
 	}
-	for _, p := range posts {
+	for _, p := range a.withChecks(posts) {
 		if err := a.outbox.Enqueue(tx, p); err != nil {
 			return err
 		}

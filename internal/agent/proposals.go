@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/fleet-agent/fleet-agent/internal/annotation"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
@@ -19,6 +20,10 @@ type proposal struct {
 	ref  string
 	head string
 	pr   int
+	// queue: a merge queue entry (ref is gh-readonly-queue/...; pr the pull
+	// request it names). Its plan is posted as a status and check run on
+	// its commit only: the pull request's plan comment stays its head's.
+	queue bool
 }
 
 // planProposals plans every proposal whose head moved, and all of them
@@ -33,6 +38,11 @@ func (a *Agent) planProposals(ctx context.Context, snap gitsync.Snapshot, prs []
 				continue // not fetched yet: next poll
 			}
 			todo = append(todo, proposal{ref: ref, head: head, pr: pr.Number})
+		}
+		for ref, head := range snap.Heads {
+			if n, ok := refs.QueuePull(ref, a.cfg.Branch); ok {
+				todo = append(todo, proposal{ref: ref, head: head, pr: n, queue: true})
+			}
 		}
 	} else {
 		for ref, head := range snap.Heads {
@@ -103,8 +113,12 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 		for _, e := range errs {
 			rec.Errors = append(rec.Errors, e.String())
 		}
-		posts = append(posts, status("failure", fmt.Sprintf("invalid document: %d error(s); first %s %s", len(errs), errs[0].Path, errs[0].Message)),
-			comment(a.invalidBody(p.head, errs)))
+		st, cm := status("failure", fmt.Sprintf("invalid document: %d error(s); first %s %s", len(errs), errs[0].Path, errs[0].Message)),
+			comment(a.invalidBody(p.head, errs))
+		posts = append(posts, st, cm)
+		if a.cfg.Checks {
+			posts = append(posts, planCheck(st, cm, a.errorAnnotations(errs)))
+		}
 	default:
 		made, err = a.makePlan(ctx, doc, planHow{})
 		pl = made.Plan
@@ -120,7 +134,19 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 			state = "failure"
 			desc = fmt.Sprintf("blocked: %d change(s) cannot be applied; %s", pl.Summary.Blocked, pl.Summary.Counts())
 		}
-		posts = append(posts, status(state, desc), comment(a.planBody(p.head, pl)))
+		st, cm := status(state, desc), comment(a.planBody(p.head, pl))
+		posts = append(posts, st, cm)
+		if a.cfg.Checks {
+			var anns []annotation.Annotation
+			if pl.Blocked() {
+				// The text again, for the offsets of the blocked objects:
+				// a plan only holds the document's values.
+				if data, err := a.repo.ReadFile(p.head, a.cfg.Path); err == nil {
+					anns = a.blockedAnnotations(data, doc, pl)
+				}
+			}
+			posts = append(posts, planCheck(st, cm, anns))
+		}
 	}
 	a.log.Info().Str("ref", p.ref).Str("commit", p.head).Str("planHash", rec.PlanHash).Bool("blocked", rec.Blocked).Int("errors", len(rec.Errors)).Msg("planned proposal")
 	err = a.store.Update(func(tx *state.Tx) error {
@@ -132,6 +158,9 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 			if err := tx.Put(spaceReviewed, p.head, rv); err != nil {
 				return err
 			}
+		}
+		if p.queue {
+			return a.enqueue(tx, withoutComments(posts)...)
 		}
 		if p.pr > 0 {
 			return a.enqueue(tx, posts...)

@@ -228,15 +228,20 @@ func (a *Agent) stepMergeLinked(ctx context.Context, c *candidate) verdict {
 }
 
 // stepReviewed refuses, with requireReviewedPlan, a commit whose plan is
-// not the one recorded for the reviewed head: through GitHub the head of the
-// pull request that merged it; without GitHub a proposal head that is the
-// commit or a parent of it.
+// not the one recorded for the reviewed head: through GitHub the commit
+// itself when the merge queue held it (queue.go), else the head of the pull
+// request that merged it; without GitHub a proposal head that is the commit
+// or a parent of it.
 func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 	if !a.reviewNeeded(c) {
 		return proceed()
 	}
 	hash := c.plan.PlanHash
 	if a.forge != nil {
+		// A tip that was a merge queue entry was planned as it is (queue.go).
+		if v, found := a.queueVerdict(c); found {
+			return v
+		}
 		rv, found, err := a.reviewed(c.prHead)
 		switch {
 		case err != nil:

@@ -21,8 +21,16 @@ type Error struct {
 	// Path is a JSON Pointer (RFC 6901) to the offending value; "" for the
 	// whole document.
 	Path string `json:"path"`
+	// Position is where the error stands in the text: the value the pointer
+	// names, its key for an unknown field, an invalid key or a repeated key
+	// (the repeat), its parent object for a missing field, and the offending
+	// byte for a text that is not JSON. Zero for the summary of errors not
+	// shown and for a file that could not be read. It is not part of the
+	// JSON of `validate -o json` (CONTRACT.md section 1 names its fields).
+	Position `json:"-"`
 
-	offset int // byte offset that orders errors as the values stand in the text
+	offset  int  // byte offset that orders errors as the values stand in the text
+	summary bool // the last error, summing up those not shown
 }
 
 func (e Error) String() string { return e.File + ":" + e.Path + ": " + e.Message }
@@ -71,6 +79,7 @@ func finish(file string, es []Error) Errors {
 			Code:    string(refusal.InvalidInput),
 			Message: fmt.Sprintf("%d more errors not shown; fix the ones above and validate again", more),
 			Path:    "",
+			summary: true,
 		})
 	}
 	return es

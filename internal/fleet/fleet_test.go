@@ -66,6 +66,7 @@ func TestInvalidDocumentsGolden(t *testing.T) {
 					t.Errorf("code %q", e.Code)
 				}
 				checkPointer(t, data, e.Path)
+				checkPlace(t, data, e)
 			}
 			golden.Check(t, strings.TrimSuffix(f, ".json")+".golden", []byte(errs.Text()))
 		})

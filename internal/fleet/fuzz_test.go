@@ -8,7 +8,8 @@ import (
 )
 
 // FuzzValidate: parse and validate never panic; every error's pointer
-// resolves in the input, or its parent does, or it is ""; a valid
+// resolves in the input, or its parent does, or it is ""; its line and
+// column hold the offending value or its key (checkPlace); a valid
 // document's canonical form is itself valid with the same canonical form;
 // and the schema stage refuses every input as santhosh-tekuri/jsonschema
 // does (oracle_test.go).
@@ -36,6 +37,7 @@ func FuzzValidate(f *testing.F) {
 		}
 		for _, e := range errs {
 			checkPointer(t, data, e.Path)
+			checkPlace(t, data, e)
 		}
 		agree(t, data, "the input")
 		if doc != nil {

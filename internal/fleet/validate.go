@@ -31,7 +31,9 @@ func Validate(file string, data []byte) (*Document, Errors) {
 func validateWith(file string, data []byte, schemaStage func(tree any) []finding) (*Document, Errors) {
 	tree, p := parseDocument(data, false)
 	if p.err != nil {
-		return nil, finish(file, []Error{{Message: p.err.msg, Path: ""}})
+		es := finish(file, []Error{{Message: p.err.msg, Path: "", offset: p.err.off}})
+		place(data, es)
+		return nil, es
 	}
 	found := schemaStage(tree)
 	found = append(found, ruleFindings(tree)...)
@@ -65,7 +67,9 @@ func validateWith(file string, data []byte, schemaStage func(tree any) []finding
 		}
 		es = append(es, Error{Path: f.ptr, Message: f.msg, offset: offsetOf(tp, f)})
 	}
-	return nil, finish(file, es)
+	out := finish(file, es)
+	place(data, out)
+	return nil, out
 }
 
 func offsetOf(p *parser, f finding) int {
@@ -78,13 +82,6 @@ func offsetOf(p *parser, f finding) int {
 	case atParent:
 		ptr = parentPointer(ptr)
 	}
-	for {
-		if off, ok := p.valueOff[ptr]; ok {
-			return off
-		}
-		if ptr == "" {
-			return 0
-		}
-		ptr = parentPointer(ptr)
-	}
+	off, _ := p.nearestValue(ptr)
+	return off
 }

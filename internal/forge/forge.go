@@ -114,6 +114,7 @@ type GitHub struct {
 
 	pulls    etagCache
 	statuses statusMemory
+	checks   checkMemory
 	comments commentMemory
 	upsertMu sync.Mutex
 	ident    identity

@@ -47,15 +47,19 @@ func (g *GitHub) Context(suffix string) string { return g.prefix + "/" + suffix 
 // CutDescription makes s fit a status description: valid UTF-8, at most
 // MaxDescriptionLength code points, cut at a code point and ended with "…"
 // when something was cut.
-func CutDescription(s string) string {
+func CutDescription(s string) string { return cutCodePoints(s, MaxDescriptionLength, "…") }
+
+// cutCodePoints makes s valid UTF-8 of at most limit code points: when it is
+// longer, it is cut at a code point and ends with tail (counted in limit).
+func cutCodePoints(s string, limit int, tail string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	if utf8.RuneCountInString(s) <= MaxDescriptionLength {
+	if utf8.RuneCountInString(s) <= limit {
 		return s
 	}
-	n := 0
+	keep, n := limit-utf8.RuneCountInString(tail), 0
 	for i := range s {
-		if n == MaxDescriptionLength-1 {
-			return s[:i] + "…"
+		if n == keep {
+			return s[:i] + tail
 		}
 		n++
 	}

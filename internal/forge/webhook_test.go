@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/forge"
 	"github.com/fleet-agent/fleet-agent/internal/forge/githubemu"
+	"github.com/fleet-agent/fleet-agent/internal/refs"
 )
 
 type failingResolver struct{}
@@ -98,5 +99,25 @@ func TestVerifySignatureKnownVector(t *testing.T) {
 	}
 	if forge.Sign([]byte("It's a Secret to Everybody"), []byte("Hello, World!")) != want {
 		t.Error("Sign differs from GitHub's example")
+	}
+}
+
+// A merge_group delivery wakes the agent like any other: the queue's ref is
+// learned from git, and its name is the one the agent follows.
+func TestMergeGroupEventWakes(t *testing.T) {
+	e := newEnv(t, githubemu.Options{})
+	var woken atomic.Int32
+	h := e.forge.WebhookHandler(func() { woken.Add(1) })
+	body := e.repo.MergeGroupEvent("main", 7, sha(1), sha(2))
+	req := httptest.NewRequest(http.MethodPost, "/hooks/github", bytes.NewReader(body))
+	req.Header.Set(forge.SignatureHeader, forge.Sign([]byte("hook-secret"), body))
+	req.Header.Set("X-GitHub-Event", "merge_group")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusNoContent || woken.Load() != 1 {
+		t.Fatalf("status %d, woken %d", rec.Code, woken.Load())
+	}
+	if n, ok := refs.QueuePull(githubemu.QueueRef("main", 7, sha(1)), "main"); !ok || n != 7 {
+		t.Errorf("the emulator's queue ref is not one the agent follows: %d %v", n, ok)
 	}
 }

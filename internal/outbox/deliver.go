@@ -40,6 +40,18 @@ type Sender interface {
 	AddCommentOnce(ctx context.Context, pr int, marker, body string) error
 }
 
+// CheckSender is a Sender that also posts check runs (the forge does with
+// GitHub App credentials). A check post reaching a Sender that is not one is
+// dropped as forbidden: a user token cannot post check runs, and the agent
+// queues none then.
+type CheckSender interface {
+	// SetCheckRun makes the newest check run named by context on sha the
+	// given one. Sent again with the same content (after a crash or a lost
+	// answer) it creates nothing new: it finds the run and adds only the
+	// annotations not yet on it.
+	SetCheckRun(ctx context.Context, sha, context, state, title, summary string, annotations []Annotation) error
+}
+
 // The classes the outbox tells apart (the forge's words).
 const (
 	classUnauthorized = "unauthorized"
@@ -214,7 +226,10 @@ func (o *Outbox) pair(tx *state.Tx, p Post) *Post {
 		}
 		return nil
 	}
-	if o.pairTx != tx {
+	if o.pairTx != tx || p.Kind == KindCheck {
+		// A check run stands beside its status, it does not explain it:
+		// a dropped one is logged and counted, and the status keeps its
+		// own words rather than say a comment was lost.
 		return nil
 	}
 	st := *o.pairStatus
@@ -432,6 +447,12 @@ func (o *Outbox) post(ctx context.Context, p Post) error {
 		return o.send.SetStatus(ctx, p.SHA, p.Context, p.State, p.Description, p.TargetURL)
 	case KindSticky:
 		return o.send.UpsertComment(ctx, p.PR, p.Marker, p.Body)
+	case KindCheck:
+		cs, ok := o.send.(CheckSender)
+		if !ok {
+			return errNoChecks
+		}
+		return cs.SetCheckRun(ctx, p.SHA, p.Context, p.State, p.Description, p.Body, p.Annotations)
 	default:
 		return o.send.AddCommentOnce(ctx, p.PR, p.Marker, p.Body)
 	}

@@ -6,3 +6,5 @@ func SetAfterSend(o *Outbox, fn func(Post) bool) { o.afterSend = fn }
 
 // ErrCrashed is what Flush returns when the hook stopped it.
 var ErrCrashed = errCrashed
+
+func PostsEqual(a, b Post) bool { return a.equal(b) }

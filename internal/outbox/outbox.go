@@ -11,7 +11,10 @@
 // # Coalescing and order
 //
 // Posts with the same key are one post: the newest status per commit and
-// context, the newest body per pull request and marker for sticky comments;
+// context, the newest check run per commit and context (a GitHub App's, with
+// its annotations: the Sender sends them 50 a request and, sent again, adds
+// only those not yet on the run), the newest body per pull request and
+// marker for sticky comments;
 // a once-comment queued again with the same pull request and marker is a
 // no-op (the first wins: its marker names one result, so a second one is the
 // same result said again).
@@ -62,8 +65,9 @@
 // content (a version of it still queued is amended in place; else the one
 // this process delivered last; else the one paired) and a description that
 // starts by telling the reviewer the comment could not be posted and to look
-// in the fleet-agent log. A comment with no paired status, and a dropped
-// status, are logged and counted only.
+// in the fleet-agent log. A comment with no paired status, a dropped status
+// and a dropped check run (it stands beside its status, it does not explain
+// it) are logged and counted only.
 //
 // A 401 (or a credential that does not resolve) is never about the post but
 // about the credential, which may be in the middle of a rotation (a token
@@ -172,7 +176,7 @@ func enqueue(tx *state.Tx, p Post, status *Post) error {
 	if status != nil {
 		rec.Status = status
 	}
-	if rec.Post == p {
+	if rec.Post.equal(p) {
 		if status == nil {
 			return nil
 		}

@@ -49,3 +49,31 @@ func PullNumber(ref string) (int, bool) {
 
 // IsPullHead reports whether ref is a pull request head ref.
 func IsPullHead(ref string) bool { _, ok := PullNumber(ref); return ok }
+
+// queueRoot is where GitHub's merge queue keeps its temporary branches:
+// refs/heads/gh-readonly-queue/<branch>/pr-<number>-<base sha>, one per
+// queue entry, whose commit is the branch with that pull request (and those
+// ahead of it in the queue) merged.
+const queueRoot = "refs/heads/gh-readonly-queue/"
+
+// QueuePrefix is the prefix of the merge queue refs of branch.
+func QueuePrefix(branch string) string { return queueRoot + branch + "/" }
+
+// QueuePull is the pull request number a merge queue ref of branch names
+// (pr-<number>-...), and whether ref is one.
+func QueuePull(ref, branch string) (int, bool) {
+	rest, ok := strings.CutPrefix(ref, QueuePrefix(branch))
+	if !ok {
+		return 0, false
+	}
+	rest, ok = strings.CutPrefix(rest, "pr-")
+	if !ok {
+		return 0, false
+	}
+	num, _, _ := strings.Cut(rest, "-")
+	n, err := strconv.Atoi(num)
+	if err != nil || n <= 0 || strconv.Itoa(n) != num || strings.Contains(rest, "/") {
+		return 0, false
+	}
+	return n, true
+}

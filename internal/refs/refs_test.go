@@ -39,3 +39,29 @@ func TestPullRefs(t *testing.T) {
 		}
 	}
 }
+
+func TestQueueRefs(t *testing.T) {
+	base := "refs/heads/gh-readonly-queue/main/"
+	if got := QueuePrefix("main"); got != base {
+		t.Fatalf("QueuePrefix = %q", got)
+	}
+	for _, tc := range []struct {
+		ref string
+		n   int
+		ok  bool
+	}{
+		{base + "pr-42-0123456789abcdef0123456789abcdef01234567", 42, true},
+		{base + "pr-7-abc", 7, true},
+		{"refs/heads/gh-readonly-queue/release/pr-7-abc", 0, false}, // another branch's queue
+		{base + "pr-07-abc", 0, false},
+		{base + "pr-x-abc", 0, false},
+		{base + "pr-7-abc/more", 0, false},
+		{base + "other", 0, false},
+		{"refs/heads/main", 0, false},
+	} {
+		n, ok := QueuePull(tc.ref, "main")
+		if n != tc.n || ok != tc.ok {
+			t.Errorf("QueuePull(%q) = %d, %v; want %d, %v", tc.ref, n, ok, tc.n, tc.ok)
+		}
+	}
+}

@@ -12,7 +12,9 @@
 // (SubmittedTooQuicklyNext); and commits/{sha}/pulls lists, for a commit on
 // the default branch, the merged pull requests that brought it, and for any
 // other commit the open and merged pull requests that hold it, whatever their
-// base branch.
+// base branch. Check runs (checks.go) are created and updated only with an
+// installation token, with the description's limits (50 annotations per
+// request, appended by updates) and the refusals issue threads show.
 //
 // It is an ordinary package so that end-to-end tests elsewhere can use it;
 // only tests import it.
@@ -341,6 +343,8 @@ type Repo struct {
 	branches map[string]map[string]bool
 	comments map[int][]*comment
 	statuses map[string][]*status
+	// checkRuns in the order they were created.
+	checkRuns []*CheckRun
 }
 
 // SetDefaultBranch makes name the repository's default branch ("main" until

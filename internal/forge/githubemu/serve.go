@@ -301,6 +301,22 @@ func (s *Server) route(req *http.Request, path string, body []byte, login string
 		return r.combinedStatus(req, rest[1])
 	case m == http.MethodPost && len(rest) == 2 && rest[0] == "statuses":
 		return r.createStatus(req, rest[1], body, login)
+	case m == http.MethodGet && len(rest) == 3 && rest[0] == "commits" && rest[2] == "check-runs":
+		return r.listCheckRuns(req, rest[1])
+	case m == http.MethodPost && len(rest) == 1 && rest[0] == "check-runs":
+		return r.createCheckRun(req, body, login, s.tokens[credential(req)].installation)
+	case len(rest) == 2 && rest[0] == "check-runs":
+		id, err := strconv.ParseInt(rest[1], 10, 64)
+		c := r.findCheckRun(id)
+		if err != nil || c == nil {
+			return notFound()
+		}
+		switch m {
+		case http.MethodGet:
+			return jsonReply(http.StatusOK, r.checkRunJSON(req, c))
+		case http.MethodPatch:
+			return r.updateCheckRun(req, c, body, s.tokens[credential(req)].installation)
+		}
 	case len(rest) == 3 && rest[0] == "issues" && rest[2] == "comments":
 		n, err := strconv.Atoi(rest[1])
 		if _, ok := r.pulls[n]; err != nil || !ok {
