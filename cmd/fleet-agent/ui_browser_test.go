@@ -236,12 +236,24 @@ providers:
 	}
 	b.screenshot("2-substrates")
 
-	// A break-glass edit: the next drift check shows it on the overview.
+	// A break-glass edit: the next drift check shows it on the overview,
+	// which is left open: its script refreshes it in place (every 10 s).
+	b.do(chromedp.Navigate(page))
+	value(b, chromedp.Evaluate[bool]("window.notReloaded = true"))
 	if _, errs, code := cli(t, env, "edit", "flavor", "gpu/small", "vcpu=8", "--config", r.path); code != 0 {
 		t.Fatalf("edit: %s", errs)
 	}
-	drift := b.waitText(page, "has drifted", 30*time.Second)
-	if s := drift[len(drift)-1]; !strings.Contains(s, "flavor\t1") || !strings.Contains(s, "~ flavor gpu/small (vcpu)") {
+	var s string
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(s, "has drifted"); time.Sleep(250 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the open overview never showed the drift:\n%s", s)
+		}
+		s = value(b, chromedp.Text(chromedp.CSS("main")))
+	}
+	if !value(b, chromedp.Evaluate[bool]("window.notReloaded === true")) {
+		t.Error("the overview was reloaded rather than refreshed in place")
+	}
+	if !strings.Contains(s, "flavor\t1") || !strings.Contains(s, "~ flavor gpu/small (vcpu)") {
 		t.Errorf("the drift is not shown by kind with its change:\n%s", s)
 	}
 	b.screenshot("3-overview-drift")
