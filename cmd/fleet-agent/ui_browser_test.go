@@ -227,14 +227,13 @@ providers:
 	// nothing to running with 2 nodes. (Nodes joining needs a cluster that
 	// runs the node daemon; the fake provider has none, so the page's
 	// joined count stays 0 of 0 here.)
+	first := b.waitText(page+"substrates", "Pool k8s", 30*time.Second)
+	b.screenshot("2-substrates-coming-up")
 	seen := b.waitText(page+"substrates", "running\t2", 60*time.Second)
-	if len(seen) < 2 {
-		t.Errorf("the substrates page never changed while the substrate came up: %q", seen)
+	if strings.Contains(first[len(first)-1], "running\t2") || len(seen) < 2 {
+		t.Errorf("the substrates page never changed while the substrate came up: %q then %q", first, seen)
 	}
-	if !strings.Contains(seen[0], "Pool k8s") {
-		t.Errorf("the substrate is not on the page at first: %s", seen[0])
-	}
-	b.screenshot("2-substrates")
+	b.screenshot("3-substrates-running")
 
 	// A break-glass edit: the next drift check shows it on the overview,
 	// which is left open: its script refreshes it in place (every 10 s).
@@ -256,7 +255,7 @@ providers:
 	if !strings.Contains(s, "flavor\t1") || !strings.Contains(s, "~ flavor gpu/small (vcpu)") {
 		t.Errorf("the drift is not shown by kind with its change:\n%s", s)
 	}
-	b.screenshot("3-overview-drift")
+	b.screenshot("4-overview-drift")
 
 	// An open proposal: its plan lines and hash.
 	head2 := r.openPR(t, 2, k8sDoc(3))
@@ -265,14 +264,14 @@ providers:
 	if s := props[len(props)-1]; !strings.Contains(s, "~ pool k8s") || !strings.Contains(s, "Plan hash") {
 		t.Errorf("the proposal's plan is not shown:\n%s", s)
 	}
-	b.screenshot("4-proposals")
+	b.screenshot("5-proposals")
 
 	// The audit, filtered to the break-glass edits.
 	audit := b.text(page + "audit?kind=edit")
 	if !strings.Contains(audit, "flavor.update") || strings.Contains(audit, "\tapply\t") {
 		t.Errorf("the audit filtered to edits:\n%s", audit)
 	}
-	b.screenshot("5-audit-edits")
+	b.screenshot("6-audit-edits")
 
 	// Nothing secret on any page: the GitHub token, the git password and
 	// the webhook secret of this agent.
@@ -297,7 +296,7 @@ providers:
 	if value(b, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`)) {
 		t.Error("the overview is wider than a phone's screen")
 	}
-	b.screenshot("6-overview-phone")
+	b.screenshot("7-overview-phone")
 	b.do(chromedp.ResetViewport())
 
 	// JavaScript off: the page is whole without its script.
