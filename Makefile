@@ -62,8 +62,11 @@ golden:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime $${FUZZTIME:-60s} ./internal/fleet/
 
+# make demo KEEP=1 leaves the demo's agent running (its page open at the
+# printed URL) until Ctrl-C; without KEEP the demo exits by itself.
+KEEP ?=
 demo: build
-	./scripts/demo.sh $(BIN)
+	KEEP=$(KEEP) ./scripts/demo.sh $(BIN)
 
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/fleet-agent

@@ -42,11 +42,35 @@ AGENT_PID=
 cleanup() { [ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null || true; }
 trap cleanup EXIT
 
+# starts: how many times an agent logged its start (the line comes once its
+# socket and ops listener serve).
+starts() { grep -c '"fleet-agent running"' "$DEMO/agent.log" 2>/dev/null || true; }
 start_agent() {
+  local before; before=$(starts)
   "$BIN" run --config "$DEMO/config.yaml" >>"$DEMO/agent.log" 2>&1 &
   AGENT_PID=$!
+  # Wait for the agent's own start line before asking it anything: a
+  # command run while no agent serves the socket opens the state file
+  # itself, and a slow one (a loaded machine) can hold it past the starting
+  # agent's lock timeout, which then exits "in use".
+  started() { [ "$(starts)" -gt "${before:-0}" ]; }
+  wait_for "the agent has started" 20 started
   wait_for "the agent answers on its socket" 20 "$BIN" status
 }
+
+# The page for people (/ui/ on the ops listener). The demo's listen is
+# 127.0.0.1:0, so the address is read from the agent's start line.
+ops_addr() { grep '"fleet-agent running"' "$DEMO/agent.log" | tail -1 | sed -n 's/.*"listen":"\([^"]*\)".*/\1/p'; }
+page_url() { echo "http://$(ops_addr)/ui/"; }
+# page_get PATH: the page's HTML, with bash alone (no curl on a fresh machine).
+page_get() {
+  local addr; addr=$(ops_addr)
+  exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}" || return 1
+  printf 'GET /ui/%s HTTP/1.0\r\nHost: %s\r\n\r\n' "$1" "$addr" >&3
+  cat <&3
+  exec 3<&-
+}
+page_has() { page_get "$1" | grep -q "$2"; } # page_has PATH TEXT
 
 applied_commit() { "$BIN" status -o json | sed -n 's/.*"commit": "\([0-9a-f]*\)".*/\1/p' | head -1; }
 is_applied() { [ "$(applied_commit)" = "$1" ]; }
@@ -147,6 +171,8 @@ check "the config is valid (a plan loads it and opens its providers)" "$BIN" pla
 
 step "start the agent; an empty plan is followed without review"
 start_agent
+wait_for "the page answers on the ops listener" 20 page_has "" "<h1>Overview</h1>"
+echo "    the page for people: $(page_url) (open it while the demo runs)"
 wait_for "main's first commit is recorded as applied" 20 is_applied "$BOOT"
 
 step "propose a change on a branch: planned, recorded, never applied"
@@ -165,10 +191,12 @@ git checkout -q main && git merge -q --ff-only add-gpu-pool && git push -q origi
 wait_for "the merge is applied" 20 is_applied "$HEAD1"
 "$BIN" status | show
 check "a plan of the merged document changes nothing" "$BIN" plan fleet.json --fail-on-drift
+check "the page shows the applied commit" page_has "" "${HEAD1:0:12}"
 
 step "a break-glass edit during an incident"
 "$BIN" edit flavor gpu/small vcpu=8 | show
 wait_for "the drift check reports it" 20 drifted
+wait_for "the page shows the drift" 20 page_has "" "has drifted"
 "$BIN" status | show
 if "$BIN" status --fail-on-drift >/dev/null 2>&1; then bad "status --fail-on-drift exits non-zero while drifted"; else ok "status --fail-on-drift exits non-zero while drifted"; fi
 
@@ -214,6 +242,7 @@ check "both node pools run" substrate_is '"flavor":"h100","name":"fa-[a-z0-9]*-h
 check "the substrate says it waits for the node daemon" substrate_is '"state":"creating","message":"[^"]*waitingforthenodedaemon'
 "$BIN" substrates | show
 check "the fake provider holds exactly one cluster" test "$(fake_count '"name": "fa-k8s-')" = 1
+check "the page shows the substrate and its node pools" page_has substrates "fa-[a-z0-9]*-h100"
 
 step "resize a flavor: merged, the node pool grows in place"
 write_doc 4 8 "$H100, $CPU3"
@@ -269,10 +298,22 @@ EOF
 echo "$NEXT" | show
 check "the printed commands work as pasted" bash -euo pipefail -c "$NEXT"
 echo "    fleet-agent run   # the demo's agent again, in the foreground: Ctrl-C stops it"
+echo "    (while it runs, its page is http://ADDRESS/ui/, ADDRESS being the \"listen\" of its start line; make demo KEEP=1 does this for you)"
 echo "    The state file is $DEMO/state/fleet.db; the repository is $DEMO/remote.git (clone it, push a branch, watch)."
 
 echo
 echo "demo: $checks checks in $(($(date +%s) - START))s; the agent's log is $DEMO/agent.log"
+if [ -n "${KEEP:-}" ]; then
+  # make demo KEEP=1: the demo's agent again, so a person can look at the
+  # page; Ctrl-C (or SIGTERM) stops it and ends the demo.
+  start_agent >/dev/null
+  echo
+  echo "demo: KEEP is set: the agent runs (pid $AGENT_PID); its page is $(page_url)"
+  echo "demo: press Ctrl-C to stop it"
+  trap 'kill -TERM "$AGENT_PID" 2>/dev/null || true' INT TERM
+  while kill -0 "$AGENT_PID" 2>/dev/null; do wait "$AGENT_PID" || true; done
+  AGENT_PID=
+fi
 if [ "$failures" -gt 0 ]; then
   echo "demo: $failures check(s) FAILED"
   exit 1

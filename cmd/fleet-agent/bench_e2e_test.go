@@ -52,6 +52,13 @@ func freePort(tb testing.TB) string {
 
 func startRunning(tb testing.TB, interval string) *runningAgent {
 	tb.Helper()
+	return startRunningWith(tb, interval, "")
+}
+
+// startRunningWith is startRunning with more config (YAML appended to the
+// config file: providers, substrate, drift).
+func startRunningWith(tb testing.TB, interval, extra string) *runningAgent {
+	tb.Helper()
 	r := &runningAgent{srv: gitserver.Start(tb), emu: githubemu.New(tb, githubemu.Options{})}
 	r.remo = r.srv.NewRepo(tb, "fleet")
 	r.work = r.remo.Clone(tb)
@@ -77,7 +84,7 @@ github:
 state: %s
 socket: %s
 listen: %s
-`, r.remo.URL, interval, r.emu.URL(), filepath.Join(dir, "fleet.db"), filepath.Join(dir, "api.sock"), r.ops)
+%s`, r.remo.URL, interval, r.emu.URL(), filepath.Join(dir, "fleet.db"), filepath.Join(dir, "api.sock"), r.ops, extra)
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		tb.Fatal(err)

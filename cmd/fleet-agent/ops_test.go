@@ -69,7 +69,7 @@ func TestRunningAgent(t *testing.T) {
 	}
 
 	// Ops endpoints.
-	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/status": 200, "/debug/pprof/": 404} {
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/status": 200, "/debug/pprof/": 404, "/ui/": 200, "/ui/substrates": 200} {
 		resp, err := http.Get("http://" + r.ops + path)
 		if err != nil {
 			t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/ui"
 )
 
 func (a *app) runCommand() *cobra.Command {
@@ -158,7 +159,8 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	if gh != nil && cfg.GitHub.WebhookSecret != "" {
 		hook = gh.WebhookHandler(ag.Wake)
 	}
-	opsSrv := &http.Server{Handler: ag.OpsHandler(agent.OpsOptions{Metrics: m.Handler(), Webhook: hook, Pprof: cfg.Pprof}), ReadHeaderTimeout: 10 * time.Second}
+	page := ui.Handler(ui.Options{Read: pageSource(ag, store, box, cfg).Read})
+	opsSrv := &http.Server{Handler: ag.OpsHandler(agent.OpsOptions{Metrics: m.Handler(), Webhook: hook, Pprof: cfg.Pprof, UI: page}), ReadHeaderTimeout: 10 * time.Second}
 
 	var wg sync.WaitGroup
 	serve := func(s *http.Server, l net.Listener, what string) {
@@ -245,4 +247,32 @@ func indexScheme(u string) (int, int) {
 		}
 	}
 	return -1, -1
+}
+
+// pageSource is where the page (/ui/) reads the running agent: its status,
+// the state file, and the outbox when there is GitHub to post to.
+func pageSource(ag *agent.Agent, store *state.Store, box *outbox.Outbox, cfg *config.Config) ui.Source {
+	src := ui.Source{Agent: ag, Store: store}
+	if cfg.GitHub != nil {
+		src.CommitURL = ui.CommitURL(redactURL(cfg.Git.URL), cfg.GitHub.Repository, cfg.GitHub.APIURL)
+	} else {
+		src.CommitURL = ui.CommitURL(redactURL(cfg.Git.URL), "", "")
+	}
+	if box != nil {
+		src.Outbox = func() (*ui.Outbox, error) {
+			st := box.Stats()
+			o := &ui.Outbox{LastError: st.LastError, LastErrorAt: st.LastErrorAt, LastDelivery: st.LastDelivery}
+			err := store.View(func(tx *state.Tx) error {
+				n, err := tx.OutboxLen()
+				if err != nil {
+					return err
+				}
+				old, _, err := outbox.Oldest(tx)
+				o.Waiting, o.Oldest = n, old.QueuedAt
+				return err
+			})
+			return o, err
+		}
+	}
+	return src
 }

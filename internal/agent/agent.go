@@ -214,6 +214,9 @@ type storedProposal struct {
 	Tip     string `json:"tip"`
 	Applied string `json:"applied"`
 	PR      int    `json:"pr,omitempty"`
+	// Lines are the plan's text lines, for the page (status leaves them
+	// out); a proposal planned before they were kept has none.
+	Lines []string `json:"lines,omitempty"`
 }
 
 // Tick is one iteration: poll, apply the tip, plan the proposals.

@@ -12,11 +12,16 @@ type OpsOptions struct {
 	Metrics http.Handler // /metrics
 	Webhook http.Handler // POST /hooks/github; nil without a webhook secret
 	Pprof   bool         // /debug/pprof/
+	// UI is the page for people under /ui/ (internal/ui); nil serves none.
+	// The agent does not build it: the page reads the agent, not the other
+	// way round.
+	UI http.Handler
 }
 
 // OpsHandler serves the ops listener: /healthz (alive), /readyz (the state
 // is open and a poll succeeded within three intervals; a GitHub outage
-// shows in metrics, not here), /status, /metrics, and the webhook.
+// shows in metrics, not here), /status, /metrics, the page (/ui/), and the
+// webhook.
 func (a *Agent) OpsHandler(o OpsOptions) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -44,6 +49,9 @@ func (a *Agent) OpsHandler(o OpsOptions) http.Handler {
 	})
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
+	}
+	if o.UI != nil {
+		mux.Handle("/ui/", o.UI)
 	}
 	if o.Webhook != nil {
 		mux.Handle("/hooks/github", o.Webhook)

@@ -128,6 +128,7 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 			break
 		}
 		rec.PlanHash, rec.Summary, rec.Blocked = pl.PlanHash, pl.Summary, pl.Blocked()
+		rec.Lines = pl.TextLines(false)
 		state := "success"
 		desc := pl.Summary.Counts()
 		if pl.Blocked() {
@@ -203,6 +204,25 @@ func (a *Agent) merged(tip, head string) bool {
 	}
 	a.mu.Unlock()
 	return yes
+}
+
+// ProposalPage is a proposal as the page shows it: with its pull request
+// and the plan's text lines, which status leaves out (they can be long).
+type ProposalPage struct {
+	Proposal
+	PR    int
+	Lines []string
+}
+
+// ProposalPages lists the recorded proposals with their plan lines, by ref.
+func (a *Agent) ProposalPages() ([]ProposalPage, error) {
+	var out []ProposalPage
+	err := a.store.View(func(tx *state.Tx) error {
+		return eachRecord(tx, spaceProposals, func(p storedProposal) {
+			out = append(out, ProposalPage{Proposal: p.Proposal, PR: p.PR, Lines: p.Lines})
+		})
+	})
+	return out, err
 }
 
 // Proposals lists the recorded proposals for status.

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"sort"
 	"strings"
 
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
@@ -74,16 +75,11 @@ func Status(s *state.Store, tenant string) (StatusView, error) {
 				v.Drift = &DriftView{Changes: orEmpty(dr.Changes, "[]"), Summary: orEmpty(dr.Summary, "{}"), Blocked: dr.Blocked, PlanHash: dr.PlanHash, Error: dr.Error}
 			}
 		}
-		return tx.ForEach(spaceProposals, func(_ string, b []byte) error {
-			var p storedProposal
-			if err := json.Unmarshal(b, &p); err != nil {
-				return err
-			}
+		return eachRecord(tx, spaceProposals, func(p storedProposal) {
 			if p.Errors == nil {
 				p.Errors = []string{}
 			}
 			v.Proposals = append(v.Proposals, p.Proposal)
-			return nil
 		})
 	})
 	return v, err
@@ -172,4 +168,45 @@ func (a *Agent) Substrates() (any, error) {
 		list = []any{}
 	}
 	return list, err
+}
+
+// StatusView is the status the agent serves (/status), for the page.
+func (a *Agent) StatusView() (StatusView, error) { return a.status() }
+
+// Following says what the agent follows: its tenant, the repository as
+// people may see it (no credentials) and the branch it applies.
+func (a *Agent) Following() (tenant, repository, branch string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg.Tenant, a.cfg.Repository, a.cfg.Branch
+}
+
+// RefusedTips lists the commits of the branch that were not applied and
+// why, newest first: what a person must act on.
+func (a *Agent) RefusedTips() ([]Refused, error) {
+	var out []Refused
+	err := a.store.View(func(tx *state.Tx) error {
+		return eachRecord(tx, spaceRefused, func(r Refused) { out = append(out, r) })
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].At > out[j].At })
+	return out, err
+}
+
+// PollError is the last poll's failure, nil after a good poll.
+func (a *Agent) PollError() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lastError
+}
+
+// eachRecord decodes every record of a kv space, in key order.
+func eachRecord[T any](tx *state.Tx, space string, fn func(T)) error {
+	return tx.ForEach(space, func(_ string, b []byte) error {
+		var v T
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		fn(v)
+		return nil
+	})
 }

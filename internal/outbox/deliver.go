@@ -208,7 +208,7 @@ func (o *Outbox) Enqueue(tx *state.Tx, p Post) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	if err := enqueue(tx, p, o.pair(tx, p)); err != nil {
+	if err := enqueue(tx, p, o.pair(tx, p), o.clock.Now().UnixMilli()); err != nil {
 		return err
 	}
 	tx.OnCommit(o.Wake)

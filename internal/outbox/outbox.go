@@ -121,6 +121,10 @@ type record struct {
 	NotBefore int64 `json:"notBefore,omitempty"`
 	// LastError is the last failure's text, for logs and metrics.
 	LastError string `json:"lastError,omitempty"`
+	// QueuedAt is when the post took its place in the queue (Unix ms; a
+	// coalesced post keeps it), for the page's "oldest waiting"; 0 when
+	// queued without a clock (the package's Enqueue).
+	QueuedAt int64 `json:"queuedAt,omitempty"`
 }
 
 func decodeRecord(e state.OutboxEntry) (record, error) {
@@ -148,12 +152,12 @@ func Enqueue(tx *state.Tx, p Post) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	return enqueue(tx, p, nil)
+	return enqueue(tx, p, nil, 0)
 }
 
 // enqueue is Enqueue of a valid post; status is the status a comment is
-// paired with, nil for none.
-func enqueue(tx *state.Tx, p Post, status *Post) error {
+// paired with, nil for none; at is when (Unix ms, 0 not known).
+func enqueue(tx *state.Tx, p Post, status *Post, at int64) error {
 	if p.Kind == KindStatus {
 		status = nil
 	}
@@ -163,7 +167,7 @@ func enqueue(tx *state.Tx, p Post, status *Post) error {
 		return err
 	}
 	if !ok {
-		_, err := tx.OutboxAppend(key, record{Post: p, Status: status}.encode())
+		_, err := tx.OutboxAppend(key, record{Post: p, Status: status, QueuedAt: at}.encode())
 		return err
 	}
 	if p.Kind == KindOnce {
@@ -198,6 +202,7 @@ type Entry struct {
 	Attempts  int
 	NotBefore time.Time // zero: due now
 	LastError string
+	QueuedAt  time.Time // zero: not known
 }
 
 // Queued lists the queued posts, oldest first.
@@ -208,14 +213,35 @@ func Queued(tx *state.Tx) ([]Entry, error) {
 		if err != nil {
 			return err
 		}
-		q := Entry{Seq: e.Seq, Post: r.Post, InFlight: r.InFlight, Attempts: r.Attempts, LastError: r.LastError}
-		if r.NotBefore != 0 {
-			q.NotBefore = time.UnixMilli(r.NotBefore)
-		}
-		out = append(out, q)
+		out = append(out, entryOf(e.Seq, r))
 		return nil
 	})
 	return out, err
+}
+
+func entryOf(seq uint64, r record) Entry {
+	q := Entry{Seq: seq, Post: r.Post, InFlight: r.InFlight, Attempts: r.Attempts, LastError: r.LastError}
+	if r.NotBefore != 0 {
+		q.NotBefore = time.UnixMilli(r.NotBefore)
+	}
+	if r.QueuedAt != 0 {
+		q.QueuedAt = time.UnixMilli(r.QueuedAt)
+	}
+	return q
+}
+
+// Oldest is the post at the head of the queue, if any: the page shows how
+// long it has waited.
+func Oldest(tx *state.Tx) (Entry, bool, error) {
+	e, ok, err := tx.OutboxFirst()
+	if err != nil || !ok {
+		return Entry{}, false, err
+	}
+	r, err := decodeRecord(e)
+	if err != nil {
+		return Entry{}, false, err
+	}
+	return entryOf(e.Seq, r), true, nil
 }
 
 // HeldError says that the oldest post waits (for a rate limit, a backoff

@@ -457,3 +457,33 @@ func TestIdleOutboxMakesNoRequests(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+// TestOldestKeepsItsQueuedTime: the page's "oldest waiting" is the time a
+// post took its place in the queue, which coalescing does not reset (the
+// reader waits since the first version).
+func TestOldestKeepsItsQueuedTime(t *testing.T) {
+	e := newEnv(t)
+	oldest := func() (outbox.Entry, bool) {
+		t.Helper()
+		var q outbox.Entry
+		var ok bool
+		if err := e.store.View(func(tx *state.Tx) (err error) { q, ok, err = outbox.Oldest(tx); return }); err != nil {
+			t.Fatal(err)
+		}
+		return q, ok
+	}
+	if _, ok := oldest(); ok {
+		t.Fatal("an empty queue has an oldest post")
+	}
+	e.add(t, outbox.Sticky(1, plan, "plan v1"))
+	e.clk.Advance(5 * time.Minute)
+	e.add(t, outbox.Status(sha(1), "plan", "success", "ok", ""), outbox.Sticky(1, plan, "plan v2"))
+	q, ok := oldest()
+	if !ok || !q.QueuedAt.Equal(epoch) || !strings.Contains(q.Post.Body, "plan v2") {
+		t.Fatalf("oldest = %+v %v, want plan v2 queued at %v", q, ok, epoch)
+	}
+	e.flush(t)
+	if q, ok := oldest(); ok {
+		t.Fatalf("a flushed queue still has %+v", q)
+	}
+}
