@@ -186,11 +186,12 @@ func (g *GitHub) findCheckRun(ctx context.Context, op, sha, name, ext string) (m
 	if err != nil {
 		return madeRun{}, err
 	}
-	for _, r := range list.CheckRuns {
-		if r.GetExternalID() == ext {
+	// Only the newest run counts: an older run with this content is not
+	// what GitHub shows.
+	if len(list.CheckRuns) > 0 {
+		if r := list.CheckRuns[0]; r.GetExternalID() == ext {
 			return madeRun{id: r.GetID(), ext: ext, count: r.GetOutput().GetAnnotationsCount()}, nil
 		}
-		break // only the newest counts: an older run with this content is not what GitHub shows
 	}
 	return madeRun{}, nil
 }

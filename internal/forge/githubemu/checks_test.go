@@ -126,6 +126,9 @@ func TestCheckRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if run.GetOutput().GetAnnotationsCount() != 53 {
+		t.Errorf("the update answered %d annotations, want 53", run.GetOutput().GetAnnotationsCount())
+	}
 	if got := repo.CheckRuns(sha(1)); len(got) != 1 || len(got[0].Annotations) != 53 || got[0].Requests != 2 || got[0].Annotations[52].StartLine != 53 {
 		t.Errorf("after update %+v", got)
 	}

@@ -537,9 +537,7 @@ func upAndDown(t *testing.T, vr variant) {
 	if err := json.Unmarshal([]byte(v.key), &key); err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(key.PrivateKey, "\n")[1:4] {
-		secrets = append(secrets, line)
-	}
+	secrets = append(secrets, strings.Split(key.PrivateKey, "\n")[1:4]...)
 	for _, s := range secrets {
 		if bytes.Contains(file, []byte(s)) || strings.Contains(a.logs.String(), s) {
 			t.Fatalf("a secret (%.12s...) reached the state file or the logs", s)
