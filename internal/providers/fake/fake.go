@@ -62,7 +62,7 @@ func New(cfg Config, secrets providers.SecretResolver, opts ...Option) (*Fake, e
 		}
 	}
 	f.st = st
-	if cfg.Kube != nil {
+	if cfg.Kube != nil && f.kube == nil {
 		k, err := cfg.Kube.open()
 		if err != nil {
 			return nil, fmt.Errorf("fake: %w", err)

@@ -209,3 +209,10 @@ func nodeObject(d desiredNode) *corev1.Node {
 // syncNodesQuiet is syncNodes after an observation: an API server that
 // does not answer leaves the Nodes for the next one.
 func (f *Fake) syncNodesQuiet(ctx context.Context) { _ = f.syncNodes(ctx) }
+
+// WithKube backs the clusters by the API server a client reaches (what
+// Config.Kube opens from files), its credentials carrying url and ca: for
+// tests over client-go's fake clientset.
+func WithKube(client kubernetes.Interface, url string, ca []byte) Option {
+	return func(f *Fake) { f.kube = &kube{cfg: KubeConfig{URL: url}, ca: ca, client: client} }
+}
