@@ -50,7 +50,8 @@ func freePort(tb testing.TB) string {
 	return l.Addr().String()
 }
 
-func startRunning(tb testing.TB, interval string) *runningAgent {
+// startRunning starts `run` in-process; extra is appended to its config.
+func startRunning(tb testing.TB, interval string, extra ...string) *runningAgent {
 	tb.Helper()
 	r := &runningAgent{srv: gitserver.Start(tb), emu: githubemu.New(tb, githubemu.Options{})}
 	r.remo = r.srv.NewRepo(tb, "fleet")
@@ -77,7 +78,7 @@ github:
 state: %s
 socket: %s
 listen: %s
-`, r.remo.URL, interval, r.emu.URL(), filepath.Join(dir, "fleet.db"), filepath.Join(dir, "api.sock"), r.ops)
+`, r.remo.URL, interval, r.emu.URL(), filepath.Join(dir, "fleet.db"), filepath.Join(dir, "api.sock"), r.ops) + strings.Join(extra, "")
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		tb.Fatal(err)
