@@ -354,6 +354,11 @@ func (ic *InCluster) Teardown(ctx context.Context, t substrate.Target) error {
 		return err
 	}
 	kc, err := ic.client(ctx, t)
+	if errors.Is(err, providers.ErrNotFound) {
+		// The cluster is gone, and with it everything Apply put in it.
+		ic.o.Log.Info().Str("pool", t.Pool).Msg("the cluster is gone: nothing of the node daemon is left to remove")
+		return ic.o.Joins.Forget(ctx, t.PoolID)
+	}
 	if err != nil {
 		return err
 	}

@@ -424,3 +424,22 @@ func TestNoDaemon(t *testing.T) {
 		t.Fatalf("%v, minted %d", err, u.minted)
 	}
 }
+
+// TestTeardownOfAClusterGone: a cluster the provider no longer has holds
+// nothing of ours: the teardown is done, the joins forgotten.
+func TestTeardownOfAClusterGone(t *testing.T) {
+	u := newUnit(t)
+	tg := u.target("create")
+	tg.Credentials = func(context.Context) (providers.Credential, error) {
+		return providers.Credential{}, providers.NotFoundf("Credentials", "cluster gone")
+	}
+	if _, _, err := u.joins.Token(t.Context(), poolID, []string{"a"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.ic.Teardown(t.Context(), tg); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok, _ := u.joins.Current(t.Context(), poolID); ok {
+		t.Error("the join token outlived the cluster")
+	}
+}
