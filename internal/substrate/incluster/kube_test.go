@@ -131,6 +131,9 @@ func (d *daemons) sync(ctx context.Context) {
 		t.Fatal(err)
 	}
 	cm, err := kc.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return // torn down meanwhile (the namespace controller empties it)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package incluster
 
 import (
 	"bytes"
+	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -27,6 +30,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/crashtest"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/join"
+	"github.com/fleet-agent/fleet-agent/internal/testutil/kubeplane"
 )
 
 // TestWithTheReconciler runs the whole substrate in one process: the
@@ -38,12 +42,30 @@ import (
 // teardown (deleting, the message says where) until it is deleted; then
 // the substrate is deleted, nothing of ours is left in the cluster, and
 // no credential or join token reached the state file or the log.
-func TestWithTheReconciler(t *testing.T) {
+func TestWithTheReconciler(t *testing.T) { wholeSubstrate(t, nil) }
+
+// TestWithTheReconcilerOnARealControlPlane is TestWithTheReconciler with
+// the fake's clusters backed by the real API server (providers.fake.kube):
+// the fake registers its node pools' Nodes, kwok runs them and the node
+// daemon's Pods, a `fleet-agent node` per Pod joins through a real join
+// listener, and the API server checks every credential with the fake.
+func TestWithTheReconcilerOnARealControlPlane(t *testing.T) { wholeSubstrate(t, kube(t)) }
+
+func wholeSubstrate(t *testing.T, plane *kubeplane.Plane) {
 	dir := t.TempDir()
+	ctx := t.Context()
 	clk := clock.NewFake(time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC))
-	kc := fake.NewClientset()
+	var (
+		kc      kubernetes.Interface = fake.NewClientset()
+		url, ca                      = "https://api.fake.test", []byte("ca")
+		joinURL                      = "https://ops.example.com:9465/"
+		pause   time.Duration
+	)
+	if plane != nil {
+		kc, url, ca, pause = plane.Client(), plane.URL(), plane.CA(), 200*time.Millisecond
+	}
 	f, err := fakeprov.New(crashtest.FakeConfig(filepath.Join(dir, "fake.json")), crashtest.DefaultSecrets,
-		fakeprov.WithClock(clk), fakeprov.WithKube(kc, "https://api.fake.test", []byte("ca")))
+		fakeprov.WithClock(clk), fakeprov.WithKube(kc, url, ca))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,20 +77,39 @@ func TestWithTheReconciler(t *testing.T) {
 	defer st.Close()
 	var logs bytes.Buffer
 	joins := join.NewStore(st, join.StoreOptions{Clock: clk})
+	var daemonPods *daemons
+	if plane != nil {
+		plane.SetTokenReviewer(kubeplane.ReviewerFunc(func(token string, _ []string) (authnv1.UserInfo, []string, bool) {
+			user, ok := f.Review(token)
+			return authnv1.UserInfo{Username: user, Groups: []string{"system:masters"}}, nil, ok
+		}))
+		t.Cleanup(func() { plane.SetTokenReviewer(nil) })
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis := join.NewListener(join.ListenerOptions{Store: joins, HeartbeatEvery: time.Second})
+		go func() { _ = lis.ServeOn(ctx, ln, config.Join{Listen: ln.Addr().String(), Insecure: true}) }()
+		joinURL = "http://" + ln.Addr().String() + "/"
+		daemonPods = &daemons{t: t, p: plane, dir: t.TempDir(), running: map[string]context.CancelFunc{}, joined: map[string]bool{}}
+	}
 	var creds []string
-	ic := New(Options{Daemon: &config.NodeDaemon{Image: "registry.example.com/fleet-agent:1.2.0", JoinURL: "https://ops.example.com:9465/"},
+	ic := New(Options{Daemon: &config.NodeDaemon{Image: "registry.example.com/fleet-agent:1.2.0", JoinURL: joinURL},
 		Joins: joins, Tenant: crashtest.Tenant, Clock: clk, Log: zerolog.New(&logs),
 		NewClient: func(c providers.Credential) (kubernetes.Interface, error) {
+			creds = append(creds, c.Token)
+			if plane != nil {
+				// The API server checks the token with the fake itself.
+				return NewClient(c)
+			}
 			// The API server's webhook token authentication, asking the fake.
-			if _, ok := f.Review(c.Token); !ok || c.Endpoint != "https://api.fake.test" {
+			if _, ok := f.Review(c.Token); !ok || c.Endpoint != url {
 				return nil, apierrors.NewUnauthorized("the API server refused the token")
 			}
-			creds = append(creds, c.Token)
 			return kc, nil
 		}})
 	rec := substrate.New(substrate.Options{Store: st, Providers: map[string]substrate.Provider{"fake": f}, Clock: clk,
 		Log: zerolog.New(&logs), InCluster: ic})
-	ctx := t.Context()
 	applyStep := func(s crashtest.Step) {
 		d, errs := fleet.Validate("test", []byte(crashtest.Document(s)))
 		if errs != nil {
@@ -86,17 +127,24 @@ func TestWithTheReconciler(t *testing.T) {
 		return list[0]
 	}
 	var joinTokens []string
-	// The node daemons: every listed Node joins with the Secret's token.
+	// The node daemons: on the real plane one `fleet-agent node` per Pod
+	// kwok runs; over the fake clientset every listed Node joins with the
+	// Secret's token.
 	joinWaiting := func() {
 		s, err := kc.CoreV1().Secrets(Namespace).Get(ctx, SecretName, metav1.GetOptions{})
+		if err == nil {
+			joinTokens = append(joinTokens, string(s.Data[secretKeyToken]))
+		}
+		if daemonPods != nil {
+			daemonPods.sync(ctx)
+			return
+		}
 		if err != nil {
 			return
 		}
-		tok := string(s.Data[secretKeyToken])
-		joinTokens = append(joinTokens, tok)
 		nodes, _ := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		for _, n := range nodes.Items {
-			_, _ = joins.Join(ctx, n.Labels[providers.LabelSubstratePool], n.Name, tok)
+			_, _ = joins.Join(ctx, n.Labels[providers.LabelSubstratePool], n.Name, string(s.Data[secretKeyToken]))
 		}
 	}
 	run := func(what string, done func(substrate.Status) bool) (int, time.Duration) {
@@ -111,6 +159,7 @@ func TestWithTheReconciler(t *testing.T) {
 			}
 			joinWaiting()
 			clk.Advance(10 * time.Second)
+			time.Sleep(pause) // the controllers and kwok run on the wall clock
 		}
 		t.Fatalf("%s: not within 200 passes: %+v", what, status())
 		return 0, 0
@@ -141,10 +190,14 @@ func TestWithTheReconciler(t *testing.T) {
 
 	// A tenant's GPU pod holds the teardown.
 	nodes, _ := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodeSelector(pool.ID())})
-	gpu := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "tenant"}, Spec: corev1.PodSpec{NodeName: nodes.Items[0].Name,
+	tenantNS := "tenant"
+	if plane != nil {
+		tenantNS = plane.Namespace(t)
+	}
+	gpu := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: tenantNS}, Spec: corev1.PodSpec{NodeName: nodes.Items[0].Name,
 		Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-	if _, err := kc.CoreV1().Pods("tenant").Create(ctx, gpu, metav1.CreateOptions{}); err != nil {
+	if _, err := kc.CoreV1().Pods(tenantNS).Create(ctx, gpu, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pool.Left = true
@@ -152,7 +205,7 @@ func TestWithTheReconciler(t *testing.T) {
 	run("held", func(s substrate.Status) bool {
 		return s.State == "deleting" && strings.Contains(s.Message, "waiting for 1 GPU pods to end on 1 cordoned Nodes: "+nodes.Items[0].Name)
 	})
-	if err := kc.CoreV1().Pods("tenant").Delete(ctx, "train", metav1.DeleteOptions{}); err != nil {
+	if err := kc.CoreV1().Pods(tenantNS).Delete(ctx, "train", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	passes, took = run("deleted", func(s substrate.Status) bool { return s.State == "deleted" && s.Converged })
@@ -160,6 +213,20 @@ func TestWithTheReconciler(t *testing.T) {
 		t.Errorf("the teardown was tried again after %s, not two minutes", took)
 	}
 	t.Logf("teardown after the GPU pod ended: %d passes, %s", passes, took)
+	if plane != nil {
+		// The namespace controller empties and removes the Namespace.
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			_, err := kc.CoreV1().Namespaces().Get(ctx, Namespace, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the Namespace %s is still there: %v", Namespace, err)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
 	for _, check := range []error{
 		func() error {
 			_, err := kc.CoreV1().ConfigMaps(ClaimNamespace).Get(ctx, ClaimName, metav1.GetOptions{})
