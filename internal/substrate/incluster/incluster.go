@@ -40,10 +40,6 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/substrate/join"
 )
 
-// NoDaemonMessage is the error of a substrate whose agent has no
-// substrate.nodeDaemon (CONTRACT.md section 5.3).
-const NoDaemonMessage = "no node daemon configured (substrate.nodeDaemon)"
-
 // WaitingTooLong is how long listed Nodes may go without a join before the
 // substrate's message names the DaemonSet to look at.
 const WaitingTooLong = 15 * time.Minute
@@ -168,7 +164,7 @@ var errNotOurs = errors.New("claimed by another")
 // gone and whose daemon is silent, and reports the Nodes.
 func (ic *InCluster) Apply(ctx context.Context, t substrate.Target) (substrate.Nodes, error) {
 	if ic.o.Daemon == nil {
-		return substrate.Nodes{}, refusal.New(refusal.InvalidState, "%s: set its image and joinURL in the agent config", NoDaemonMessage)
+		return substrate.Nodes{}, refusal.New(refusal.InvalidState, "%s: set its image and joinURL in the agent config", substrate.NoDaemonMessage)
 	}
 	kc, err := ic.client(ctx, t)
 	if err != nil {

@@ -420,7 +420,7 @@ func TestNoDaemon(t *testing.T) {
 	u := newUnit(t)
 	u.ic.o.Daemon = nil
 	_, err := u.ic.Apply(t.Context(), u.target("create"))
-	if err == nil || !strings.Contains(err.Error(), NoDaemonMessage) || u.minted != 0 {
+	if err == nil || !strings.Contains(err.Error(), substrate.NoDaemonMessage) || u.minted != 0 {
 		t.Fatalf("%v, minted %d", err, u.minted)
 	}
 }
