@@ -165,11 +165,13 @@ func wholeSubstrate(t *testing.T, plane *kubeplane.Plane) {
 		return 0, 0
 	}
 	pool := crashtest.Pool{Name: "gpu", Flavors: []crashtest.Flavor{{Name: "h100", MachineType: "fake-h100x8", Nodes: 2}}}
+	merged := time.Now()
 	applyStep(crashtest.Step{Pools: []crashtest.Pool{pool}})
 	passes, took := run("ready 2 of 2", func(s substrate.Status) bool {
 		return s.State == "ready" && s.Nodes == substrate.StatusNodes{Listed: 2, Joined: 2}
 	})
-	t.Logf("merge to ready with 2 of 2 joined: %d passes, %s on the reconciler's clock (fake steps: %+v)", passes, took, crashtest.FakeConfig("").Steps)
+	t.Logf("merge to ready with 2 of 2 joined: %d passes, %s on the reconciler's clock (10 s between passes), %s on the wall clock (fake steps: %+v)",
+		passes, took, time.Since(merged).Round(time.Millisecond), crashtest.FakeConfig("").Steps)
 	if _, err := kc.CoreV1().Secrets(Namespace).Get(ctx, SecretName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the Secret with 2 of 2 joined: %v", err)
 	}
@@ -195,7 +197,7 @@ func wholeSubstrate(t *testing.T, plane *kubeplane.Plane) {
 		tenantNS = plane.Namespace(t)
 	}
 	gpu := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: tenantNS}, Spec: corev1.PodSpec{NodeName: nodes.Items[0].Name,
-		Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}}},
+		Containers: []corev1.Container{{Name: "c", Image: "train", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	if _, err := kc.CoreV1().Pods(tenantNS).Create(ctx, gpu, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
