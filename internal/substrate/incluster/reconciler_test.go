@@ -17,8 +17,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/clock"
@@ -261,6 +263,77 @@ func wholeSubstrate(t *testing.T, plane *kubeplane.Plane) {
 	for _, s := range append(creds, joinTokens...) {
 		if strings.Contains(string(raw), s) || strings.Contains(logs.String(), s) {
 			t.Fatalf("a secret (%.12s...) is in the state file or the log", s)
+		}
+	}
+}
+
+// TestAdoptedCutMidApplyThenPruned: on an adopted cluster the in-cluster
+// half's first apply is cut off after the claim, Namespace and ConfigMap
+// were made (its DaemonSet apply fails, as a kill there would leave it),
+// and the pool is pruned before it ever succeeded: the teardown still
+// removes what it made, the claim last, and revokes the access.
+func TestAdoptedCutMidApplyThenPruned(t *testing.T) {
+	dir := t.TempDir()
+	ctx := t.Context()
+	clk := clock.NewFake(time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC))
+	kc := fake.NewClientset()
+	kc.PrependReactor("patch", "daemonsets", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, errKilled })
+	f, err := fakeprov.New(crashtest.FakeConfig(filepath.Join(dir, "fake.json")), crashtest.DefaultSecrets,
+		fakeprov.WithClock(clk), fakeprov.WithKube(kc, "https://api.fake.test", []byte("ca")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.Open(filepath.Join(dir, "fleet.db"), state.Options{Now: clk.Now, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ic := New(Options{Daemon: &config.NodeDaemon{Image: "registry.example.com/fleet-agent:1.2.0", JoinURL: "https://ops.example.com:9465/"},
+		Joins: join.NewStore(st, join.StoreOptions{Clock: clk}), Tenant: crashtest.Tenant, Clock: clk, Log: zerolog.Nop(),
+		NewClient: func(providers.Credential) (kubernetes.Interface, error) { return kc, nil }})
+	rec := substrate.New(substrate.Options{Store: st, Providers: map[string]substrate.Provider{"fake": f}, Clock: clk, Log: zerolog.Nop(), InCluster: ic})
+	pool := crashtest.Pool{Name: "own", Adopt: true, Flavors: []crashtest.Flavor{{Name: "h100", MachineType: "fake-h100x8", Nodes: 1}}}
+	for _, step := range []crashtest.Step{{Pools: []crashtest.Pool{pool}}, {Pools: []crashtest.Pool{{Name: "own", Adopt: true, Left: true}}, Prune: true}} {
+		d, errs := fleet.Validate("test", []byte(crashtest.Document(step)))
+		if errs != nil {
+			t.Fatal(errs.Text())
+		}
+		if _, err := apply.Apply(ctx, st, d, apply.Options{Prune: step.Prune, Now: clk.Now}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; ; i++ {
+			if err := rec.ReconcileOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			list, _ := substrate.Statuses(st)
+			_, claimErr := kc.CoreV1().ConfigMaps(ClaimNamespace).Get(ctx, ClaimName, metav1.GetOptions{})
+			if !step.Prune && claimErr == nil && list[0].State == "error" || step.Prune && list[0].State == "deleted" {
+				break
+			}
+			if i == 100 {
+				t.Fatalf("%+v, claim %v", list, claimErr)
+			}
+			clk.Advance(10 * time.Second)
+		}
+	}
+	for what, err := range map[string]error{
+		"claim": func() error {
+			_, err := kc.CoreV1().ConfigMaps(ClaimNamespace).Get(ctx, ClaimName, metav1.GetOptions{})
+			return err
+		}(),
+		"Namespace": func() error { _, err := kc.CoreV1().Namespaces().Get(ctx, Namespace, metav1.GetOptions{}); return err }(),
+		"ConfigMap": func() error {
+			_, err := kc.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
+			return err
+		}(),
+	} {
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("the %s is left in the adopted cluster: %v", what, err)
+		}
+	}
+	for _, c := range f.Snapshot().Clusters {
+		if f.HasAccess(c.ID) {
+			t.Errorf("the access to %s is not revoked", c.Name)
 		}
 	}
 }
