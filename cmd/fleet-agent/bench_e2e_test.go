@@ -50,9 +50,10 @@ func freePort(tb testing.TB) string {
 	return l.Addr().String()
 }
 
-func startRunning(tb testing.TB, interval string) *runningAgent {
+// startRunning starts `run` in-process; extra is appended to its config.
+func startRunning(tb testing.TB, interval string, extra ...string) *runningAgent {
 	tb.Helper()
-	return startRunningWith(tb, interval, "")
+	return startRunningWith(tb, interval, strings.Join(extra, ""))
 }
 
 // startRunningWith is startRunning with more config (YAML appended to the

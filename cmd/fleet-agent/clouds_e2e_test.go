@@ -243,7 +243,7 @@ func reconcile(t *testing.T, env map[string]string, cfgPath, statePath string, d
 	}
 	defer store.Close()
 	var logs strings.Builder
-	opts := reconcilerOptions(store, opened, cfg, zerolog.New(&logs), metrics.New(nil))
+	opts := reconcilerOptions(store, opened, cfg, zerolog.New(&logs), metrics.New(nil), nil)
 	clk := clock.NewFake(time.Now())
 	opts.Clock = clk
 	rec := substrate.New(opts)

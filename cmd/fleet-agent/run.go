@@ -27,6 +27,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/join"
 	"github.com/fleet-agent/fleet-agent/internal/ui"
 )
 
@@ -126,7 +127,21 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		}
 	}
 	m := metrics.New(mbox)
-	rec := substrateReconciler(store, opened, cfg, log, m)
+	// The join store is shared by the in-cluster half (tokens, joined
+	// nodes) and the join listener (joins, heartbeats kept in memory).
+	joins := join.NewStore(store, join.StoreOptions{Log: log.With().Str("room", "join").Logger()})
+	defer func() { _ = joins.Flush() }()
+	rec := substrateReconciler(store, opened, cfg, log, m, joins)
+	// The join listener faces the nodes' network; it listens before the
+	// agent says it runs, so a port taken fails the start.
+	var joinLn net.Listener
+	if cfg.Substrate.Join != nil {
+		if joinLn, err = net.Listen("tcp", cfg.Substrate.Join.Listen); err != nil {
+			return refusal.Wrap(refusal.InvalidState, err, "cannot listen on %s (substrate.join.listen)", cfg.Substrate.Join.Listen)
+		}
+		// Served below; closed here when the start fails before that.
+		defer joinLn.Close()
+	}
 	ag := agent.New(agent.Config{Tenant: cfg.Tenant, Branch: cfg.Git.Branch, Path: cfg.Git.Path, Interval: cfg.Git.Interval,
 		Prune: cfg.Apply.Prune, RequireReviewedPlan: cfg.Apply.RequireReviewedPlan, Verify: cfg.Git.Verify != nil,
 		Prefix: statusPrefix(cfg), DriftEvery: cfg.Drift.Every, Heal: cfg.Drift.Heal, Repository: redactURL(cfg.Git.URL),
@@ -174,6 +189,15 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	serve(opsSrv, ops, "the ops listener")
 	if box != nil {
 		wg.Go(func() { _ = box.Run(ctx) })
+	}
+	if joinLn != nil {
+		jl := join.NewListener(join.ListenerOptions{Store: joins, Log: log.With().Str("room", "join").Logger()})
+		jcfg := *cfg.Substrate.Join
+		wg.Go(func() {
+			if err := jl.ServeOn(ctx, joinLn, jcfg); err != nil && ctx.Err() == nil {
+				log.Error().Err(err).Msg("the join listener stopped")
+			}
+		})
 	}
 	// The substrate reconciler runs beside the loop, on its own schedule
 	// (substrate.every) and at once after each apply.

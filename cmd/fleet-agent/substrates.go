@@ -12,16 +12,22 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/incluster"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/join"
 )
 
 // substrateReconciler makes the reconciler of the running agent over the
 // adapters it opened.
-func substrateReconciler(store *state.Store, opened map[string]providers.Kubernetes, cfg *config.Config, log zerolog.Logger, m *metrics.Metrics) *substrate.Reconciler {
-	return substrate.New(reconcilerOptions(store, opened, cfg, log, m))
+func substrateReconciler(store *state.Store, opened map[string]providers.Kubernetes, cfg *config.Config, log zerolog.Logger, m *metrics.Metrics, joins *join.Store) *substrate.Reconciler {
+	return substrate.New(reconcilerOptions(store, opened, cfg, log, m, joins))
 }
 
-// reconcilerOptions are the running agent's reconciler options.
-func reconcilerOptions(store *state.Store, opened map[string]providers.Kubernetes, cfg *config.Config, log zerolog.Logger, m *metrics.Metrics) substrate.Options {
+// reconcilerOptions are the running agent's reconciler options. With
+// substrate.nodeDaemon configured (and the join store the listener shares),
+// the in-cluster half puts the node daemon in every substrate's cluster;
+// without it a substrate whose node pools run waits, saying the node daemon
+// is not configured.
+func reconcilerOptions(store *state.Store, opened map[string]providers.Kubernetes, cfg *config.Config, log zerolog.Logger, m *metrics.Metrics, joins *join.Store) substrate.Options {
 	provs := make(map[string]substrate.Provider, len(opened))
 	for id, ad := range opened {
 		provs[id] = ad
@@ -29,8 +35,13 @@ func reconcilerOptions(store *state.Store, opened map[string]providers.Kubernete
 	// An operation in progress is looked at again no later than the next
 	// pass: a short substrate.every (a demo, a test) polls as often.
 	poll := min(substrate.DefaultPoll, cfg.Substrate.Every)
-	return substrate.Options{Store: store, Providers: provs, Log: log.With().Str("room", "substrate").Logger(),
+	lg := log.With().Str("room", "substrate").Logger()
+	opts := substrate.Options{Store: store, Providers: provs, Log: lg,
 		Metrics: m, Every: cfg.Substrate.Every, Poll: poll}
+	if cfg.Substrate.NodeDaemon != nil && joins != nil {
+		opts.InCluster = incluster.New(incluster.Options{Daemon: cfg.Substrate.NodeDaemon, Joins: joins, Tenant: cfg.Tenant, Log: lg})
+	}
+	return opts
 }
 
 // substrateList gives status the substrates ([] when there are none).

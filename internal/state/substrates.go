@@ -159,6 +159,11 @@ type SubstrateSeen struct {
 	// DaemonApplied records that the in-cluster half put the node daemon in
 	// the cluster, so that a teardown knows it has something to remove.
 	DaemonApplied bool `json:"daemonApplied,omitempty"`
+	// DaemonIntent records, before the in-cluster half is first called on
+	// an adopted cluster, that it may put things there: a kill during that
+	// call followed by a prune must still hand the cluster to its teardown
+	// (a created cluster is deleted whole instead).
+	DaemonIntent bool `json:"daemonIntent,omitempty"`
 	// Recreated counts the times the cluster was found gone at the provider
 	// and made again; it keeps the operations of each incarnation apart.
 	Recreated int `json:"recreated,omitempty"`

@@ -773,6 +773,17 @@ func (p *pass) inCluster(ref providers.ClusterRef) error {
 	if err := p.r.alive(); err != nil {
 		return err
 	}
+	if p.mode() == "adopt" && !p.seen.DaemonApplied && !p.seen.DaemonIntent {
+		// The intent first, as the journal does for provider calls: what
+		// the call puts in a cluster we do not delete must be found by the
+		// teardown even if the agent dies before this pass is recorded.
+		seen := p.seen
+		seen.DaemonIntent = true
+		if err := p.r.store.Update(func(tx *state.Tx) error { return tx.PutSubstrateSeen(seen) }); err != nil {
+			return err
+		}
+		p.seen.DaemonIntent = true
+	}
 	n, err := seam.Apply(p.ctx, p.target(ref))
 	if err != nil {
 		p.problem("node daemon: %v", err)
@@ -826,7 +837,7 @@ func (p *pass) teardown() error {
 		p.gone = true // adopted, never read: nothing of ours is in it
 		return nil
 	}
-	if p.seen.DaemonApplied {
+	if p.seen.DaemonApplied || p.seen.DaemonIntent {
 		seam := p.r.opts.InCluster
 		retry := p.r.clock.Now().Add(AdoptedRetry)
 		if seam == nil {
@@ -851,7 +862,7 @@ func (p *pass) teardown() error {
 			p.wait(msg, retry)
 			return nil
 		}
-		p.seen.DaemonApplied = false
+		p.seen.DaemonApplied, p.seen.DaemonIntent = false, false
 		p.seen.Nodes, p.seen.Waiting = state.SeenNodes{}, state.WaitingToJoin{}
 	}
 	gone, err := p.removeCluster(ref, "", p.mode() == "create")

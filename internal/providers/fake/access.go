@@ -31,6 +31,11 @@ func (f *Fake) Credentials(ctx context.Context, acct providers.Account, cluster 
 	if err != nil {
 		return providers.Credential{}, err
 	}
+	// Backed by an API server, the node pools' Nodes are there before the
+	// in-cluster half looks (it asks for a credential every pass).
+	if err := f.syncNodes(ctx); err != nil {
+		return providers.Credential{}, finish(err)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c := f.findSettled(a, cluster)
@@ -51,6 +56,9 @@ func (f *Fake) Credentials(ctx context.Context, acct providers.Account, cluster 
 	h := sha256.Sum256(fmt.Appendf(nil, "token:%s:%s:%d", c.ID, a.Name, f.st.Seq))
 	token := "fake-" + hex.EncodeToString(h[:])
 	cred := providers.Credential{Endpoint: endpointOf(c.ID), CACert: caOf(c.ID), Token: token, ExpiresAt: now.Add(providers.CredentialTTL)}
+	if f.kube != nil {
+		cred.Endpoint, cred.CACert = f.kube.cfg.URL, f.kube.ca
+	}
 	f.st.Credentials[tokenHash(token)] = IssuedCredential{ClusterID: c.ID, Account: a.Name, ExpiresAt: cred.ExpiresAt}
 	if _, ok := f.st.Grants[c.ID]; !ok {
 		f.st.Grants[c.ID] = Grant{Account: a.Name, Since: now}

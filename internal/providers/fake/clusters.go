@@ -261,6 +261,8 @@ func (f *Fake) GetCluster(ctx context.Context, acct providers.Account, ref provi
 	if err != nil {
 		return providers.Cluster{}, err
 	}
+	// Runs after the unlock: the pools' Nodes follow what this saw.
+	defer f.syncNodesQuiet(ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.observeCluster(a, ref, finish)

@@ -54,6 +54,9 @@ type Config struct {
 	Token     string        `yaml:"token"`
 	Adoptable []SeedCluster `yaml:"adoptable"`
 	Faults    []Fault       `yaml:"faults"`
+	// Kube backs the clusters by a real API server (KubeConfig); nil: the
+	// clusters have no API.
+	Kube *KubeConfig `yaml:"kube"`
 }
 
 // Steps are how many observations (GetCluster, GetNodePool, ListNodePools,

@@ -29,6 +29,9 @@ type Fake struct {
 	secrets providers.SecretResolver
 	clock   clock.Clock
 
+	// kube is the API server the clusters are (Config.Kube); nil: none.
+	kube *kube
+
 	mu    sync.Mutex
 	st    State
 	calls map[string]int
@@ -59,6 +62,13 @@ func New(cfg Config, secrets providers.SecretResolver, opts ...Option) (*Fake, e
 		}
 	}
 	f.st = st
+	if cfg.Kube != nil && f.kube == nil {
+		k, err := cfg.Kube.open()
+		if err != nil {
+			return nil, fmt.Errorf("fake: %w", err)
+		}
+		f.kube = k
+	}
 	if !existed {
 		for _, ft := range cfg.Faults {
 			if ft.Count == 0 {

@@ -215,6 +215,8 @@ func (f *Fake) GetNodePool(ctx context.Context, acct providers.Account, cluster 
 	if err != nil {
 		return providers.NodePool{}, err
 	}
+	// Runs after the unlock: the pools' Nodes follow what this saw.
+	defer f.syncNodesQuiet(ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var view providers.NodePool
@@ -275,6 +277,8 @@ func (f *Fake) ListNodePools(ctx context.Context, acct providers.Account, cluste
 	if err != nil {
 		return nil, err
 	}
+	// Runs after the unlock: the pools' Nodes follow what this saw.
+	defer f.syncNodesQuiet(ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c := f.findSettled(a, cluster)

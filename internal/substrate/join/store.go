@@ -472,3 +472,22 @@ func errorsAsRefusal(err error) (*Refusal, bool) {
 	ok := errors.As(err, &r)
 	return r, ok
 }
+
+// Current describes the pool's current token without the token itself: its
+// serial and when it was minted; ok is false when the pool has none. The
+// in-cluster half writes the serial beside the token in the join Secret, so
+// that a Secret left holding an older token (a crash between minting and
+// writing it) is told apart from the current one and replaced.
+func (s *Store) Current(ctx context.Context, poolID string) (serial uint64, createdAt time.Time, ok bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, time.Time{}, false, err
+	}
+	var rec *state.JoinTokens
+	if err := s.st.View(func(tx *state.Tx) (err error) { rec, err = tx.JoinTokens(poolID); return }); err != nil {
+		return 0, time.Time{}, false, fmt.Errorf("the join token of pool %s: %w", poolID, err)
+	}
+	if rec == nil || rec.Current == nil {
+		return 0, time.Time{}, false, nil
+	}
+	return rec.Current.Serial, time.UnixMilli(rec.Current.CreatedAt), true, nil
+}

@@ -1,0 +1,153 @@
+package fake_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/fleet-agent/fleet-agent/internal/clock"
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
+	"github.com/fleet-agent/fleet-agent/internal/testutil/kubeplane"
+)
+
+// The test binary's one control plane, started by the first test that
+// needs it (only TestBackedByAnAPIServer), stopped by TestMain.
+var (
+	planeOnce sync.Once
+	plane     *kubeplane.Plane
+	planeErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if plane != nil {
+		if code != 0 {
+			fmt.Fprintln(os.Stderr, plane.Logs(40))
+		}
+		plane.Close()
+	}
+	os.Exit(code)
+}
+
+func kube(t *testing.T) *kubeplane.Plane {
+	t.Helper()
+	planeOnce.Do(func() { plane, planeErr = kubeplane.New(kubeplane.Options{}) })
+	if planeErr != nil {
+		t.Fatal(planeErr)
+	}
+	return plane
+}
+
+// TestBackedByAnAPIServer: with kube configured, the fake's node pools
+// have Nodes in a real API server (their labels, kwok's annotation, GPUs
+// of the machine type), one less when a pool shrinks, none once it is
+// deleted; its credentials carry the server's URL and CA and are accepted
+// by the server's webhook token authentication until the access is
+// revoked.
+func TestBackedByAnAPIServer(t *testing.T) {
+	p := kube(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	caFile, tokFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "cloud.token")
+	if err := os.WriteFile(caFile, p.CA(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokFile, []byte(p.Config().BearerToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config(t)
+	cfg.Steps = fake.Steps{}
+	name := p.Unique(t)
+	cfg.Adoptable = []fake.SeedCluster{{Name: name, Location: "fake-east",
+		NodePools: []fake.SeedNodePool{{Name: "default", MachineType: "fake-cpu-4", NodeCount: 2}}}}
+	cfg.Kube = &fake.KubeConfig{URL: p.URL(), CAFile: caFile, TokenFile: tokFile}
+	f := open(t, cfg, clock.Real{})
+	p.SetTokenReviewer(kubeplane.ReviewerFunc(func(token string, _ []string) (authnv1.UserInfo, []string, bool) {
+		user, ok := f.Review(token)
+		return authnv1.UserInfo{Username: user, Groups: []string{"system:masters"}}, nil, ok
+	}))
+	t.Cleanup(func() { p.SetTokenReviewer(nil) })
+	kc := p.Client()
+	nodes := func(selector string) map[string]int64 {
+		t.Helper()
+		l, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, n := range l.Items {
+			if n.Annotations[fake.KwokAnnotation] != "fake" {
+				t.Errorf("Node %s is not kwok's: %v", n.Name, n.Annotations)
+			}
+			q := n.Status.Capacity["nvidia.com/gpu"]
+			out[n.Name] = q.Value()
+		}
+		return out
+	}
+	ref := providers.ClusterRef{Location: "fake-east", Name: name}
+	if _, err := f.ListNodePools(ctx, acct, ref); err != nil {
+		t.Fatal(err)
+	}
+	if got := nodes(fake.LabelFakeCluster + "=" + name + "," + fake.LabelFakeNodePool + "=default"); len(got) != 2 {
+		t.Fatalf("their node pool's Nodes: %v", got)
+	}
+	spec := providers.NodePoolSpec{Name: "fa-abcdef-h100", Shape: providers.Shape{MachineType: "fake-h100x8"},
+		Size: providers.Size{NodeCount: 3}, Labels: providers.PoolLabels("pool_fakekube", false), ClientToken: "t1"}
+	if _, err := f.EnsureNodePool(ctx, acct, ref, spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.GetNodePool(ctx, acct, ref, spec.Name); err != nil {
+		t.Fatal(err)
+	}
+	ours := providers.LabelSubstratePool + "=pool_fakekube"
+	if got := nodes(ours); len(got) != 3 || got[name+"-fa-abcdef-h100-0"] != 8 {
+		t.Fatalf("our node pool's Nodes: %v", got)
+	}
+	if _, err := f.ResizeNodePool(ctx, acct, ref, spec.Name, providers.Size{NodeCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.GetNodePool(ctx, acct, ref, spec.Name); err != nil {
+		t.Fatal(err)
+	}
+	if got := nodes(ours); len(got) != 1 {
+		t.Fatalf("after shrinking to 1: %v", got)
+	}
+	// The credential reaches the API server, as an admin.
+	cred, err := f.Credentials(ctx, acct, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: cred.Endpoint, BearerToken: cred.Token, TLSClientConfig: rest.TLSClientConfig{CAData: cred.CACert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: ours}); err != nil {
+		t.Fatalf("the API server refused the fake's credential: %v", err)
+	}
+	if err := f.RevokeAccess(ctx, acct, ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Review(cred.Token); ok {
+		t.Fatal("a revoked credential still passes the review")
+	}
+	if _, err := f.DeleteNodePool(ctx, acct, ref, spec.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ListNodePools(ctx, acct, ref); err != nil {
+		t.Fatal(err)
+	}
+	if got := nodes(ours); len(got) != 0 {
+		t.Fatalf("after the delete: %v", got)
+	}
+	for n := range nodes(fake.LabelFakeCluster + "=" + name) {
+		_ = kc.CoreV1().Nodes().Delete(ctx, n, metav1.DeleteOptions{})
+	}
+}
