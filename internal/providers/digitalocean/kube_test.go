@@ -2,13 +2,11 @@ package digitalocean_test
 
 import (
 	"context"
-	"fmt"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"slices"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,34 +22,13 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/testutil/kubeplane"
 )
 
-// The test binary shares one control plane, started by the first test that
-// needs it (most tests here do not: they need no API server), and stopped
-// after the last.
-var (
-	planeOnce sync.Once
-	plane     *kubeplane.Plane
-	planeErr  error
-)
+// The test binary's one control plane, started by the first test that
+// needs it (most tests here need no API server), stopped by TestMain.
+var shared = kubeplane.Lazy{LogLines: 80}
 
-func sharedPlane(t testing.TB) *kubeplane.Plane {
-	t.Helper()
-	planeOnce.Do(func() { plane, planeErr = kubeplane.New(kubeplane.Options{}) })
-	if planeErr != nil {
-		t.Fatal(planeErr)
-	}
-	return plane
-}
+func TestMain(m *testing.M) { os.Exit(shared.Run(m)) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if plane != nil {
-		if code != 0 {
-			fmt.Fprintln(os.Stderr, plane.Logs(80))
-		}
-		plane.Close()
-	}
-	os.Exit(code)
-}
+func sharedPlane(t testing.TB) *kubeplane.Plane { t.Helper(); return shared.Plane(t) }
 
 const tokenReviewRoute = "POST " + doemu.TokenReviewPath
 

@@ -1,10 +1,8 @@
 package fake_test
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -19,32 +17,12 @@ import (
 )
 
 // The test binary's one control plane, started by the first test that
-// needs it (only TestBackedByAnAPIServer), stopped by TestMain.
-var (
-	planeOnce sync.Once
-	plane     *kubeplane.Plane
-	planeErr  error
-)
+// needs it (most tests here need no API server), stopped by TestMain.
+var shared = kubeplane.Lazy{LogLines: 40}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if plane != nil {
-		if code != 0 {
-			fmt.Fprintln(os.Stderr, plane.Logs(40))
-		}
-		plane.Close()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Run(m)) }
 
-func kube(t *testing.T) *kubeplane.Plane {
-	t.Helper()
-	planeOnce.Do(func() { plane, planeErr = kubeplane.New(kubeplane.Options{}) })
-	if planeErr != nil {
-		t.Fatal(planeErr)
-	}
-	return plane
-}
+func kube(t *testing.T) *kubeplane.Plane { t.Helper(); return shared.Plane(t) }
 
 // TestBackedByAnAPIServer: with kube configured, the fake's node pools
 // have Nodes in a real API server (their labels, kwok's annotation, GPUs

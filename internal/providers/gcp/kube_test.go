@@ -2,10 +2,8 @@ package gcp_test
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,35 +19,12 @@ import (
 )
 
 // The test binary's one control plane, started by the first test that
-// needs it (most of this package's tests do not: they need no plane's
-// seconds and half a gigabyte), stopped by TestMain.
-var (
-	planeOnce sync.Once
-	plane     *kubeplane.Plane
-	planeErr  error
-)
+// needs it (most tests here need no API server), stopped by TestMain.
+var shared = kubeplane.Lazy{LogLines: 80}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if plane != nil {
-		if code != 0 {
-			fmt.Fprintln(os.Stderr, plane.Logs(80))
-		}
-		plane.Close()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Run(m)) }
 
-// kube is the shared plane; a test that cannot have it fails (kubeplane
-// says how to build the cache), never skips.
-func kube(t *testing.T) *kubeplane.Plane {
-	t.Helper()
-	planeOnce.Do(func() { plane, planeErr = kubeplane.New(kubeplane.Options{}) })
-	if planeErr != nil {
-		t.Fatal(planeErr)
-	}
-	return plane
-}
+func kube(t *testing.T) *kubeplane.Plane { t.Helper(); return shared.Plane(t) }
 
 // clientFor is client-go with nothing but what a credential carries.
 func clientFor(t *testing.T, c providers.Credential) kubernetes.Interface {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -32,35 +31,12 @@ import (
 )
 
 // The test binary's one control plane, started by the first test that
-// needs it (the unit tests over the fake clientset do not), stopped by
-// TestMain.
-var (
-	planeOnce sync.Once
-	plane     *kubeplane.Plane
-	planeErr  error
-)
+// needs it (most tests here need no API server), stopped by TestMain.
+var shared = kubeplane.Lazy{LogLines: 60}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if plane != nil {
-		if code != 0 {
-			fmt.Fprintln(os.Stderr, plane.Logs(60))
-		}
-		plane.Close()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Run(m)) }
 
-// kube is the shared plane; a test that cannot have it fails (kubeplane
-// says how to build the cache), never skips.
-func kube(t *testing.T) *kubeplane.Plane {
-	t.Helper()
-	planeOnce.Do(func() { plane, planeErr = kubeplane.New(kubeplane.Options{}) })
-	if planeErr != nil {
-		t.Fatal(planeErr)
-	}
-	return plane
-}
+func kube(t *testing.T) *kubeplane.Plane { t.Helper(); return shared.Plane(t) }
 
 // cluster is a managed cluster as the in-cluster half meets it: a real
 // API server whose webhook token authentication accepts the credentials

@@ -39,6 +39,7 @@ package kubeplane
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -182,6 +183,49 @@ func Main(m *testing.M, opts Options, p **Plane) int {
 		fmt.Fprintln(os.Stderr, plane.Logs(80))
 	}
 	plane.Close()
+	return code
+}
+
+// Lazy is a test binary's one plane, started by the first test that asks
+// for it: a package whose most tests need no API server does not pay a
+// plane's seconds and half a gigabyte for them. TestMain runs the tests
+// through Run, which stops the plane:
+//
+//	var shared kubeplane.Lazy
+//
+//	func TestMain(m *testing.M) { os.Exit(shared.Run(m)) }
+type Lazy struct {
+	Options Options
+	// LogLines is how many lines of each component's log Run prints when a
+	// test failed (default 60).
+	LogLines int
+
+	once  sync.Once
+	plane *Plane
+	err   error
+}
+
+// Plane starts the plane on first use; a test that cannot have it fails
+// (the error says how to build the cache), it never skips.
+func (l *Lazy) Plane(t testing.TB) *Plane {
+	t.Helper()
+	l.once.Do(func() { l.plane, l.err = New(l.Options) })
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	return l.plane
+}
+
+// Run runs the tests, prints the components' logs if one failed, stops the
+// plane if a test started it, and returns the exit code.
+func (l *Lazy) Run(m *testing.M) int {
+	code := m.Run()
+	if l.plane != nil {
+		if code != 0 {
+			fmt.Fprintln(os.Stderr, l.plane.Logs(cmp.Or(l.LogLines, 60)))
+		}
+		l.plane.Close()
+	}
 	return code
 }
 
