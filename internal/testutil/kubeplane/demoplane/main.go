@@ -16,7 +16,8 @@
 //     them; it stops it when the Pod goes.
 //
 // It writes into -out: ca.crt and admin.token (the fake's kube block:
-// caFile, tokenFile), url, ours (what of the agent's is in the cluster, one
+// caFile, tokenFile), url, joinport (a free port for the agent's join
+// listener), ours (what of the agent's is in the cluster, one
 // object a line, rewritten on each pass) and, last, ready. It runs from the
 // repository (the plane finds its cache from the working directory) until
 // SIGTERM or SIGINT, then stops the node daemons and the plane.
@@ -30,11 +31,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -110,6 +113,17 @@ func run(statePath, out, bin string, every time.Duration) error {
 	}
 	fmt.Printf("demoplane: url %s\ndemoplane: caFile %s\ndemoplane: tokenFile %s\n", p.URL(),
 		filepath.Join(out, "ca.crt"), filepath.Join(out, "admin.token"))
+	// A free port for the agent's join listener (substrate.join.listen),
+	// which the demo's config names before the agent starts.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	if err := os.WriteFile(filepath.Join(out, "joinport"), []byte(strconv.Itoa(port)+"\n"), 0o600); err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(out, "ready"), nil, 0o600); err != nil {
 		return err
 	}
