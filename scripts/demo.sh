@@ -172,7 +172,7 @@ if "$ROOT/scripts/kube-cache.sh" --check >/dev/null 2>&1; then
   KUBE=1
   step "a Kubernetes control plane behind the fake provider's clusters (the cache of make kube is built)"
   check "the control plane helper builds (internal/testutil/kubeplane/demoplane)" \
-    sh -c "cd '$ROOT' && ${GO:-go} build -o '$DEMO/demoplane' ./internal/testutil/kubeplane/demoplane"
+    timeout 900 sh -c "cd '$ROOT' && ${GO:-go} build -o '$DEMO/demoplane' ./internal/testutil/kubeplane/demoplane"
   # Run from the repository: the plane finds its cache from there.
   (cd "$ROOT" && exec "$DEMO/demoplane" -fake-state "$DEMO/state/fake.json" -out "$DEMO/kube" -fleet-agent "$BIN") \
     >"$DEMO/kube.log" 2>&1 &
