@@ -2,7 +2,10 @@
 # make demo: the agent on embedded defaults (a local git repository, the fake
 # provider, a bbolt file, no GitHub), driven the way an operator would, and
 # checked at every step. Everything happens under ./demo, recreated on each
-# run. Exits non-zero if anything did not hold.
+# run. Exits non-zero if anything did not hold. When this machine has the
+# Kubernetes control plane cache (make kube), a real control plane stands
+# behind the fake provider's clusters (internal/testutil/kubeplane/demoplane)
+# and the Kubernetes pool's Nodes run the node daemon and join.
 set -euo pipefail
 BIN=${1:-bin/fleet-agent}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
@@ -39,7 +42,24 @@ wait_for() {
 }
 
 AGENT_PID=
-cleanup() { [ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null || true; }
+PLANE_PID=
+# stop_plane: the control plane helper stops its node daemons and its
+# components on SIGTERM (a component gets SIGKILL after 10 s); bounded here
+# at 60 s, then it is killed.
+stop_plane() {
+  [ -n "$PLANE_PID" ] || return 0
+  local pid=$PLANE_PID rc=0 i=0
+  PLANE_PID=
+  kill -TERM "$pid" 2>/dev/null || true
+  while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 300 ]; do sleep 0.2; i=$((i + 1)); done
+  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; rc=1; fi
+  wait "$pid" 2>/dev/null || rc=1
+  return "$rc"
+}
+cleanup() {
+  [ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null
+  stop_plane || true
+}
 trap cleanup EXIT
 
 # starts: how many times an agent logged its start (the line comes once its
@@ -125,6 +145,7 @@ EOF
 # without white space; and what the fake provider holds (its own state file).
 substrate_is() { "$BIN" substrates -o json | tr -d ' \n' | grep -q "$1"; }
 fake_count() { grep -c "$1" "$DEMO/state/fake.json" || true; }
+ms() { echo $(($(date +%s%N) / 1000000)); } # the wall clock in milliseconds
 # propose_and_merge BRANCH MESSAGE: push the working copy's fleet.json on a
 # branch, wait for its plan, merge it and wait for the apply.
 propose_and_merge() {
@@ -133,11 +154,56 @@ propose_and_merge() {
   local head; head=$(git rev-parse HEAD)
   wait_for "the proposal $1 is planned" 20 has_proposal "$1"
   git checkout -q main && git merge -q --ff-only "$1" && git push -q origin main
+  MERGED_AT=$(ms)
   wait_for "the merge of $1 is applied" 20 is_applied "$head"
 }
 
 rm -rf "$DEMO"
 mkdir -p "$DEMO"
+
+# A real Kubernetes control plane behind the fake's clusters (issue 12),
+# when this machine has its cache (make kube): the demo's substrate then
+# runs its node daemon and its Nodes join. Without the cache, the substrate
+# stops at waiting for the node daemon, and the demo says so.
+KUBE=
+KUBE_YAML=
+SUBSTRATE_YAML=
+if "$ROOT/scripts/kube-cache.sh" --check >/dev/null 2>&1; then
+  KUBE=1
+  step "a Kubernetes control plane behind the fake provider's clusters (the cache of make kube is built)"
+  check "the control plane helper builds (internal/testutil/kubeplane/demoplane)" \
+    timeout 900 sh -c "cd '$ROOT' && ${GO:-go} build -o '$DEMO/demoplane' ./internal/testutil/kubeplane/demoplane"
+  # Run from the repository: the plane finds its cache from there.
+  (cd "$ROOT" && exec "$DEMO/demoplane" -fake-state "$DEMO/state/fake.json" -out "$DEMO/kube" -fleet-agent "$BIN") \
+    >"$DEMO/kube.log" 2>&1 &
+  PLANE_PID=$!
+  # Up once it wrote its ready file; given up on at once if it exited.
+  plane_ready() { [ -e "$DEMO/kube/ready" ] || { kill -0 "$PLANE_PID" 2>/dev/null && return 1; }; }
+  if ! wait_for "the control plane is up (etcd, kube-apiserver, controllers, scheduler, kwok)" 150 plane_ready ||
+    [ ! -e "$DEMO/kube/ready" ]; then
+    tail -20 "$DEMO/kube.log" | show
+    echo "demo: the control plane did not start; its log is $DEMO/kube.log"
+    exit 1
+  fi
+  grep '^demoplane: ' "$DEMO/kube.log" | show
+  JOIN_PORT=$(cat "$DEMO/kube/joinport")
+  KUBE_YAML="
+    kube:
+      url: $(cat "$DEMO/kube/url")
+      caFile: $DEMO/kube/ca.crt
+      tokenFile: $DEMO/kube/admin.token"
+  SUBSTRATE_YAML="
+  nodeDaemon:
+    image: fleet-agent:demo
+    joinURL: http://127.0.0.1:$JOIN_PORT/
+  join:
+    listen: 127.0.0.1:$JOIN_PORT
+    insecure: true"
+else
+  echo "note: the Kubernetes control plane cache is not built (build it with: make kube); the demo's"
+  echo "      Kubernetes pool then stops at waiting for the node daemon, and no Node joins."
+fi
+
 step "a git repository with an empty fleet.json on main, and the agent's config"
 git init -q --bare -b main "$DEMO/remote.git"
 git clone -q "$DEMO/remote.git" "$DEMO/work" 2>/dev/null
@@ -160,11 +226,11 @@ apply:
 drift:
   every: 2s
 substrate:
-  every: 1s
+  every: 1s$SUBSTRATE_YAML
 providers:
   fake:
     statePath: $DEMO/state/fake.json
-    steps: { cluster: 4, nodePool: 8, update: 1, delete: 2 }
+    steps: { cluster: 4, nodePool: 8, update: 1, delete: 2 }$KUBE_YAML
 EOF
 show <"$DEMO/config.yaml"
 check "the config is valid (a plan loads it and opens its providers)" "$BIN" plan fleet.json
@@ -233,30 +299,56 @@ CPU2='{ "name": "cpu", "machineType": "fake-cpu-4", "nodes": 2 }'
 CPU3='{ "name": "cpu", "machineType": "fake-cpu-4", "nodes": 3 }'
 L4='{ "name": "l4", "machineType": "fake-l4x1", "nodes": 1, "spot": true }'
 
+# joined N: the substrate is ready with N Nodes listed, all N joined.
+joined() { substrate_is '"state":"ready"' && substrate_is '"nodes":{"listed":'"$1"',"joined":'"$1"'}'; }
+# ours_left: what of the agent's the control plane still holds (the claim,
+# the Namespace fleet-node and its Pods, the substrate's Nodes), as the
+# helper lists it on each pass.
+nothing_ours_left() { [ -e "$DEMO/kube/ours" ] && [ ! -s "$DEMO/kube/ours" ]; }
+
 step "a pool backed by Kubernetes: merged, its cluster and node pools come up on the fake provider"
 write_doc 4 8 "$H100, $CPU2"
 propose_and_merge add-k8s "a GPU pool on a managed Kubernetes cluster"
-wait_for "the cluster and both node pools run (the substrate then waits for the node daemon)" 60 \
-  substrate_is '"flavor":"cpu","name":"fa-[a-z0-9]*-cpu","status":"running","nodes":2'
+if [ -n "$KUBE" ]; then
+  wait_for "the cluster and both node pools run" 60 \
+    substrate_is '"flavor":"cpu","name":"fa-[a-z0-9]*-cpu","status":"running","nodes":2'
+else
+  wait_for "the cluster and both node pools run (the substrate then waits for the node daemon)" 60 \
+    substrate_is '"flavor":"cpu","name":"fa-[a-z0-9]*-cpu","status":"running","nodes":2'
+fi
 check "both node pools run" substrate_is '"flavor":"h100","name":"fa-[a-z0-9]*-h100","status":"running","nodes":1'
-check "the substrate says it waits for the node daemon" substrate_is '"state":"creating","message":"[^"]*waitingforthenodedaemon'
+if [ -n "$KUBE" ]; then
+  # The in-cluster half: claim, Namespace, ConfigMap, DaemonSet fleet-node
+  # and the join Secret; kwok runs a Pod per Node, the helper a node
+  # daemon per Pod, and each joins through the agent's join listener.
+  if wait_for "the substrate is ready, its 3 Nodes joined (3 of 3)" 120 joined 3; then
+    echo "    merge to ready: $(( $(ms) - MERGED_AT )) ms (the fake's steps and the substrate's 1 s passes included)"
+  fi
+  check "a node daemon ran on each of the 3 Nodes" test "$(grep -c 'node daemon started on' "$DEMO/kube.log")" -ge 3
+  holds_ours() { grep -q '^configmap kube-system/fleet-agent-substrate$' "$DEMO/kube/ours" &&
+    grep -q '^namespace fleet-node$' "$DEMO/kube/ours" && [ "$(grep -c '^node ' "$DEMO/kube/ours")" = 3 ]; }
+  wait_for "the cluster holds our claim, the Namespace fleet-node and the 3 Nodes" 10 holds_ours
+else
+  check "the substrate says it waits for the node daemon" substrate_is '"state":"creating","message":"[^"]*waitingforthenodedaemon'
+fi
 "$BIN" substrates | show
 check "the fake provider holds exactly one cluster" test "$(fake_count '"name": "fa-k8s-')" = 1
 check "the page shows the substrate and its node pools" page_has substrates "fa-[a-z0-9]*-h100"
 # The node daemon and joining need a Kubernetes API behind the fake's
 # clusters (providers.fake.kube, issue 12). Say plainly where this machine is.
-if "$ROOT/scripts/kube-cache.sh" --check >/dev/null 2>&1; then
-  echo "  note: the Kubernetes control plane cache is built, but this demo does not start a control plane yet:"
-  echo "        the substrate stays creating, waiting for the node daemon (go test ./internal/substrate/incluster/ runs it for real)"
+if [ -n "$KUBE" ]; then
+  echo "  note: a real control plane (make kube's cache) is behind the fake's clusters; its log is $DEMO/kube.log"
 else
-  echo "  note: the Kubernetes control plane cache is not built (make kube: about 30 minutes on 2 cores, once per machine):"
-  echo "        without a Kubernetes API behind the fake the substrate stays creating, waiting for the node daemon"
+  echo "  note: the Kubernetes control plane cache is not built, so no node daemon runs and no Node joins:"
+  echo "        the substrate stays creating, waiting for the node daemon. Build the cache with: make kube"
+  echo "        (about 30 minutes on 2 cores, once per machine), then make demo shows the Nodes join."
 fi
 
 step "resize a flavor: merged, the node pool grows in place"
 write_doc 4 8 "$H100, $CPU3"
 propose_and_merge grow-k8s "three CPU nodes"
 wait_for "the cpu node pool has 3 nodes" 60 substrate_is '"flavor":"cpu","name":"fa-[a-z0-9]*-cpu","status":"running","nodes":3'
+[ -z "$KUBE" ] || wait_for "the new Node joins too (4 of 4)" 120 joined 4
 
 step "kill -9 while a node pool is being made; the restart finishes it, never twice"
 write_doc 4 8 "$H100, $CPU3, $L4"
@@ -272,6 +364,7 @@ start_agent
 wait_for "the l4 node pool runs after the restart" 60 substrate_is '"flavor":"l4","name":"fa-[a-z0-9]*-l4","status":"running"'
 check "the fake provider holds exactly one l4 node pool" test "$(fake_count '"name": "fa-[a-z0-9]*-l4"')" = 1
 check "and still one cluster" test "$(fake_count '"name": "fa-k8s-')" = 1
+[ -z "$KUBE" ] || wait_for "the l4 Node joins (5 of 5)" 120 joined 5
 "$BIN" substrates | show
 
 step "prune the pool: the substrate tears down its node pools, then its cluster"
@@ -283,6 +376,12 @@ write_doc 4 8
 propose_and_merge drop-k8s "the Kubernetes pool goes"
 wait_for "the substrate is deleted" 90 substrate_is '"state":"deleted"'
 check "the fake provider holds no cluster of ours" test "$(fake_count '"name": "fa-')" = 0
+if [ -n "$KUBE" ]; then
+  if ! wait_for "nothing of ours is left in the cluster (claim, Namespace fleet-node, its Pods, the Nodes)" 90 nothing_ours_left; then
+    show <"$DEMO/kube/ours"
+  fi
+  check "every node daemon was stopped with its Pod" test "$(grep -c 'node daemon on .* stopped' "$DEMO/kube.log")" -ge 5
+fi
 
 step "the state is intact"
 "$BIN" backup --out "$DEMO/fleet.db.bak" | show
@@ -309,6 +408,10 @@ check "the printed commands work as pasted" bash -euo pipefail -c "$NEXT"
 echo "    fleet-agent run   # the demo's agent again, in the foreground: Ctrl-C stops it"
 echo "    (while it runs, its page is http://ADDRESS/ui/, ADDRESS being the \"listen\" of its start line; make demo KEEP=1 does this for you)"
 echo "    The state file is $DEMO/state/fleet.db; the repository is $DEMO/remote.git (clone it, push a branch, watch)."
+
+if [ -n "$KUBE" ] && [ -z "${KEEP:-}" ]; then
+  if stop_plane; then ok "the control plane helper exits 0 on SIGTERM"; else bad "the control plane helper exits 0 on SIGTERM"; fi
+fi
 
 echo
 echo "demo: $checks checks in $(($(date +%s) - START))s; the agent's log is $DEMO/agent.log"
