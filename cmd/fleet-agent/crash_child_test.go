@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv))
 	}
-	os.Exit(m.Run())
+	os.Exit(kubePlane.Run(m))
 }
 
 // campaignTrials is how many child trials run; FLEET_AGENT_CHILD_TRIALS and
@@ -70,13 +70,16 @@ type trialWorld struct {
 	state  string
 	fake   string
 	socket string
+	// want is the state a converged pool is in: creating when no in-cluster
+	// half is configured (it waits for the node daemon), ready when one is.
+	want string
 }
 
 func newTrialWorld(t *testing.T) *trialWorld {
 	t.Helper()
 	dir := t.TempDir()
 	w := &trialWorld{t: t, dir: dir, work: filepath.Join(dir, "work"), state: filepath.Join(dir, "state", "fleet.db"),
-		fake: filepath.Join(dir, "state", "fake.json"), socket: filepath.Join(dir, "api.sock")}
+		fake: filepath.Join(dir, "state", "fake.json"), socket: filepath.Join(dir, "api.sock"), want: "creating"}
 	remote := filepath.Join(dir, "remote.git")
 	w.git(dir, "init", "-q", "--bare", "-b", "main", remote)
 	w.git(dir, "clone", "-q", remote, w.work)
@@ -221,10 +224,10 @@ func (c *child) stop(t *testing.T) {
 }
 
 // converged reports whether the substrates say the step is done: every pool
-// of the step converged, in state creating (no in-cluster half is
+// of the step converged, in state want (creating when no in-cluster half is
 // configured: it waits for the node daemon) with one running node pool per
 // flavor; every pool left out deleted.
-func converged(list []substrate.Status, step crashtest.Step) bool {
+func converged(list []substrate.Status, step crashtest.Step, want string) bool {
 	byPool := map[string]substrate.Status{}
 	for _, s := range list {
 		byPool[s.Pool] = s
@@ -237,7 +240,7 @@ func converged(list []substrate.Status, step crashtest.Step) bool {
 			}
 			continue
 		}
-		if !ok || !s.Converged || s.State != "creating" || len(s.NodePools) != len(p.Flavors) {
+		if !ok || !s.Converged || s.State != want || len(s.NodePools) != len(p.Flavors) {
 			return false
 		}
 		for _, f := range p.Flavors {
@@ -272,7 +275,7 @@ func (w *trialWorld) waitConverged(c *child, step crashtest.Step, head, what str
 		err := client.Do(ctx, "GET", "/v1/status", nil, &st)
 		if err == nil && st.Applied != nil && st.Applied.Commit == head {
 			err = client.Do(ctx, "GET", "/v1/substrates", nil, &list)
-			if err == nil && converged(list, step) {
+			if err == nil && converged(list, step, w.want) {
 				cancel()
 				return c, wasKilled
 			}
