@@ -148,7 +148,9 @@ func TestCrashCampaignInClusterChildProcess(t *testing.T) {
 	for i := range trials {
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
 		phase := []string{"apply", "teardown"}[i%2]
-		delay := time.Duration(rng.IntN(300)) * time.Millisecond
+		// The apply's calls take tens of milliseconds after the claim, the
+		// teardown's hundreds (it waits for the cordon to be seen).
+		delay := time.Duration(rng.IntN(map[string]int{"apply": 40, "teardown": 300}[phase])) * time.Millisecond
 		ok := t.Run(fmt.Sprintf("%02d-%s-after-%dms", i, phase, delay.Milliseconds()), func(t *testing.T) {
 			defer func() {
 				if t.Failed() {
