@@ -18,12 +18,20 @@ build:
 
 # The tests run with the race detector: the suite takes about a minute on
 # two cores, and the agent is concurrent (loop, outbox, socket, ops).
-test: kube
+test: kube chromium
 	$(GO) test -race $(TESTFLAGS) ./...
 
 # kube: the Kubernetes control plane the tests start (internal/testutil/kubeplane),
 # built once per machine into ~/.cache/fleet-agent/kube (FLEET_AGENT_KUBE_CACHE
 # overrides): about 30 minutes cold on two cores, seconds when already built.
+# chromium: the page's browser test drives Debian's headless Chromium; a
+# fresh machine gets it here (as root, through apt), so make test alone works.
+.PHONY: chromium
+chromium:
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else echo "the page's browser test needs Chromium: sudo apt-get install chromium"; exit 1; fi; }
+
 .PHONY: kube
 kube:
 	./scripts/kube-cache.sh
