@@ -149,7 +149,7 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		// to commit statuses (README, "GitHub checks").
 		Checks: cfg.GitHub != nil && cfg.GitHub.App != nil},
 		agent.Options{Store: store, Repo: repo, Forge: agentF, Outbox: agentO, Live: live, Log: log, Metrics: m,
-			Substrates: rec, SubstrateList: substrateList})
+			Substrates: rec})
 
 	a.reconfigure = func(next *config.Config) {
 		ag.Reconfigure(func(c *agent.Config) {

@@ -51,9 +51,6 @@ plans the applied document again now, so a break-glass edit shows at once.`,
 				ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 				v, err = agent.StatusNow(ctx, s, live, cfg.Tenant)
 				cancel()
-				if err == nil {
-					err = s.View(func(tx *state.Tx) (err error) { v.Substrates, err = substrateList(tx); return })
-				}
 				s.Close()
 				if err != nil {
 					return err
@@ -113,7 +110,7 @@ func (a *app) statusText(v agent.StatusView) {
 			}
 		}
 	}
-	for _, l := range substratesOf(v.Substrates) {
+	for _, l := range v.Substrates {
 		fmt.Fprintf(w, "substrate %s: %s", l.Pool, l.State)
 		if l.Message != "" {
 			fmt.Fprintf(w, " (%s)", l.Message)

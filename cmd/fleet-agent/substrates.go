@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/rs/zerolog"
@@ -44,18 +43,6 @@ func reconcilerOptions(store *state.Store, opened map[string]providers.Kubernete
 	return opts
 }
 
-// substrateList gives status the substrates ([] when there are none).
-func substrateList(tx *state.Tx) (any, error) {
-	list, err := substrate.StatusesTx(tx)
-	if err != nil {
-		return nil, err
-	}
-	if list == nil {
-		list = []substrate.Status{}
-	}
-	return list, nil
-}
-
 func (a *app) substratesCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -91,19 +78,4 @@ the state file with no agent running. It never shows a token or a credential.`,
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
-}
-
-// substratesOf reads back the substrates of a status (decoded as JSON
-// through the socket, or typed from the state file).
-func substratesOf(v any) []substrate.Status {
-	if v == nil {
-		return nil
-	}
-	if l, ok := v.([]substrate.Status); ok {
-		return l
-	}
-	b, _ := json.Marshal(v)
-	var l []substrate.Status
-	_ = json.Unmarshal(b, &l)
-	return l
 }

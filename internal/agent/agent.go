@@ -112,7 +112,6 @@ type Agent struct {
 	ticks            int
 	metrics          Metrics
 	substrates       Waker
-	substrateList    SubstrateList
 }
 
 // Options wire an agent.
@@ -131,8 +130,6 @@ type Options struct {
 	// Substrates is woken after every apply, so a substrate the apply
 	// recorded converges at once; nil without a reconciler.
 	Substrates Waker
-	// SubstrateList gives status its substrates; nil lists none.
-	SubstrateList SubstrateList
 }
 
 // Waker is what the agent asks of the substrate reconciler: to run now.
@@ -162,7 +159,7 @@ func New(cfg Config, o Options) *Agent {
 		o.Metrics = nopMetrics{}
 	}
 	a := &Agent{cfg: cfg, store: o.Store, repo: o.Repo, forge: o.Forge, outbox: o.Outbox, live: o.Live,
-		clock: o.Clock, log: o.Log, metrics: o.Metrics, substrates: o.Substrates, substrateList: o.SubstrateList}
+		clock: o.Clock, log: o.Log, metrics: o.Metrics, substrates: o.Substrates}
 	if a.forge == nil {
 		// Without GitHub every other branch is a proposal.
 		a.repo.SetWant(gitsync.Patterns("refs/heads/*"))

@@ -11,6 +11,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/substrate"
 )
 
 // StatusView is the status JSON of the contract (section 2).
@@ -22,8 +23,8 @@ type StatusView struct {
 	// `jq '.substrates[]'` works on any fleet.
 	Proposals []Proposal `json:"proposals"`
 	// Substrates are the Kubernetes substrates (contract section 5.4), as
-	// the substrate reconciler reports them.
-	Substrates any `json:"substrates"`
+	// the substrate reconciler recorded them.
+	Substrates []substrate.Status `json:"substrates"`
 }
 
 // AppliedView is the applied record as status shows it.
@@ -58,8 +59,13 @@ func orEmpty(raw json.RawMessage, empty string) json.RawMessage {
 
 // Status reads the status of a store.
 func Status(s *state.Store, tenant string) (StatusView, error) {
-	v := StatusView{TenantID: tenant, Proposals: []Proposal{}, Substrates: []any{}}
+	v := StatusView{TenantID: tenant, Proposals: []Proposal{}}
 	err := s.View(func(tx *state.Tx) error {
+		subs, err := substrate.StatusesTx(tx)
+		if err != nil {
+			return err
+		}
+		v.Substrates = subs
 		ap, err := tx.Applied()
 		if err != nil {
 			return err
@@ -139,34 +145,12 @@ func StatusNow(ctx context.Context, s *state.Store, live plan.Source, tenant str
 	return v, nil
 }
 
-// SubstrateList reads the substrates' statuses inside a transaction, for
-// status; the binary passes the substrate room's, so the agent never
-// imports what reaches a cluster. An empty list is nil.
-type SubstrateList func(tx *state.Tx) (any, error)
-
-// status is the status the agent serves: the state's, with the substrates.
-func (a *Agent) status() (StatusView, error) {
-	v, err := Status(a.store, a.cfg.Tenant)
-	if err != nil || a.substrateList == nil {
-		return v, err
-	}
-	err = a.store.View(func(tx *state.Tx) (err error) { v.Substrates, err = a.substrateList(tx); return })
-	if v.Substrates == nil {
-		v.Substrates = []any{}
-	}
-	return v, err
-}
+// status is the status the agent serves.
+func (a *Agent) status() (StatusView, error) { return Status(a.store, a.cfg.Tenant) }
 
 // Substrates reads the substrates' statuses ([] when none).
-func (a *Agent) Substrates() (any, error) {
-	if a.substrateList == nil {
-		return []any{}, nil
-	}
-	var list any
-	err := a.store.View(func(tx *state.Tx) (err error) { list, err = a.substrateList(tx); return })
-	if list == nil {
-		list = []any{}
-	}
+func (a *Agent) Substrates() (list []substrate.Status, err error) {
+	err = a.store.View(func(tx *state.Tx) (err error) { list, err = substrate.StatusesTx(tx); return })
 	return list, err
 }
 

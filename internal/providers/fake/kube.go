@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -74,7 +76,7 @@ func (c *KubeConfig) open() (*kube, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube.tokenFile: %w", err)
 	}
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: c.URL, BearerToken: string(trimNL(tok)),
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: c.URL, BearerToken: string(bytes.TrimRight(tok, "\r\n ")),
 		TLSClientConfig: rest.TLSClientConfig{CAData: ca}, UserAgent: "fleet-agent-fake-cloud"})
 	if err != nil {
 		return nil, fmt.Errorf("kube: %w", err)
@@ -82,26 +84,26 @@ func (c *KubeConfig) open() (*kube, error) {
 	return &kube{cfg: *c, ca: ca, client: cs}, nil
 }
 
-func trimNL(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
-		b = b[:len(b)-1]
-	}
-	return b
-}
-
 // Review answers the API server's TokenReview of a bearer token: whether
 // the fake minted it, unexpired and unrevoked, for a cluster that is still
 // there, and for which account. Only with kube configured.
 func (f *Fake) Review(token string) (user string, ok bool) {
-	f.mu.Lock()
-	ic, found := f.st.Credentials[tokenHash(token)]
-	var c *ClusterRecord
-	if found {
-		c = f.st.Clusters[ic.ClusterID]
+	if f.kube == nil {
+		return "", false
 	}
-	now := f.clock.Now()
-	f.mu.Unlock()
-	if f.kube == nil || !found || ic.Revoked || !now.Before(ic.ExpiresAt) || c == nil || c.Status == providers.ClusterDeleting {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.st.review(token, f.clock.Now())
+}
+
+// review is the rule of Review and ReviewFile: a token the fake minted,
+// unexpired and unrevoked, for a cluster that is still there.
+func (st *State) review(token string, now time.Time) (user string, ok bool) {
+	ic, found := st.Credentials[tokenHash(token)]
+	if !found || ic.Revoked || !now.Before(ic.ExpiresAt) {
+		return "", false
+	}
+	if c := st.Clusters[ic.ClusterID]; c == nil || c.Status == providers.ClusterDeleting {
 		return "", false
 	}
 	return "fake:" + ic.Account, true

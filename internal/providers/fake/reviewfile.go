@@ -1,10 +1,6 @@
 package fake
 
-import (
-	"time"
-
-	"github.com/fleet-agent/fleet-agent/internal/providers"
-)
+import "time"
 
 // ReviewFile answers a TokenReview from a fake's state file, read-only, the
 // way Fake.Review does in the fake's own process: for a helper that plays
@@ -16,13 +12,6 @@ func ReviewFile(path, token string, now time.Time) (user string, ok bool, err er
 	if err != nil || !found {
 		return "", false, err
 	}
-	ic, minted := st.Credentials[tokenHash(token)]
-	if !minted || ic.Revoked || !now.Before(ic.ExpiresAt) {
-		return "", false, nil
-	}
-	c := st.Clusters[ic.ClusterID]
-	if c == nil || c.Status == providers.ClusterDeleting {
-		return "", false, nil
-	}
-	return "fake:" + ic.Account, true, nil
+	user, ok = st.review(token, now)
+	return user, ok, nil
 }
