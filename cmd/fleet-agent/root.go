@@ -53,6 +53,7 @@ the other commands work on their own or through a running agent.`,
 		a.auditCommand(),
 		a.nodeCommand(),
 		a.substratesCommand(),
+		a.doctorCommand(),
 		a.schemaCommand(),
 		a.versionCommand(),
 	)

@@ -167,9 +167,12 @@ func (a *Agent) Following() (tenant, repository, branch string) {
 
 // RefusedTips lists the commits of the branch that were not applied and
 // why, newest first: what a person must act on.
-func (a *Agent) RefusedTips() ([]Refused, error) {
+func (a *Agent) RefusedTips() ([]Refused, error) { return RefusedTipsIn(a.store) }
+
+// RefusedTipsIn is RefusedTips read from a store, for the command line.
+func RefusedTipsIn(s *state.Store) ([]Refused, error) {
 	var out []Refused
-	err := a.store.View(func(tx *state.Tx) error {
+	err := s.View(func(tx *state.Tx) error {
 		return eachRecord(tx, spaceRefused, func(r Refused) { out = append(out, r) })
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].At > out[j].At })

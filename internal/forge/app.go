@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
 	"sync"
@@ -41,6 +42,15 @@ type appAuth struct {
 	mu      sync.Mutex
 	tok     string
 	expires time.Time
+	// perms are the permissions GitHub granted the last token minted.
+	perms map[string]string
+}
+
+// permissions returns the permissions of the last token minted.
+func (a *appAuth) permissions() map[string]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.perms)
 }
 
 func newAppAuth(g *GitHub, base *url.URL) *appAuth {
@@ -68,6 +78,7 @@ func (a *appAuth) token(ctx context.Context) (string, error) {
 		return "", &Error{Class: ClassUnexpected, Op: op, Status: resp.StatusCode, Message: "GitHub returned no token"}
 	}
 	a.tok = it.GetToken()
+	a.perms = permissionsOf(it.GetPermissions())
 	a.expires = it.GetExpiresAt().Time
 	if a.expires.IsZero() {
 		// GitHub always says; if it does not, assume the documented hour.

@@ -48,7 +48,7 @@ func (s *Server) accessToken(req *http.Request, path string) reply {
 	s.minted++
 	r := jsonReply(http.StatusCreated, map[string]any{
 		"token": tok, "expires_at": exp.UTC().Format(time.RFC3339),
-		"permissions":          map[string]string{"statuses": "write", "issues": "write", "pull_requests": "read", "contents": "read"},
+		"permissions":          appPermissions(),
 		"repository_selection": "all",
 	})
 	r.free = true
@@ -71,7 +71,7 @@ func (s *Server) getApp(req *http.Request) reply {
 					"id": id, "slug": app.slug, "client_id": app.id, "node_id": "A_" + app.slug, "name": app.slug,
 					"owner":       userJSON(req, "acme"),
 					"html_url":    "http://" + req.Host + "/apps/" + app.slug,
-					"permissions": map[string]string{"statuses": "write", "issues": "write", "pull_requests": "read", "contents": "read"},
+					"permissions": appPermissions(),
 					"events":      []string{"pull_request", "push"},
 				})
 				r.free = true
@@ -141,4 +141,10 @@ func (s *Server) checkJWT(jwt string, app appInfo) string {
 		return "'Expiration time' claim ('exp') is too far in the future."
 	}
 	return ""
+}
+
+// appPermissions are what an installation of the emulator's Apps may do:
+// what the agent needs, check runs included.
+func appPermissions() map[string]string {
+	return map[string]string{"statuses": "write", "issues": "write", "pull_requests": "read", "contents": "read", "checks": "write"}
 }

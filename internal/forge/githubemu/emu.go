@@ -87,6 +87,9 @@ type tokenInfo struct {
 	// installation: an installation token (an App's, or Actions'
 	// GITHUB_TOKEN), not a user: GET /user answers 403.
 	installation bool
+	// readOnly: a user with only read access to the repositories: it may
+	// read, and every write answers 403 as GitHub does.
+	readOnly bool
 }
 
 type appInfo struct {
@@ -164,6 +167,14 @@ func (s *Server) AddToken(token, login string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tokens[token] = tokenInfo{login: login}
+}
+
+// AddReadOnlyToken accepts token for a user who may read the
+// repositories but not write to them (pull access only): posts answer 403.
+func (s *Server) AddReadOnlyToken(token, login string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens[token] = tokenInfo{login: login, readOnly: true}
 }
 
 // AddInstallationToken accepts token as an installation token of the App

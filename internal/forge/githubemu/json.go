@@ -172,3 +172,21 @@ func (r *Repo) statusJSON(req *http.Request, sha string, st Status) map[string]a
 		"creator":     userJSON(req, st.Creator),
 	}
 }
+
+// repoJSON is GET /repos/{owner}/{repo}: the repository, and for a user's
+// token the roles that user holds on it (an installation token sees none,
+// as on GitHub).
+func (s *Server) repoJSON(req *http.Request, r *Repo, login string) reply {
+	full := r.owner + "/" + r.name
+	body := map[string]any{
+		"id": r.id, "node_id": "R_" + full, "name": r.name, "full_name": full, "private": true,
+		"owner": userJSON(req, r.owner), "default_branch": r.defaultBranch,
+		"url": "http://" + req.Host + "/repos/" + full, "html_url": "http://" + req.Host + "/" + full,
+	}
+	ti := s.tokens[credential(req)]
+	if !ti.installation {
+		write := !ti.readOnly
+		body["permissions"] = map[string]bool{"admin": false, "maintain": false, "push": write, "triage": write, "pull": true}
+	}
+	return jsonReply(http.StatusOK, body)
+}

@@ -283,7 +283,13 @@ func (s *Server) route(req *http.Request, path string, body []byte, login string
 	}
 	rest := parts[3:]
 	m := req.Method
+	if m != http.MethodGet && m != http.MethodHead && s.tokens[credential(req)].readOnly {
+		return jsonReply(http.StatusForbidden, errorBody{Message: "Must have push access to repository",
+			DocumentationURL: docsRoot + "/repos/statuses#create-a-commit-status", Status: "403"})
+	}
 	switch {
+	case m == http.MethodGet && len(rest) == 0:
+		return s.repoJSON(req, r, login)
 	case m == http.MethodGet && len(rest) == 1 && rest[0] == "pulls":
 		return r.listPulls(req)
 	case m == http.MethodGet && len(rest) == 2 && rest[0] == "pulls":

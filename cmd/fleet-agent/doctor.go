@@ -1,0 +1,363 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/config"
+	"github.com/fleet-agent/fleet-agent/internal/doctor"
+	"github.com/fleet-agent/fleet-agent/internal/forge"
+	"github.com/fleet-agent/fleet-agent/internal/gitsync"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/secrets"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// doctorTimeout bounds each probe, so that one part that does not answer
+// (a remote behind a firewall) cannot hang the report.
+const doctorTimeout = 20 * time.Second
+
+func (a *app) doctorCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check every part the agent needs and say what to do about each",
+		Long: `doctor checks the config, the state file, the git remote, GitHub, each provider
+account and the node daemon settings, then the fleet itself (refused tips, blocked
+proposals, substrates in error or whose Nodes do not join). Each finding is a line
+with a code, what was found and what to do. Through the running agent when one
+answers on the socket (it holds the state file and the secrets), else on the files.
+Exit status 0 when nothing needs a person, 1 when something does.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := textOrJSON(output); err != nil {
+				return err
+			}
+			var rep doctor.Report
+			cfg, err := a.loadConfig()
+			if err != nil {
+				rep = doctor.Report{Through: "command"}
+				rep.Add("config", "config-invalid", doctor.Fail, errMsg(err), "fix the config file at the line named; `fleet-agent doctor` checks it again")
+			} else if c := a.agentClient(cmd.Context(), cfg); c != nil {
+				if err := c.Do(cmd.Context(), "GET", "/v1/doctor", nil, &rep); err != nil {
+					return err
+				}
+			} else {
+				rep = a.doctorReport(cmd.Context(), cfg, "", nil)
+			}
+			if output == "json" {
+				if err := a.printJSON(rep); err != nil {
+					return err
+				}
+			} else {
+				doctor.WriteText(a.stdout, rep)
+			}
+			if rep.NeedsPerson() {
+				return exitCode(1)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}
+
+func errMsg(err error) string {
+	var r *refusal.Error
+	if errors.As(err, &r) {
+		return string(r.Code) + ": " + r.Message
+	}
+	return err.Error()
+}
+
+// doctorReport makes the report. store is the running agent's, nil for
+// the command line, which then opens the state file read-only.
+func (a *app) doctorReport(ctx context.Context, cfg *config.Config, cfgPath string, store *state.Store) doctor.Report {
+	rep := doctor.Report{Through: "command"}
+	if store != nil {
+		rep.Through = "agent"
+	}
+	resolver := secrets.NewResolver(secrets.Options{Env: a.lookupEnv, Dir: cfg.Secrets.Dir})
+	red := resolver.Redactor()
+	add := func(check, code string, sev doctor.Severity, found, do string) {
+		rep.Add(check, code, sev, red.Redact(found), red.Redact(do))
+	}
+	path := cfgPath
+	if path == "" {
+		path, _ = config.Path(a.configPath, a.lookupEnv)
+	}
+	if _, err := os.Stat(path); err == nil {
+		add("config", "config-ok", doctor.OK, "the config "+path+" is valid", "")
+	} else {
+		add("config", "config-defaults", doctor.Note, "no config file at "+path+": the defaults apply", "write one to follow a repository (docs/configuration.md)")
+	}
+
+	// The state file.
+	st := store
+	if st == nil {
+		st = a.doctorState(cfg, add)
+		if st != nil {
+			defer st.Close()
+		}
+	} else {
+		add("state", "state-ok", doctor.OK, "the state file "+cfg.State+" is open in the running agent", "")
+	}
+
+	a.doctorGit(ctx, cfg, resolver, add)
+	a.doctorGitHub(ctx, cfg, resolver, add)
+	a.doctorProviders(ctx, cfg, resolver, st, add)
+	doctorNodeDaemon(cfg, add)
+
+	if st != nil {
+		f := doctor.Fleet{NodeDaemon: cfg.Substrate.NodeDaemon != nil}
+		var err error
+		if f.Refused, err = agent.RefusedTipsIn(st); err == nil {
+			var v agent.StatusView
+			if v, err = agent.Status(st, cfg.Tenant); err == nil {
+				f.Proposals, f.Substrates = v.Proposals, v.Substrates
+			}
+		}
+		if err != nil {
+			add("fleet", "fleet-unreadable", doctor.Fail, "the fleet's records cannot be read: "+errMsg(err), "run fleet-agent backup and restore it, or report the error")
+		} else {
+			doctor.CheckFleet(&rep, f, time.Now())
+		}
+	}
+	return rep
+}
+
+type addFunc func(check, code string, sev doctor.Severity, found, do string)
+
+// doctorState opens the state file read-only and says what it found; nil
+// when there is nothing to read.
+func (a *app) doctorState(cfg *config.Config, add addFunc) *state.Store {
+	path := a.stateFile(cfg)
+	none, err := noStateYet(path)
+	switch {
+	case err != nil:
+		add("state", "state-unreadable", doctor.Fail, errMsg(err), "fix the path (state in the config, or --state)")
+		return nil
+	case none:
+		add("state", "state-missing", doctor.Note, "no fleet is recorded at "+path+" yet", "fleet-agent run creates it; check state in the config if a fleet should be there")
+		return nil
+	}
+	s, err := state.Open(path, state.Options{ReadOnly: true})
+	if err != nil {
+		if strings.Contains(strings.ToLower(err.Error()), "lock") || strings.Contains(err.Error(), "timeout") {
+			add("state", "state-locked", doctor.Fail, "another process holds the state file "+path+" and no agent answers on the socket "+cfg.Socket,
+				"find it (fuser "+path+"); if it is the agent, check socket in the config")
+			return nil
+		}
+		add("state", "state-unreadable", doctor.Fail, "the state file "+path+" cannot be opened: "+errMsg(err), "restore it from a backup (fleet-agent backup)")
+		return nil
+	}
+	add("state", "state-ok", doctor.OK, "the state file "+path+" opens", "")
+	return s
+}
+
+func (a *app) doctorGit(ctx context.Context, cfg *config.Config, resolver *secrets.Resolver, add addFunc) {
+	if cfg.Git.URL == "" {
+		add("git", "git-not-configured", doctor.Note, "git.url is not set: the agent cannot run (fleet-agent run needs it)", "set git.url to the repository holding fleet.json (docs/connect.md)")
+		return
+	}
+	gcfg := gitsync.Config{URL: cfg.Git.URL, Branch: cfg.Git.Branch, Secrets: resolver,
+		Auth: gitsync.Auth{Username: cfg.Git.Auth.Username, Token: cfg.Git.Auth.Token, Password: cfg.Git.Auth.Password,
+			SSHKey: cfg.Git.Auth.SSHKey, KnownHosts: cfg.Git.Auth.KnownHosts}, ListTimeout: doctorTimeout}
+	if cfg.Git.Verify != nil {
+		gcfg.KeyringPath = cfg.Git.Verify.Keyring
+	}
+	where := redactURL(cfg.Git.URL)
+	p, err := gitsync.ProbeRemote(ctx, gcfg)
+	if err != nil {
+		code, do := "git-unreachable", "check git.url and the network path to it; the agent retries with backoff"
+		switch gitsync.KindOf(err) {
+		case gitsync.KindAuth, gitsync.KindSecret:
+			code, do = "git-auth", "check git.auth: the token or key, and that it may read the repository"
+		case gitsync.KindConfig:
+			code, do = "git-config", "fix the git block of the config as the message says"
+		case gitsync.KindNotFound:
+			code, do = "git-not-found", "check git.url: the remote says there is no such repository (or the credentials cannot see it)"
+		case gitsync.KindHostKey:
+			code, do = "git-host-key", "add the remote's host key to git.auth.knownHosts"
+		}
+		add("git", code, doctor.Fail, where+": "+errMsg(err), do)
+		return
+	}
+	if p.Branch == "" {
+		add("git", "git-branch-missing", doctor.Fail, fmt.Sprintf("%s answers (%d refs) but has no branch %s", where, p.Refs, cfg.Git.Branch),
+			"push the branch, or set git.branch to the branch that holds fleet.json")
+		return
+	}
+	found := fmt.Sprintf("%s answers; %s is at %s; the document is read from %s", where, cfg.Git.Branch, p.Branch[:12], cfg.Git.Path)
+	if p.Keys > 0 {
+		found += fmt.Sprintf("; %d signing keys trusted", p.Keys)
+	}
+	add("git", "git-ok", doctor.OK, found, "")
+}
+
+func (a *app) doctorGitHub(ctx context.Context, cfg *config.Config, resolver *secrets.Resolver, add addFunc) {
+	if cfg.GitHub == nil {
+		add("github", "github-off", doctor.Note, "no github block: nothing is posted; other branches are proposals", "add github (docs/github.md) to plan pull requests")
+		return
+	}
+	fc := forge.Config{Repository: cfg.GitHub.Repository, Branch: cfg.Git.Branch, APIURL: cfg.GitHub.APIURL, Token: cfg.GitHub.Token,
+		WebhookSecret: cfg.GitHub.WebhookSecret, StatusContext: cfg.GitHub.StatusContext, Resolver: resolver,
+		Log: slog.New(slog.DiscardHandler)}
+	if app := cfg.GitHub.App; app != nil {
+		fc.App = &forge.App{ID: strconv.FormatInt(app.ID, 10), InstallationID: app.InstallationID, PrivateKey: app.PrivateKey}
+	}
+	gh, err := forge.New(fc)
+	if err != nil {
+		add("github", "github-config", doctor.Fail, errMsg(err), "fix the github block of the config")
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	defer cancel()
+	acc, err := gh.Access(pctx, cfg.GitHub.App != nil)
+	if err != nil {
+		code, do := "github-unreachable", "check github.apiURL and the network; posts wait in the state file meanwhile"
+		var fe *forge.Error
+		if errors.As(err, &fe) {
+			switch fe.Class {
+			case forge.ClassUnauthorized, forge.ClassCredentials:
+				code, do = "github-token", "the token (or the App's key) is refused or unreadable: replace it (github.token, or github.app)"
+			case forge.ClassNotFound, forge.ClassForbidden:
+				code, do = "github-repository", "the credentials cannot see "+cfg.GitHub.Repository+": check github.repository and give them access to it"
+			}
+		}
+		add("github", code, doctor.Fail, errMsg(err), do)
+		return
+	}
+	who := acc.Login
+	if acc.App {
+		who += " (an App installation)"
+	}
+	if len(acc.Missing) > 0 {
+		add("github", "github-permissions", doctor.Fail, who+" lacks on "+cfg.GitHub.Repository+": "+strings.Join(acc.Missing, "; "),
+			"grant them (a collaborator with write, or the App's permissions) and accept the change")
+	} else {
+		add("github", "github-ok", doctor.OK, who+" may post statuses and comments on "+cfg.GitHub.Repository, "")
+	}
+	switch {
+	case !gh.HasWebhookSecret():
+		add("github", "github-webhook-off", doctor.Note, "no github.webhookSecret: the agent polls every "+cfg.Git.Interval.String(), "set one and a webhook to plan at once on a push")
+	case !acc.WebhookSecret:
+		add("github", "github-webhook-secret", doctor.Fail, "github.webhookSecret "+cfg.GitHub.WebhookSecret+" does not resolve: every delivery is refused",
+			"store the secret where the reference says")
+	}
+}
+
+// doctorProviders makes one harmless read per provider account of the
+// fleet: a verification of its credentials.
+func (a *app) doctorProviders(ctx context.Context, cfg *config.Config, resolver *secrets.Resolver, st *state.Store, add addFunc) {
+	var accounts []inventory.Object
+	if st != nil {
+		if snap, err := st.Snapshot(); err == nil {
+			accounts = snap.Objects(inventory.ProviderAccount)
+		}
+	}
+	opened, err := a.adapters(cfg, resolver)
+	if err != nil {
+		add("provider", "provider-config", doctor.Fail, errMsg(err), "fix the providers block of the config at the line named")
+		return
+	}
+	if len(accounts) == 0 {
+		ids := slices.Sorted(func(yield func(string) bool) {
+			for id := range opened {
+				if !yield(id) {
+					return
+				}
+			}
+		})
+		add("provider", "provider-none", doctor.Note, fmt.Sprintf("no provider account in the fleet yet (adapters configured: %s)", strings.Join(orNone(ids), ", ")), "")
+		return
+	}
+	for _, o := range accounts {
+		if o.Archived {
+			continue
+		}
+		prov, _ := o.Spec["provider"].(string)
+		ad, ok := opened[prov]
+		if !ok {
+			add("provider", "provider-offline", doctor.Note, fmt.Sprintf("account %s (%s): no providers.%s block, so it is checked offline", o.Name, prov, prov),
+				"add providers."+prov+" to check it live")
+			continue
+		}
+		conf, _ := json.Marshal(o.Spec["config"])
+		pctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+		err := ad.Verify(pctx, providers.Account{Name: o.Name, Provider: prov, Config: conf})
+		cancel()
+		switch {
+		case err == nil:
+			add("provider", "provider-ok", doctor.OK, fmt.Sprintf("account %s (%s): the credentials verify", o.Name, prov), "")
+		case providers.ReasonOf(err) == "secretMissing":
+			add("provider", "provider-secret", doctor.Fail, fmt.Sprintf("account %s (%s): %v", o.Name, prov, err), "store the secret the account's config names")
+		case providers.ReasonOf(err) == "credentialsRefused":
+			add("provider", "provider-credentials", doctor.Fail, fmt.Sprintf("account %s (%s): %v", o.Name, prov, err), "replace the account's credentials")
+		default:
+			add("provider", "provider-unreachable", doctor.Fail, fmt.Sprintf("account %s (%s): %v", o.Name, prov, err), "check the provider's endpoint and the network; the agent retries")
+		}
+	}
+}
+
+func orNone(s []string) []string {
+	if len(s) == 0 {
+		return []string{"none"}
+	}
+	return s
+}
+
+// doctorNodeDaemon checks the node daemon settings that a typo breaks
+// without a word at start: the join URL, the listener's certificate.
+func doctorNodeDaemon(cfg *config.Config, add addFunc) {
+	nd, jl := cfg.Substrate.NodeDaemon, cfg.Substrate.Join
+	if nd == nil {
+		add("nodeDaemon", "node-daemon-off", doctor.Note, "substrate.nodeDaemon is not set: Kubernetes substrates get no node daemon", "set it where pools use policy.substrate (docs/substrates.md)")
+		return
+	}
+	u, err := url.Parse(nd.JoinURL)
+	if err != nil || u.Host == "" {
+		add("nodeDaemon", "node-daemon-join-url", doctor.Fail, "substrate.nodeDaemon.joinURL "+nd.JoinURL+" is not a URL", "set it to where the Nodes reach the join listener, like https://ops.example.com:9465/")
+		return
+	}
+	if jl == nil {
+		add("nodeDaemon", "node-daemon-no-listener", doctor.Fail, "substrate.nodeDaemon is set but substrate.join is not: no listener answers "+nd.JoinURL,
+			"set substrate.join.listen (and its certificate)")
+		return
+	}
+	if !jl.Insecure {
+		if _, err := tls.LoadX509KeyPair(jl.TLSCert, jl.TLSKey); err != nil {
+			add("nodeDaemon", "node-daemon-tls", doctor.Fail, "the join listener's certificate cannot be loaded: "+err.Error(),
+				"check substrate.join.tlsCert and tlsKey (PEM files readable by the agent)")
+			return
+		}
+	}
+	add("nodeDaemon", "node-daemon-ok", doctor.OK, "node daemons run "+nd.Image+" and join at "+nd.JoinURL+" (listener "+jl.Listen+")", "")
+}
+
+// doctorHandler serves GET /v1/doctor in the running agent: the report
+// made with the agent's own store and secrets.
+func (a *app) doctorHandler(cfg *config.Config, cfgPath string, store *state.Store, next http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", next)
+	mux.HandleFunc("GET /v1/doctor", func(w http.ResponseWriter, r *http.Request) {
+		agent.WriteJSON(w, http.StatusOK, a.doctorReport(r.Context(), cfg, cfgPath, store))
+	})
+	return mux
+}

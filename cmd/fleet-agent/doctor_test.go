@@ -1,0 +1,126 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fleet-agent/fleet-agent/internal/doctor"
+	"github.com/fleet-agent/fleet-agent/internal/forge/githubemu"
+	"github.com/fleet-agent/fleet-agent/internal/testutil/gitserver"
+)
+
+// A healthy agent: doctor answers through its socket, every check passes,
+// exit 0.
+func TestDoctorHealthyAgent(t *testing.T) {
+	r := startRunning(t, "1h")
+	out, errs, code := cli(t, map[string]string{}, "doctor", "-o", "json", "--config", r.path)
+	if code != 0 {
+		t.Fatalf("doctor on a healthy agent: exit %d\n%s\n%s", code, out, errs)
+	}
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Through != "agent" {
+		t.Fatalf("made through %q, want the running agent", rep.Through)
+	}
+	for _, want := range []string{"config-ok", "state-ok", "git-ok", "github-ok", "fleet-ok"} {
+		if !slices.Contains(rep.Codes(), want) {
+			t.Errorf("no %s in %v", want, rep.Codes())
+		}
+	}
+	if strings.Contains(out, canaryToken) || strings.Contains(out, r.srv.Password) {
+		t.Fatal("the report holds a secret")
+	}
+	text, _, code := cli(t, map[string]string{}, "doctor", "--config", r.path)
+	if code != 0 || !strings.Contains(text, "nothing needs a person") || !strings.Contains(text, "ok   git-ok: ") {
+		t.Fatalf("text: exit %d\n%s", code, text)
+	}
+}
+
+// Each broken part gets its own code and exit 1, found by doctor on the
+// files with no agent running.
+func TestDoctorFindsEachBrokenPart(t *testing.T) {
+	srv := gitserver.Start(t)
+	remo := srv.NewRepo(t, "fleet")
+	work := remo.Clone(t)
+	work.Git(t, "checkout", "-q", "-B", "main")
+	work.Write(t, "fleet.json", emptyDoc)
+	work.CommitAll(t, "empty")
+	work.Push(t, "HEAD:refs/heads/main")
+	emu := githubemu.New(t, githubemu.Options{})
+	emu.AddToken(canaryToken, "fleet-bot")
+	emu.AddReadOnlyToken("ghp_readonly_1", "reader")
+	emu.Repo("acme/fleet")
+
+	gitBlock := func(url string) string {
+		return fmt.Sprintf("git:\n  url: %s\n  auth: { token: env://GIT_TOKEN }\n", url)
+	}
+	ghBlock := "github:\n  repository: acme/fleet\n  apiURL: " + emu.URL() + "\n  token: env://GITHUB_TOKEN\n"
+	cases := []struct {
+		name   string
+		config string
+		env    map[string]string
+		want   string
+	}{
+		{"remote unreachable", gitBlock("http://127.0.0.1:1/fleet.git"), nil, "git-unreachable"},
+		{"git password refused", gitBlock(remo.URL), map[string]string{"GIT_TOKEN": "not-the-password"}, "git-auth"},
+		{"branch missing", gitBlock(remo.URL) + "  branch: production\n", nil, "git-branch-missing"},
+		{"github token refused", gitBlock(remo.URL) + ghBlock, map[string]string{"GITHUB_TOKEN": "ghp_revoked"}, "github-token"},
+		{"github token read-only", gitBlock(remo.URL) + ghBlock, map[string]string{"GITHUB_TOKEN": "ghp_readonly_1"}, "github-permissions"},
+		{"github repository unknown", gitBlock(remo.URL) + strings.Replace(ghBlock, "acme/fleet", "acme/other", 1), nil, "github-repository"},
+		{"join listener missing", gitBlock(remo.URL) + "substrate:\n  nodeDaemon: { image: registry.example.com/fleet-agent:1, joinURL: 'https://ops.example.com:9465/' }\n", nil, "node-daemon-no-listener"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := writeFile(t, dir, "config.yaml", c.config+"state: "+filepath.Join(dir, "fleet.db")+"\nsocket: "+filepath.Join(dir, "api.sock")+"\n")
+			env := map[string]string{"GIT_TOKEN": srv.Password, "GITHUB_TOKEN": canaryToken}
+			for k, v := range c.env {
+				env[k] = v
+			}
+			out, errs, code := cli(t, env, "doctor", "-o", "json", "--config", cfg)
+			var rep doctor.Report
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("exit %d: %v\n%s\n%s", code, err, out, errs)
+			}
+			if code != 1 || !slices.Contains(rep.Codes(), c.want) {
+				t.Fatalf("exit %d, codes %v, want %s\n%s", code, rep.Codes(), c.want, out)
+			}
+			for _, f := range rep.Findings {
+				if f.Severity == doctor.Fail && f.Do == "" {
+					t.Errorf("%s says nothing to do", f.Code)
+				}
+			}
+			if strings.Contains(out, srv.Password) || strings.Contains(out, canaryToken) {
+				t.Fatal("the report holds a secret")
+			}
+		})
+	}
+}
+
+// A fleet with a Kubernetes substrate and no substrate.nodeDaemon:
+// substrate-agent-missing.
+func TestDoctorSubstrateWithoutNodeDaemon(t *testing.T) {
+	dir, cfg := liveSetup(t, fakeOK)
+	st := filepath.Join(dir, "fleet.db")
+	if out, errs, code := cli(t, map[string]string{}, "apply", liveDoc(t, dir, "secret://fake-token"), "--config", cfg, "--state", st, "--yes"); code != 0 {
+		t.Fatalf("apply: %d\n%s\n%s", code, out, errs)
+	}
+	out, _, code := cli(t, map[string]string{}, "doctor", "-o", "json", "--config", cfg, "--state", st)
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err, out)
+	}
+	codes := rep.Codes()
+	if code != 1 || !slices.Contains(codes, "substrate-agent-missing") || !slices.Contains(codes, "provider-ok") || !slices.Contains(codes, "provider-offline") {
+		t.Fatalf("exit %d, codes %v\n%s", code, codes, out)
+	}
+	if strings.Contains(out, liveToken) {
+		t.Fatal("the report holds the provider's token")
+	}
+}

@@ -1,0 +1,160 @@
+// Package doctor is the health check of one installation, `fleet-agent
+// doctor`: a list of findings, each with a stable code, what was found and
+// what to do about it. The probes that reach outside (git, GitHub, the
+// providers) are made by the command's wiring, which may import adapters;
+// this package holds the findings, the rules over the fleet's own records
+// and the renderers, so that the agent can answer the same report through
+// its socket.
+package doctor
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/substrate"
+)
+
+// Severity says whether a finding needs a person.
+type Severity string
+
+const (
+	// OK: the part works.
+	OK Severity = "ok"
+	// Note: worth knowing, nothing to do (a part not configured on purpose).
+	Note Severity = "note"
+	// Fail: a person must act; doctor exits 1.
+	Fail Severity = "fail"
+)
+
+// Finding is one line of the report.
+type Finding struct {
+	// Check is the part looked at: config, state, git, github, provider,
+	// nodeDaemon, fleet.
+	Check string `json:"check"`
+	// Code is stable, for scripts and alerts: `git-unreachable`,
+	// `substrate-agent-missing`, ...
+	Code     string   `json:"code"`
+	Severity Severity `json:"severity"`
+	// Found says what was found, Do what to do (empty when nothing).
+	Found string `json:"found"`
+	Do    string `json:"do,omitempty"`
+}
+
+// Report is every finding, in the order the checks ran.
+type Report struct {
+	// Through says who made the report: "agent" (the running agent,
+	// through its socket) or "command" (this process, on the files).
+	Through  string    `json:"through"`
+	Findings []Finding `json:"findings"`
+}
+
+// Add appends a finding.
+func (r *Report) Add(check, code string, sev Severity, found, do string) {
+	r.Findings = append(r.Findings, Finding{Check: check, Code: code, Severity: sev, Found: found, Do: do})
+}
+
+// NeedsPerson says whether any finding needs a person.
+func (r Report) NeedsPerson() bool {
+	return slices.ContainsFunc(r.Findings, func(f Finding) bool { return f.Severity == Fail })
+}
+
+// Codes lists the findings' codes, for tests and logs.
+func (r Report) Codes() []string {
+	out := make([]string, 0, len(r.Findings))
+	for _, f := range r.Findings {
+		out = append(out, f.Code)
+	}
+	return out
+}
+
+// WriteText prints one line per finding, `SEVERITY CODE: found`, with what
+// to do indented below, then a last line saying whether anything needs a
+// person.
+func WriteText(w io.Writer, r Report) {
+	for _, f := range r.Findings {
+		fmt.Fprintf(w, "%-4s %s: %s\n", f.Severity, f.Code, f.Found)
+		if f.Do != "" {
+			fmt.Fprintf(w, "     do: %s\n", f.Do)
+		}
+	}
+	n := 0
+	for _, f := range r.Findings {
+		if f.Severity == Fail {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		fmt.Fprintf(w, "nothing needs a person (%d checks, through the %s)\n", len(r.Findings), r.Through)
+	default:
+		fmt.Fprintf(w, "%d of %d checks need a person (through the %s)\n", n, len(r.Findings), r.Through)
+	}
+}
+
+// NotJoiningAfter is how long listed Nodes may wait for their node daemon
+// before doctor says so.
+const NotJoiningAfter = 15 * time.Minute
+
+// Fleet is what the fleet's records say, as the agent's status shows them.
+type Fleet struct {
+	Refused    []agent.Refused
+	Proposals  []agent.Proposal
+	Substrates []substrate.Status
+	// NodeDaemon says whether substrate.nodeDaemon is configured.
+	NodeDaemon bool
+}
+
+// CheckFleet adds the findings of the fleet's own records: refused tips,
+// blocked proposals, substrates in error, Nodes not joining, substrates
+// without a node daemon.
+func CheckFleet(r *Report, f Fleet, now time.Time) {
+	before := len(r.Findings)
+	if len(f.Refused) > 0 {
+		t := f.Refused[0]
+		r.Add("fleet", "tip-refused", Fail,
+			fmt.Sprintf("the commit %s of the branch was refused (%s): %s", short(t.Commit), t.Code, t.Reason),
+			"fleet-agent plan --commit "+t.Commit+", then apply it with the printed --plan-hash once the plan is right")
+	}
+	for _, p := range f.Proposals {
+		if p.Blocked || len(p.Errors) > 0 {
+			why := "its plan is blocked"
+			if len(p.Errors) > 0 {
+				why = "its document is invalid: " + p.Errors[0]
+			}
+			r.Add("fleet", "proposal-blocked", Fail, fmt.Sprintf("%s (%s): %s", p.Ref, short(p.Commit), why),
+				"fix the proposal's fleet.json; the agent plans it again when it moves")
+		}
+	}
+	for _, s := range f.Substrates {
+		switch {
+		case s.State == "error":
+			r.Add("fleet", "substrate-error", Fail, fmt.Sprintf("pool %s: %s", s.Pool, s.Message),
+				"see fleet-agent substrates; the message says what the provider refused")
+		case !f.NodeDaemon && s.State != "deleted" && s.State != "deleting":
+			r.Add("fleet", "substrate-agent-missing", Fail,
+				fmt.Sprintf("pool %s has a Kubernetes substrate and substrate.nodeDaemon is not configured: its Nodes never join", s.Pool),
+				"set substrate.nodeDaemon (image, joinURL) and substrate.join in the config, then reload")
+		case s.WaitingToJoin.Count > 0 && s.WaitingToJoin.Since != nil &&
+			now.Sub(time.UnixMilli(*s.WaitingToJoin.Since)) >= NotJoiningAfter:
+			r.Add("fleet", "substrate-nodes-not-joining", Fail,
+				fmt.Sprintf("pool %s: %d Nodes have waited %s for their node daemon", s.Pool, s.WaitingToJoin.Count,
+					now.Sub(time.UnixMilli(*s.WaitingToJoin.Since)).Round(time.Minute)),
+				"kubectl -n fleet-node get daemonset fleet-node, and the pods' logs; check that substrate.nodeDaemon.joinURL is reachable from the Nodes")
+		}
+	}
+	if len(r.Findings) == before {
+		r.Add("fleet", "fleet-ok", OK, fmt.Sprintf("no refused tip, %d proposals, %d substrates, none needing a person",
+			len(f.Proposals), len(f.Substrates)), "")
+	}
+}
+
+func short(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return strings.TrimSpace(c)
+}
