@@ -10,7 +10,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
-// audit is an addition to the contract's commands: the audit log is
+// audit is an addition to the documented commands: the audit log is
 // written by every apply, heal and edit, and an operator must be able to
 // read it without copying the state file.
 func (a *app) auditCommand() *cobra.Command {

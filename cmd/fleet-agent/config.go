@@ -17,7 +17,7 @@ import (
 
 // loadConfig reads the agent config when one is named (--config,
 // FLEET_AGENT_CONFIG) or exists at the default path; the commands other
-// than run work without one, on the contract's defaults.
+// than run work without one, on the documented defaults.
 func (a *app) loadConfig() (*config.Config, error) {
 	path, explicit := config.Path(a.configPath, a.lookupEnv)
 	if !explicit {

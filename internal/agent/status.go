@@ -14,7 +14,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 )
 
-// StatusView is the status JSON of the contract (section 2).
+// StatusView is the status JSON of docs/commands.md (status -o json).
 type StatusView struct {
 	TenantID string       `json:"tenantId"`
 	Applied  *AppliedView `json:"applied,omitempty"`

@@ -11,7 +11,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
-// The trust rules (CONTRACT.md section 4, step 3) are ordered steps. Each
+// The trust rules (docs/configuration.md, step 3) are ordered steps. Each
 // looks at one thing about a commit and answers go on, wait or refuse:
 //
 //   - go on: the next step runs; after the last, the commit is applied;

@@ -118,7 +118,7 @@ func TestBoundaryOrchestrationReachesNoSDK(t *testing.T) {
 	}
 }
 
-// The rooms that may reach each outside library (DESIGN.md): a cloud SDK
+// The rooms that may reach each outside library (docs/design.md): a cloud SDK
 // only its adapter, go-github only the forge, client-go only the substrate
 // and the adapters (and test support that starts a cluster).
 var (

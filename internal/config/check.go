@@ -107,7 +107,7 @@ func (k urlKind) String() string {
 	return [...]string{"unset", "an https URL", "an http URL", "an ssh URL", "a file:// URL", "a local path"}[k]
 }
 
-// checkGitURL accepts the forms of the contract: https, http to a loopback
+// checkGitURL accepts the forms of the documented surface: https, http to a loopback
 // host (tests), ssh (ssh:// and scp-like user@host:path), file:// and local
 // paths. Credentials never go in the URL: they belong in git.auth as
 // references.

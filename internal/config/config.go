@@ -1,7 +1,7 @@
-// Package config reads the agent's config file (CONTRACT.md section 4): one
+// Package config reads the agent's config file (docs/configuration.md): one
 // YAML file, decoded with line numbers, in which an unknown or repeated key,
 // a value of the wrong type or a secret written as a value is refused with
-// its line. Every key of the contract is parsed and checked here, even those
+// its line. Every key of the documented surface is parsed and checked here, even those
 // whose features live elsewhere, so that a mistake shows when the file is
 // read and not hours later when the feature first runs.
 //
@@ -30,7 +30,7 @@ import (
 // FLEET_AGENT_CONFIG names one.
 const DefaultPath = "/etc/fleet-agent/config.yaml"
 
-// The defaults of the contract that do not depend on the environment.
+// The defaults of the documented surface that do not depend on the environment.
 const (
 	DefaultTenant        = "root"
 	DefaultListen        = "127.0.0.1:9464"
@@ -153,7 +153,7 @@ type SecretRef struct {
 	Line int
 }
 
-// Defaults returns the configuration without a file: the contract's
+// Defaults returns the configuration without a file: the documented
 // defaults, some of which come from systemd's environment. env nil means the
 // process environment.
 func Defaults(env LookupEnv) *Config {

@@ -769,7 +769,7 @@ const substrateExample = `substrate:
     tlsKey: /etc/fleet-agent/join.key
 `
 
-// TestSubstrate parses the contract's substrate block (section 5.4) and
+// TestSubstrate parses the documented substrate block (docs/configuration.md) and
 // refuses each bad value with its line.
 func TestSubstrate(t *testing.T) {
 	c := mustParse(t, substrateExample)

@@ -16,7 +16,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
 )
 
-// The keys of each block, in the contract's order (messages list them so).
+// The keys of each block, in the documented order (messages list them so).
 var (
 	topKeys     = []string{"tenant", "state", "socket", "socketGroup", "listen", "pprof", "git", "github", "apply", "drift", "secrets", "providers", "substrate"}
 	gitKeys     = []string{"url", "branch", "path", "interval", "auth", "verify"}
@@ -511,7 +511,7 @@ func (p *parser) providers(e entry) {
 	slices.SortStableFunc(p.c.secretRefs, func(a, b SecretRef) int { return a.Line - b.Line })
 }
 
-// providerSecrets applies the contract's secret rule (section 1) to a
+// providerSecrets applies the documented secret rule (docs/document.md) to a
 // provider block at every depth: a field named token, password or secret, or
 // whose name ends in Token, Password, Secret or Key, holds a reference. The
 // adapter checks the rest of its block.
@@ -550,7 +550,7 @@ func (p *parser) providerSecrets(n *yaml.Node, path string) {
 	}
 }
 
-// secretField is the contract's rule for the names of secret fields.
+// secretField is the documented rule for the names of secret fields.
 func secretField(name string) bool {
 	switch name {
 	case "token", "password", "secret":

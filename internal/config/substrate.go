@@ -14,7 +14,7 @@ import (
 // substrate (substrate.every).
 const DefaultSubstrateEvery = time.Minute
 
-// Substrate is the substrate block (CONTRACT.md section 5.4).
+// Substrate is the substrate block (docs/substrates.md).
 type Substrate struct {
 	Every time.Duration
 	// NodeDaemon is what runs on the substrates' Nodes; nil: no node

@@ -9,7 +9,7 @@
 // The files follow the way a document goes: read.go and parse.go (bytes to
 // a value tree), validate.go (the two stages and the order of the errors),
 // schema.go and integer.go (the schema stage: compiling the schema, the
-// integer keyword, each failing keyword given the contract's pointers),
+// integer keyword, each failing keyword given the documented pointers),
 // messages.go (how those errors are worded), rules.go (what the schema
 // cannot say), pointer.go (JSON Pointers), model.go (the normal form) and
 // errors.go (the refusal). oracle_test.go holds the schema stage to

@@ -26,7 +26,7 @@ type Error struct {
 	// (the repeat), its parent object for a missing field, and the offending
 	// byte for a text that is not JSON. Zero for the summary of errors not
 	// shown and for a file that could not be read. It is not part of the
-	// JSON of `validate -o json` (CONTRACT.md section 1 names its fields).
+	// JSON of `validate -o json` (docs/document.md names its fields).
 	Position `json:"-"`
 
 	offset  int  // byte offset that orders errors as the values stand in the text

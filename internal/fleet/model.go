@@ -118,7 +118,7 @@ type Volume struct {
 	ReadOnly  bool   `json:"readOnly,omitempty"`
 }
 
-// Substrate is a pool's managed Kubernetes cluster (CONTRACT.md section 5).
+// Substrate is a pool's managed Kubernetes cluster (docs/substrates.md).
 type Substrate struct {
 	Kind    string            `json:"kind"`
 	Account string            `json:"account"`

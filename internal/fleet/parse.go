@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-// Limits of the strict parser (CONTRACT.md section 1).
+// Limits of the strict parser (docs/document.md).
 const (
 	MaxDocumentBytes = 16 << 20
 	MaxDepth         = 64

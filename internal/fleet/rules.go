@@ -12,7 +12,7 @@ import (
 )
 
 // isSecretField reports whether a provider config key must hold a secret
-// reference (CONTRACT.md section 1).
+// reference (docs/document.md).
 func isSecretField(k string) bool {
 	switch k {
 	case "token", "password", "secret":

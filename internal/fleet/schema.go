@@ -17,7 +17,7 @@ import (
 
 // The schema stage: the embedded JSON Schema, compiled by this file into a
 // tree of nodes that checks a value and reports each failing keyword, which
-// then gets the contract's pointer here and its words in messages.go.
+// then gets the documented pointer here and its words in messages.go.
 //
 // It knows the keywords the schema uses, with JSON Schema 2020-12's
 // meaning: lengths in code points, patterns as Go regexps that match
@@ -517,7 +517,7 @@ func sameValue(a, b any) bool {
 }
 
 // schemaFindings runs the schema stage on tree and gives each failing
-// keyword the contract's pointers and a message that says what is allowed.
+// keyword the documented pointers and a message that says what is allowed.
 func schemaFindings(tree any) []finding {
 	w := &walker{steps: make([]step, 0, 16)}
 	w.walk(compiledSchema(), tree, false, false)
@@ -528,7 +528,7 @@ func schemaFindings(tree any) []finding {
 	return out
 }
 
-// findings turns one failing keyword into the contract's findings: an
+// findings turns one failing keyword into the documented findings: an
 // invalid key names the key, a missing field the field (sorted with its
 // parent), an unknown field each such key; anything else the value.
 func (e schemaError) findings(tree any) []finding {

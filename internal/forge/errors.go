@@ -143,7 +143,7 @@ func (e *Error) RetryAt(now time.Time) time.Time {
 	return now
 }
 
-// Code is the contract's refusal code for this failure: GitHub unreachable or
+// Code is the documented refusal code for this failure: GitHub unreachable or
 // limited is UNAVAILABLE; a call that cannot be made is INVALID_STATE.
 func (e *Error) Code() refusal.Code {
 	if e.Retryable() {
@@ -152,7 +152,7 @@ func (e *Error) Code() refusal.Code {
 	return refusal.InvalidState
 }
 
-// As lets refusal.CodeOf see the contract code of a forge error.
+// As lets refusal.CodeOf see the refusal code of a forge error.
 func (e *Error) As(target any) bool {
 	if r, ok := target.(**refusal.Error); ok {
 		*r = &refusal.Error{Code: e.Code(), Message: e.Error(), Err: e}

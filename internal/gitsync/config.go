@@ -66,7 +66,7 @@ type Config struct {
 	// Clock times backoff and the Waiter; default the wall clock.
 	Clock clock.Clock
 	// MaxFileBytes is the largest document ReadFile returns; default 16 MiB
-	// (the contract's document limit).
+	// (the document limit of docs/document.md).
 	MaxFileBytes int64
 	// CacheBytes bounds go-git's in-memory object cache; default 4 MiB.
 	CacheBytes int64

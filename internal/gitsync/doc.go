@@ -49,7 +49,7 @@
 // unreachable, timeout and backoff are UNAVAILABLE (retry later); auth
 // refused, repository not found, unknown ssh host, missing secret, missing
 // branch, rewind and signature failures are INVALID_STATE (a person must act:
-// the contract files "a call that cannot be made (secret missing,
+// the documented surface files "a call that cannot be made (secret missing,
 // permission)" there, and polling still retries so a fix is picked up);
 // missing, non-regular or oversize files are INVALID_INPUT, like the rest of
 // a bad document; bad settings are INVALID_INPUT.

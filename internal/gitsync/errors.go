@@ -24,7 +24,7 @@ const (
 	// knownHosts, unreadable keyring). INVALID_INPUT.
 	KindConfig Kind = "config"
 	// KindSecret: a secret reference could not be resolved. INVALID_STATE,
-	// as the contract says for "a call that cannot be made (secret missing)".
+	// as the documented surface says for "a call that cannot be made (secret missing)".
 	KindSecret Kind = "secret"
 	// KindAuth: the remote refused the credentials. INVALID_STATE: waiting
 	// does not fix a revoked token, a person must; polling still backs off

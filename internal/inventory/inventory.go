@@ -37,7 +37,7 @@ var Kinds = []Kind{ProviderAccount, Site, Pool, OwnerQuota, Offer, Flavor, Sandb
 // Valid reports whether k is a kind.
 func (k Kind) Valid() bool { return slices.Contains(Kinds, k) }
 
-// Prefix is the id prefix of a kind (CONTRACT.md section 3).
+// Prefix is the id prefix of a kind (docs/plan-format.md).
 func (k Kind) Prefix() string {
 	switch k {
 	case ProviderAccount:
@@ -70,7 +70,7 @@ func ID(tenant string, kind Kind, name string) string {
 	return kind.Prefix() + "_" + strings.ToLower(b32.EncodeToString(sum[:]))[:26]
 }
 
-// Names of the sub-objects (CONTRACT.md section 3).
+// Names of the sub-objects (docs/plan-format.md).
 func FlavorName(pool, name string) string         { return pool + "/" + name }
 func OfferName(pool, tenant string) string        { return pool + " -> " + tenant }
 func OwnerQuotaName(pool, resource string) string { return pool + ":" + resource }

@@ -1,4 +1,4 @@
-// Package livecheck is the live checks of a plan (CONTRACT.md sections 3
+// Package livecheck is the live checks of a plan (docs/plan-format.md
 // and 5): it answers plan.Live and apply.Checker by asking the provider
 // adapters the binary opened.
 //

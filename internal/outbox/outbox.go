@@ -3,7 +3,7 @@
 // file in the caller's transaction before anything is sent, then delivered
 // oldest first by one loop, coalesced, retried with capped backoff honouring
 // GitHub's rate limits, and resumed after a restart: nothing posted is lost
-// and nothing is posted twice (CONTRACT.md section 4).
+// and nothing is posted twice (docs/configuration.md).
 //
 // The outbox sends through a Sender it declares; the binary passes the forge
 // in (forge.(*GitHub).Poster). It imports neither the forge nor go-github.

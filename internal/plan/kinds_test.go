@@ -124,7 +124,7 @@ func runKindCases(t *testing.T, cases []kindCase) {
 	}
 }
 
-// checkSummary recounts the changes by the contract's rules.
+// checkSummary recounts the changes by the documented rules.
 func checkSummary(t testing.TB, p *Plan) {
 	t.Helper()
 	var s Summary

@@ -10,7 +10,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/canon"
 )
 
-// Line renders one change in the contract's grammar:
+// Line renders one change in the documented grammar:
 // <sym> <kind> <name>[ (<field>, <field>)][: <reason>; <reason>]
 func (c Change) Line() string {
 	var b strings.Builder
@@ -227,7 +227,7 @@ func (p *Plan) Markdown(o MarkdownOptions) string {
 // Format is an output format of a plan.
 type Format string
 
-// The formats: the contract's text grammar, the JSON of the reference, and
+// The formats: the documented text grammar, the JSON of the reference, and
 // the markdown of a pull request comment.
 const (
 	Text         Format = "text"

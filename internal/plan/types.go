@@ -102,7 +102,7 @@ func (c Call) Name() string { return c.name }
 // ID is the object's id.
 func (c Call) ID() string { id, _ := c.Params["id"].(string); return id }
 
-// Summary counts the changes (CONTRACT.md section 3).
+// Summary counts the changes (docs/plan-format.md).
 type Summary struct {
 	Create    int `json:"create"`
 	Update    int `json:"update"`

@@ -184,7 +184,7 @@ func Cancelled(err error) bool {
 }
 
 // Code maps a provider error to the refusal code the surface shows
-// (CONTRACT.md section 2). A live check that fails because the request
+// (docs/commands.md). A live check that fails because the request
 // cannot work (Invalid, NotFound) blocks the plan; a call the provider will
 // not make until someone acts (Terminal) or an object that is busy or
 // claimed (Conflict) is INVALID_STATE; an unreachable, throttled or silent

@@ -14,7 +14,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 )
 
-// The provider ids of the contract (CONTRACT.md section 5).
+// The provider ids of the documented surface (docs/substrates.md).
 const (
 	AWS          = "aws"
 	GCP          = "gcp"

@@ -1,5 +1,5 @@
 // Package refusal is the error vocabulary of fleet-agent's surface: every
-// refusal a user sees carries one of the contract's codes, a message a person
+// refusal a user sees carries one of the documented codes, a message a person
 // can act on and, for documents, a JSON Pointer. Packages below the command
 // line return *refusal.Error (or wrap one) so that the binary can map it to
 // an exit status and a stderr line without guessing.
@@ -10,10 +10,10 @@ import (
 	"fmt"
 )
 
-// Code is one of the contract's refusal codes (CONTRACT.md section 2).
+// Code is one of the documented refusal codes (docs/commands.md).
 type Code string
 
-// The codes of the contract. Nothing else is ever printed as a code.
+// The refusal codes (docs/commands.md). Nothing else is ever printed as a code.
 const (
 	InvalidInput Code = "INVALID_INPUT"
 	PlanBlocked  Code = "PLAN_BLOCKED"

@@ -1,7 +1,7 @@
 // Package secrets turns secret references into values at the moment of use
 // and keeps those values out of everything that is written down: the state
 // file, logs, plans, comments and statuses. A document and a config hold
-// only references; see CONTRACT.md section 1 for the grammar.
+// only references; see docs/document.md for the grammar.
 package secrets
 
 import (
@@ -14,7 +14,7 @@ import (
 // Scheme is the kind of a reference.
 type Scheme string
 
-// The schemes of the contract.
+// The schemes of the documented surface.
 const (
 	SchemeSecret Scheme = "secret" // secret://NAME or secret://TENANT/ID
 	SchemeVault  Scheme = "vault"  // vault://PATH#FIELD

@@ -12,7 +12,7 @@ import (
 // only makes each one a checked compare-and-swap (SwapJournalOp).
 type JournalState string
 
-// The journal states (DESIGN.md, "One writer, one retry authority").
+// The journal states (docs/design.md, "One writer, one retry authority").
 const (
 	// Journaled: written before the call; not (yet) sent.
 	Journaled JournalState = "journaled"

@@ -8,7 +8,7 @@ import (
 )
 
 // Applied is the record of the last apply: the document drift is measured
-// against (CONTRACT.md section 2, status).
+// against (docs/commands.md, status).
 type Applied struct {
 	// Document is the applied document's canonical bytes.
 	Document  json.RawMessage `json:"document"`

@@ -26,7 +26,7 @@ var (
 // TeardownReason says why apply asked for a substrate's teardown.
 type TeardownReason string
 
-// The teardown reasons (CONTRACT.md section 5.2: prune, archive, or
+// The teardown reasons (docs/substrates.md: prune, archive, or
 // policy.substrate removed with prune).
 const (
 	// TeardownArchived: the pool was archived (left out of the document
@@ -51,7 +51,7 @@ type AccountCopy struct {
 type SubstrateWant struct {
 	PoolID string `json:"poolId"`
 	// Pool is the pool's fleet name; the created cluster's name derives
-	// from it (CONTRACT.md section 5.2).
+	// from it (docs/substrates.md).
 	Pool   string `json:"pool"`
 	Tenant string `json:"tenant"`
 	// Account is the provider account's name, as the document names it.
@@ -74,7 +74,7 @@ type SubstrateWant struct {
 	RecordedAt int64  `json:"recordedAt"`
 }
 
-// SubstrateState is where a substrate is (CONTRACT.md section 5.2).
+// SubstrateState is where a substrate is (docs/substrates.md).
 type SubstrateState string
 
 // The states of a substrate.

@@ -1,6 +1,6 @@
 // Package substrate is the Kubernetes substrate: the reconciler that makes
 // the managed cluster and node pools behind every pool whose policy asks for
-// one (CONTRACT.md section 5.2), and the journal of provider operations that
+// one (docs/substrates.md), and the journal of provider operations that
 // makes a kill -9 at any moment safe.
 //
 // # Records
@@ -55,7 +55,7 @@
 // is certainly ours), or a recorded cluster or node pool that is gone (a
 // ghost: made again, or reported gone).
 //
-// Status and Statuses read the surface of CONTRACT.md section 5.4 from the
+// Status and Statuses read the surface of docs/substrates.md from the
 // state file, with or without a running reconciler. Nothing here holds a
 // credential or a secret value: accounts carry references, adapters resolve
 // them, and the in-cluster half gets a way to mint a credential, never one

@@ -9,7 +9,7 @@ import (
 )
 
 // ClusterName is the name of the cluster a pool's substrate creates
-// (CONTRACT.md section 5.2): `fa-<P>-<last 6 of the pool id>`, P being the
+// (docs/substrates.md): `fa-<P>-<last 6 of the pool id>`, P being the
 // pool name with "." and "_" turned to "-", cut to 30 characters. It is
 // derived, never random, so that a create retried after a lost answer finds
 // the first attempt's cluster; it fits GKE's 40 characters.

@@ -24,7 +24,7 @@ import (
 const maxRepeats = 3
 
 // NoDaemonMessage is what a substrate whose cluster and node pools run says
-// while no in-cluster half is configured (CONTRACT.md section 5.3).
+// while no in-cluster half is configured (docs/substrates.md).
 const NoDaemonMessage = "no node daemon configured (substrate.nodeDaemon)"
 
 // pass is one look at one substrate: what it read, what it decided.
@@ -527,7 +527,7 @@ func nodePoolSpec(poolID string, f fleet.SubstrateFlavor) providers.NodePoolSpec
 	case f.Autoscaling != nil:
 		s.NodeCount = int(f.Autoscaling.MinNodes)
 	default:
-		// The contract leaves nodes optional without a default; one node
+		// The documented surface leaves nodes optional without a default; one node
 		// is the least every provider accepts for a fixed-size pool.
 		s.NodeCount = 1
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
-// Status is one substrate as the surface shows it (CONTRACT.md section 5.4:
+// Status is one substrate as the surface shows it (docs/substrates.md:
 // `fleet-agent substrates -o json`, `substrates` in /status and
 // `status -o json`). It never holds a token or a credential.
 type Status struct {
@@ -27,7 +27,7 @@ type Status struct {
 	UpdatedAt int64 `json:"updatedAt"`
 	// Converged says the reconciler has done all the applied document asks
 	// of the substrate and nothing is in progress: what a script waits for
-	// (an addition to CONTRACT 5.4's list).
+	// (an addition to docs/substrates.md's list).
 	Converged bool `json:"converged"`
 }
 

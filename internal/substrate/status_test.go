@@ -12,8 +12,8 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/substrate/crashtest"
 )
 
-// TestStatusShape: the JSON of a status has exactly the keys of CONTRACT.md
-// section 5.4, at every level, and is readable from the state file alone.
+// TestStatusShape: the JSON of a status has exactly the keys of docs/substrates.md,
+// at every level, and is readable from the state file alone.
 func TestStatusShape(t *testing.T) {
 	e := newEnv(t, nil)
 	e.applyStep(gpuStep)
@@ -29,7 +29,7 @@ func TestStatusShape(t *testing.T) {
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
 	}
-	// CONTRACT 5.4's keys, and converged (an addition: what a script waits for).
+	// docs/substrates.md's keys, and converged (an addition: what a script waits for).
 	want := map[string][]string{
 		"":              {"account", "cluster", "converged", "message", "mode", "nodePools", "nodes", "pool", "poolId", "state", "updatedAt", "waitingToJoin"},
 		"cluster":       {"endpoint", "globalId", "id", "location", "version"},

@@ -56,7 +56,7 @@ func (o *Outbox) Reachable() bool {
 	return o.LastError == "" || o.LastDelivery.After(o.LastErrorAt)
 }
 
-// Substrate is one substrate as CONTRACT.md 5.4 shows it (the JSON of
+// Substrate is one substrate as docs/substrates.md shows it (the JSON of
 // `substrates`), with the journal's recent operations. The page declares
 // its own copy so that it never imports the substrate room (client-go).
 type Substrate struct {
@@ -90,7 +90,7 @@ type Substrate struct {
 }
 
 // SubstratesOf reads the substrates of agent.Substrates (whatever list
-// the binary passed) through their JSON, the contract's shape.
+// the binary passed) through their JSON, the documented shape.
 func SubstratesOf(v any) ([]Substrate, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -108,7 +108,7 @@ type Attention struct {
 }
 
 // JoinLate is how long listed Nodes may wait to join before a person is
-// asked to look (CONTRACT.md 5.3: the substrate's message says so then).
+// asked to look (docs/substrates.md: the substrate's message says so then).
 const JoinLate = 15 * time.Minute
 
 // Attention lists what needs a person: refused tips, blocked plans,

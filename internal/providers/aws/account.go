@@ -20,7 +20,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
 )
 
-// accountConfig is the `config` of an aws provider account (CONTRACT.md
+// accountConfig is the `config` of an aws provider account (docs/substrates.md
 // 5.1). accessKeyId and secretAccessKey are secret references; roleArn,
 // when set, is assumed through STS and is then the principal access
 // entries name.

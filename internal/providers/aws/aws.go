@@ -96,7 +96,7 @@ func (c *Config) validate() error {
 }
 
 // InClusterRevoker removes, through the cluster's own API, what the
-// substrate put in an adopted cluster to reach it (CONTRACT.md 5.3). It is
+// substrate put in an adopted cluster to reach it (docs/substrates.md). It is
 // the seam of issue 12: the lead wires a client-go implementation in; the
 // adapter calls it from RevokeAccess with a fresh credential, before it
 // removes the access entry it made itself.

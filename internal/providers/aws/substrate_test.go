@@ -41,7 +41,7 @@ func referenceSubnets() []eksemu.Subnet {
 
 // eksTimes are how long EKS takes, on the injected clock (a step every
 // eksStep, so that the few steps each read adds are lost in them): a
-// cluster about 10 minutes (CLOUDS.md 1.3), a node group 4, a config update
+// cluster about 10 minutes (EKS's documentation), a node group 4, a config update
 // 1, a delete 5. Guess: only the cluster's figure is documented; the others
 // are of the order the console shows.
 var eksTimes = eksemu.Steps{Cluster: 6000, Nodegroup: 2400, Update: 600, Delete: 3000}
@@ -278,7 +278,7 @@ var reads = []string{"DescribeCluster", "ListNodegroups", "DescribeNodegroup", "
 // TestSubstrateOnTheEmulator applies the reference's EKS document (with a
 // Spot L4 flavor added) through internal/apply, on a real bbolt file, and
 // lets the substrate reconciler bring it up on the emulator: one regional
-// cluster, one managed node group per flavor with the contract's names and
+// cluster, one managed node group per flavor with the documented names and
 // labels, the NVIDIA AMI and SPOT capacity on the wire. It stays creating,
 // waiting for the node daemon (no in-cluster half here). Converged, passes
 // make no request; a restart makes one full look; a resize of one flavor

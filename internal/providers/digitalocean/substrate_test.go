@@ -31,7 +31,7 @@ const (
 // bbolt file; the substrate reconciler brings the cluster and one node pool
 // per flavor up on the emulator, on DOKS-like durations of the injected
 // clock, and stays creating for want of the node daemon. The emulator holds
-// what the contract names: the cluster `fa-gpu-fleet-<6>` tagged with the
+// what the documented surface names: the cluster `fa-gpu-fleet-<6>` tagged with the
 // pool id, device plugins off, node pools `fa-<6>-<flavor>` labelled with the
 // pool id (and capacity=spot on the Spot one), the GPU size and Spot on the
 // wire. Converged, passes make no request; a restart reads the cluster and

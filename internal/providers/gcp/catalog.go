@@ -101,7 +101,7 @@ func (a *Adapter) Locations(ctx context.Context, acct providers.Account) ([]prov
 
 // defaultZones are a cluster's node zones at a location: the zone itself;
 // for a region, the account's zones there, else the region's first three
-// (GKE's default spread, CLOUDS.md §2.9 [INF]). EnsureCluster sets them
+// (GKE's default spread, GKE's documentation). EnsureCluster sets them
 // explicitly, so MachineType checks the zones the node pools will use.
 func (s *session) defaultZones(ctx context.Context, location string) ([]string, error) {
 	if zoneRE().MatchString(location) {

@@ -82,7 +82,7 @@ func (s *session) view(c *container.Cluster) providers.Cluster {
 		PrivateNodes: (c.PrivateClusterConfig != nil && c.PrivateClusterConfig.EnablePrivateNodes) ||
 			(c.NetworkConfig != nil && c.NetworkConfig.DefaultEnablePrivateNodes),
 		// The selfLink names the cluster the same way whichever account
-		// reads it (CLOUDS.md §2.7).
+		// reads it (GKE's documentation).
 		Outputs: providers.ClusterOutputs{Location: c.Location, GlobalID: c.SelfLink},
 	}
 	msgs := []string{}
@@ -222,7 +222,7 @@ func (a *Adapter) createCluster(ctx context.Context, s *session, spec providers.
 		InitialClusterVersion: spec.Version,
 		ResourceLabels:        labels,
 		NodePools: []*container.NodePool{{
-			// GKE creates no cluster without a node (CLOUDS.md §2.9): one
+			// GKE creates no cluster without a node (GKE's documentation): one
 			// small node in the first zone. It carries the pool's resource
 			// labels, never its node labels, so the node daemon stays off it.
 			Name: SystemPoolName, InitialNodeCount: int64(sys.NodeCount), Locations: zones[:1],

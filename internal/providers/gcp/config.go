@@ -22,7 +22,7 @@ import (
 //	    gpuDriverVersion: DEFAULT        # [DEFAULT] | LATEST | INSTALLATION_DISABLED
 //	    operationWait: { every: 5s, polls: 60 }
 //
-// GKE creates no cluster without a node somewhere (CLOUDS.md §2.9), and
+// GKE creates no cluster without a node somewhere (GKE's documentation), and
 // ClusterSpec carries no flavors, so a created cluster gets a one-node
 // system pool named SystemPoolName in the first of its zones; it carries
 // the pool's resource labels but not its Kubernetes labels, so the node

@@ -24,7 +24,7 @@ const (
 	mutate = providers.Maybe
 )
 
-// classify turns an SDK error into a providers.Error (CLOUDS.md §2.4).
+// classify turns an SDK error into a providers.Error (GKE's documentation).
 // The Go client's gRPC-style code is derived from the HTTP status alone
 // (409 reads Aborted, FAILED_PRECONDITION reads InvalidArgument), so the
 // class comes from the HTTP status, errors[].reason and the body's status.

@@ -11,7 +11,7 @@
 // either: the substrate's journal is the only retry authority), and forgets
 // both. Every error is a providers.Error with a class and side effect.
 //
-// GKE facts the adapter is built around (CLOUDS.md §2): every mutation is
+// GKE facts the adapter is built around (GKE's documentation): every mutation is
 // an Operation and a cluster takes one at a time (a second is a Conflict);
 // names are the idempotency key (a create answered ALREADY_EXISTS, or one
 // whose answer was lost, is found by reading the name back); a node pool's

@@ -97,7 +97,7 @@ func poolAutoscaling(np *container.NodePool) *providers.Autoscaling {
 // poolView is a node pool as the boundary sees it. Its live size is read
 // from the pool's managed instance groups (one per zone, targetSize):
 // GKE's NodePool has no current count, and whether initialNodeCount follows
-// setSize is not settled (CLOUDS.md §7.3), so the adapter never relies on
+// setSize is not settled (GKE's documentation), so the adapter never relies on
 // it once the groups exist. A group still moving (not stable) makes a
 // running pool read as updating.
 func (s *session) poolView(ctx context.Context, np *container.NodePool) (providers.NodePool, error) {
@@ -323,7 +323,7 @@ func (a *Adapter) createPool(ctx context.Context, s *session, ref providers.Clus
 	}
 	cfg := &container.NodeConfig{MachineType: spec.MachineType, DiskSizeGb: int64(spec.DiskGiB), Spot: spec.Spot, Labels: spec.Labels, ResourceLabels: labels}
 	if acc != nil {
-		// Unspecified means no driver at all (CLOUDS.md §2.8): say which.
+		// Unspecified means no driver at all (GKE's documentation): say which.
 		cfg.Accelerators = []*container.AcceleratorConfig{{AcceleratorType: acc.Type, AcceleratorCount: int64(acc.Count),
 			GpuDriverInstallationConfig: &container.GPUDriverInstallationConfig{GpuDriverVersion: a.cfg.GPUDriverVersion}}}
 	}

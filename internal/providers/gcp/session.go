@@ -59,7 +59,7 @@ func (a *Adapter) open(ctx context.Context, op string, acct providers.Account) (
 	hc := &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(s.token), Base: a.transport()}}
 	// WithHTTPClient makes the SDK use this client as it is: no credential
 	// discovery, and no retry layer (container/v1 and compute/v1 send each
-	// call once, CLOUDS.md §5).
+	// call once, GKE's documentation).
 	if s.ctr, err = container.NewService(ctx, option.WithEndpoint(a.cfg.ContainerEndpoint), option.WithHTTPClient(hc)); err != nil {
 		return nil, providers.Errorf(op, providers.Invalid, providers.None, "container client: %v", err)
 	}

@@ -25,7 +25,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 )
 
-// The reference's GKE pool, and the names the contract gives its cluster
+// The reference's GKE pool, and the names the documented surface gives its cluster
 // and node pools.
 var (
 	refPoolID   = inventory.ID("root", inventory.Pool, "gpu-fleet")

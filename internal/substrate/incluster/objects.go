@@ -16,7 +16,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/substrate/join"
 )
 
-// The names of CONTRACT.md sections 5.2 and 5.3: this project's own, the
+// The names of docs/substrates.md: this project's own, the
 // same in every cluster.
 const (
 	// ClaimNamespace and ClaimName are the claim ConfigMap, created before

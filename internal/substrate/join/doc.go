@@ -1,5 +1,4 @@
-// Package join is the join side of a Kubernetes substrate (CONTRACT.md
-// section 5.3, issue 12): the join tokens and joined nodes (Store, over the
+// Package join is the join side of a Kubernetes substrate (docs/substrates.md):: the join tokens and joined nodes (Store, over the
 // state file), the join listener node daemons call (Listener), and the node
 // daemon itself (RunDaemon, the library behind `fleet-agent node`).
 //

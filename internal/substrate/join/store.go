@@ -22,7 +22,7 @@ import (
 
 const (
 	// ConnectedWithin is how recent a heartbeat must be for a node to be
-	// connected (CONTRACT.md section 5.3).
+	// connected (docs/substrates.md).
 	ConnectedWithin = 90 * time.Second
 	// FlushEvery is how often, at most, heartbeat times are written to the
 	// state file (one transaction for every node that beat meanwhile).

@@ -35,7 +35,7 @@ func TestServerServesCountsAndSwitches(t *testing.T) {
 		t.Fatalf("counts after ls-remote = %+v, want one info/refs and no upload-pack", c)
 	}
 
-	// A push through the server crosses both traps of FACTS.md: a body over
+	// A push through the server crosses both traps of git http-backend behind net/http/cgi (chunked bodies, REMOTE_USER): a body over
 	// 1 MiB is sent chunked, and receive-pack needs REMOTE_USER.
 	w.Git(t, "remote", "add", "http", srv.AuthURL(repo))
 	w.Write(t, "big.bin", strings.Repeat("0123456789abcdef", 1<<17)+sha)

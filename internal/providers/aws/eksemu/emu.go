@@ -1,6 +1,6 @@
 // Package eksemu is an HTTP emulator of Amazon EKS and of the parts of EC2
 // and STS that the aws adapter calls, for tests that drive the real
-// aws-sdk-go-v2 clients against it (CLOUDS.md sections 1 and 6).
+// aws-sdk-go-v2 clients against it (EKS's documentation).
 //
 // It speaks the SDK's own wire formats: EKS restJson1 routes with
 // `X-Amzn-ErrorType` errors and epoch-second timestamps, EC2 ec2query (form
@@ -26,7 +26,7 @@
 // access entries.
 //
 // Where EKS's behaviour is not documented, the emulator guesses; every guess
-// is marked "Guess:" at its place (CLOUDS.md sections 4 and 7).
+// is marked "Guess:" at its place (EKS's documentation).
 package eksemu
 
 import (

@@ -446,7 +446,7 @@ func (e *Emulator) createCluster(w http.ResponseWriter, r *http.Request) {
 		for _, c := range e.clusters {
 			if c.team == a.Team && c.name == req.Name {
 				// Guess: whether names are unique per team is not
-				// documented (CLOUDS.md 7.4); the emulator refuses a second
+				// documented (DigitalOcean's documentation); the emulator refuses a second
 				// one, and with AllowDuplicateNames takes it.
 				unprocessable(w, "a cluster with the name %s already exists", req.Name)
 				return

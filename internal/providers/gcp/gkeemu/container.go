@@ -135,10 +135,10 @@ func (e *Emulator) getCluster(w http.ResponseWriter, c *call) {
 	writeJSON(w, http.StatusOK, e.clusterJSON(cl))
 }
 
-// names of clusters and node pools: what GKE documents (CLOUDS.md §2.5).
+// names of clusters and node pools: what GKE documents (GKE's documentation).
 var nameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 
-// GCP resource labels (CLOUDS.md §2.5, general label rules).
+// GCP resource labels (GKE's documentation, general label rules).
 var (
 	labelKeyRE   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 	labelValueRE = regexp.MustCompile(`^[a-z0-9_-]{0,63}$`)
@@ -211,7 +211,7 @@ func (e *Emulator) createCluster(w http.ResponseWriter, c *call) {
 	if len(locations) == 0 {
 		if regional {
 			// A regional cluster spreads over three zones unless told
-			// otherwise [INF, CLOUDS.md §2.9].
+			// otherwise [inferred].
 			locations = e.zonesOf(region)[:min(3, len(e.zonesOf(region)))]
 		} else {
 			locations = []string{loc}
@@ -301,7 +301,7 @@ func (e *Emulator) createCluster(w http.ResponseWriter, c *call) {
 		}
 		if failed == len(cl.pools) {
 			// Every node the cluster asked for is missing: the create failed.
-			// GKE deletes an ERROR cluster by itself (CLOUDS.md §2.3); when is
+			// GKE deletes an ERROR cluster by itself (GKE's documentation); when is
 			// not documented: here, after a delete's worth of steps [INF].
 			cl.status, cl.message = "ERROR", op.errMsg
 			e.startOp(cl, "", "DELETE_CLUSTER", "deleting cluster", e.opts.Steps.Delete, func(*operation) {
@@ -376,7 +376,7 @@ func (e *Emulator) newPool(cl *cluster, rp *reqNodePool, field string) (*nodePoo
 	if cfg.diskGB == 0 {
 		cfg.diskGB = 100
 	}
-	// The minimum is 12 GB (15 on newer versions, CLOUDS.md §2.9).
+	// The minimum is 12 GB (15 on newer versions, GKE's documentation).
 	if cfg.diskGB < 12 || cfg.diskGB > 65536 {
 		return nil, badRequest("Invalid value for field '%s.config.disk_size_gb': %d. Disk size must be between 12 and 65536 GB.", field, cfg.diskGB)
 	}
@@ -763,7 +763,7 @@ func (e *Emulator) setNodePoolSize(w http.ResponseWriter, c *call) {
 	}
 	n := 0
 	if req.NodeCount != nil {
-		n = int(*req.NodeCount) // proto3: a missing nodeCount is 0 [INF, CLOUDS.md §6]
+		n = int(*req.NodeCount) // proto3: a missing nodeCount is 0 [inferred]
 	}
 	if n < 0 || n > 1000 {
 		writeAPIError(w, badRequest("Invalid value for field 'node_count': %d.", n))

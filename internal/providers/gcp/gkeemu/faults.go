@@ -102,7 +102,7 @@ func (f *Fault) write(w http.ResponseWriter) {
 	switch f.Status {
 	case http.StatusTooManyRequests:
 		// The text Google's quota system writes for a per-minute limit
-		// (CLOUDS.md §2.4 marks the reason rateLimitExceeded as assumed).
+		// (GKE's documentation marks the reason rateLimitExceeded as assumed).
 		a.status, a.reason = "RESOURCE_EXHAUSTED", "rateLimitExceeded"
 		a.message = "Quota exceeded for quota metric 'Mutate requests' and limit 'Mutate requests per minute' of service 'container.googleapis.com'."
 		a.details = []map[string]any{{

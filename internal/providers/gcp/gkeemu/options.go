@@ -50,7 +50,7 @@ type Options struct {
 	PageSize int
 }
 
-// Guesses are the emulator's answers to what CLOUDS.md leaves open.
+// Guesses are the emulator's answers to what GKE's documentation leaves open.
 type Guesses struct {
 	// HonourAssertionExpiry: an access token minted from a JWT assertion
 	// expires when the assertion's exp says, if that is sooner than
@@ -58,7 +58,7 @@ type Guesses struct {
 	// exp (tokens live an hour), so the default is false.
 	HonourAssertionExpiry bool
 	// InitialCountTracksResize: setSize also changes the node pool's
-	// initialNodeCount. CLOUDS.md §2.2 guesses it does not (the default);
+	// initialNodeCount. A reading of GKE's documentation guesses it does not (the default);
 	// Config Connector's mock says it does.
 	InitialCountTracksResize bool
 	// PoolRunningDuringOps: a node pool stays RUNNING while one of its

@@ -368,7 +368,7 @@ func (e *Emulator) busy(c *cluster) *operation {
 }
 
 // refuseBusy is the refusal GKE answers while a cluster has an operation
-// running (CLOUDS.md §2.3, real texts).
+// running (GKE's documentation, real texts).
 func refuseBusy(c *cluster, op *operation) *apiError {
 	if c.status == "PROVISIONING" || c.status == "STOPPING" {
 		return failedPrecondition("Cluster is currently being created, deleted, updated or repaired and cannot be updated.")
@@ -437,7 +437,7 @@ func (e *Emulator) poolNeeds(cfg nodeConfig, zones []string, perZone int) map[st
 }
 
 // checkQuota refuses a request whose new machines would pass a regional
-// quota, with the text GKE writes (CLOUDS.md §2.4). Called with mu held.
+// quota, with the text GKE writes (GKE's documentation). Called with mu held.
 func (e *Emulator) checkQuota(project *Project, region string, skip *nodePool, need map[string]float64) *apiError {
 	limits := e.quotas[region]
 	if len(limits) == 0 {
@@ -497,7 +497,7 @@ func (e *Emulator) applyStockout(p *nodePool, perZone int) string {
 		return ""
 	}
 	// The text and the status a stockout leaves are guesses from the
-	// condition codes the discovery document lists (CLOUDS.md §2.4).
+	// condition codes the discovery document lists (GKE's documentation).
 	msg := fmt.Sprintf("The zone(s) %s do not have enough resources available to fulfill the request (GCE_STOCKOUT). Try a different zone, or try again later.", strings.Join(zones, ", "))
 	p.conditions = []condition{{Code: "GCE_STOCKOUT", Message: msg, CanonicalCode: "RESOURCE_EXHAUSTED"}}
 	p.message = msg

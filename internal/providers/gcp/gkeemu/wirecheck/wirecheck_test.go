@@ -7,7 +7,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/providers/gcp/gkeemu/wirecheck"
 )
 
-// TestDocsLoad: both documents are the ones FACTS.md names, with the
+// TestDocsLoad: both documents are the ones google.golang.org/api ships, with the
 // methods the emulator serves.
 func TestDocsLoad(t *testing.T) {
 	ds, err := wirecheck.Docs()
