@@ -1,4 +1,5 @@
-// Package join is the join side of a Kubernetes substrate (docs/substrates.md):: the join tokens and joined nodes (Store, over the
+// Package join is the join side of a Kubernetes substrate (docs/substrates.md): the join tokens and
+// joined nodes (Store, over the
 // state file), the join listener node daemons call (Listener), and the node
 // daemon itself (RunDaemon, the library behind `fleet-agent node`).
 //
