@@ -124,11 +124,42 @@ stopped() {
 trap stopped INT TERM HUP
 
 report=()
+# typical NAME: the seconds a step usually takes cold on 2 cores (measured
+# here; a busy machine takes longer), for the progress lines.
+typical() {
+  case "$1" in
+    "kubernetes module graph"*) echo 40 ;;
+    kube-apiserver*) echo 1000 ;;
+    kube-controller-manager*) echo 450 ;;
+    kube-scheduler*) echo 150 ;;
+    etcd*) echo 60 ;;
+    "kwok module graph"*) echo 20 ;;
+    kwok*) echo 120 ;;
+    *) echo 60 ;;
+  esac
+}
+STEPS=7
+STEP_NO=0
+mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+# progress NAME BEGAN: every 30 seconds while a step runs, one line with
+# its elapsed time against its typical time and the whole build's elapsed
+# time, so that a 30-minute build never looks hung.
+progress() {
+  local name=$1 began=$2 typ
+  typ=$(typical "$name")
+  while sleep 30; do
+    local el=$((SECONDS - began)) left
+    left=$((typ - el))
+    if [ "$left" -gt 0 ]; then left="about $(mmss "$left") left"; else left="past its typical $(mmss "$typ"), still going"; fi
+    echo "kube-cache: step $STEP_NO/$STEPS $name: $(mmss "$el") elapsed, $left; build $(mmss $(($(date +%s) - START))) so far"
+  done
+}
 # step NAME COMMAND...: runs one build step, printing how long it took and
 # the peak resident memory of its largest process (GNU time, when there).
 step() {
   local name=$1; shift
-  echo "kube-cache: building $name ..."
+  STEP_NO=$((STEP_NO + 1))
+  echo "kube-cache: step $STEP_NO/$STEPS: building $name (typically $(mmss "$(typical "$name")") cold on 2 cores) ..."
   rm -f "$WORK/.time"
   local began=$SECONDS rc=0
   if [ -x /usr/bin/time ]; then
@@ -137,7 +168,11 @@ step() {
     setsid "$@" &
   fi
   CHILD=$!
+  progress "$name" "$began" &
+  local ticker=$!
   wait "$CHILD" || rc=$?
+  kill "$ticker" 2>/dev/null || true
+  wait "$ticker" 2>/dev/null || true
   CHILD=
   [ "$rc" -eq 0 ] || die "building $name failed (exit $rc, see above); rerun 'make kube' after fixing it"
   local secs=$((SECONDS - began)) kb=0
