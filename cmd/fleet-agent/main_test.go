@@ -40,7 +40,7 @@ func TestValidateExitCodesAndOutput(t *testing.T) {
 	}{
 		{"valid", []string{"validate", valid + "fleet-config.json", valid + "kubernetes-pool-gke.json"}, 0, "", ""},
 		{"invalid", []string{"validate", invalid + "unknown-field.json"}, 1, "unknown-field.json:/pools/0/colour: unknown field", "fleet-agent: INVALID_INPUT: 1 of 1 file(s) invalid"},
-		{"missing file", []string{"validate", "nope.json"}, 1, "nope.json:: cannot read the file", "INVALID_INPUT"},
+		{"missing file", []string{"validate", "nope.json"}, 1, "nope.json: cannot read the file", "INVALID_INPUT"},
 		{"no file", []string{"validate"}, 2, "", "fleet-agent: usage:"},
 		{"unknown flag", []string{"validate", "--colour", valid + "fleet-config.json"}, 2, "", "unknown flag"},
 		{"unknown command", []string{"frobnicate"}, 2, "", "unknown command"},

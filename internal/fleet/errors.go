@@ -33,7 +33,20 @@ type Error struct {
 	summary bool // the last error, summing up those not shown
 }
 
-func (e Error) String() string { return e.File + ":" + e.Path + ": " + e.Message }
+// String is the error as `validate` prints it: `FILE:POINTER: message` for
+// an error about a value, and for one about the whole text (a syntax error,
+// a size limit, the sum of errors not shown) `FILE:LINE:COLUMN: message`
+// where the place is known, else `FILE: message`, so that an editor can jump
+// to a syntax error and no line reads `FILE::`.
+func (e Error) String() string {
+	switch {
+	case e.Path != "":
+		return e.File + ":" + e.Path + ": " + e.Message
+	case !e.Position.IsZero():
+		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Message)
+	}
+	return e.File + ": " + e.Message
+}
 
 // Errors is the refusal of a document. It is also an error, with the code
 // INVALID_INPUT, so commands can return it as it is.
