@@ -95,7 +95,7 @@ earlier and refuses with CONFIG_DRIFT when the fleet moved since.`,
 				return err
 			}
 			checks := live.For(snap)
-			opts := apply.Options{Tenant: cfg.Tenant, Prune: prune, PlanHash: planHash, AppliedBy: who(), Live: checks}
+			opts := apply.Options{Tenant: cfg.Tenant, Prune: prune, PlanHash: planHash, AppliedBy: who(), Live: checks, AgainIsNothing: true}
 			if yes && planHash == "" {
 				// Apply what is printed now: hold the apply to this plan's
 				// hash so a fleet that moves in between is refused, not
@@ -123,6 +123,10 @@ earlier and refuses with CONFIG_DRIFT when the fleet moved since.`,
 				return err
 			}
 			recorded = res.Recorded
+			if res.AlreadyApplied {
+				fmt.Fprintf(a.stdout, "Nothing to change: the plan %s was already applied to this document.\n", planHash)
+				return nil
+			}
 			fmt.Fprintf(a.stdout, "Applied %d call(s); planHash %s.\n", res.Applied, res.Plan.PlanHash)
 			return nil
 		},

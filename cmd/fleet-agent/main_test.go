@@ -131,6 +131,15 @@ func TestPlanApplyExportStatus(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "Applied 8 call(s)") {
 		t.Fatalf("apply: %d\n%s", code, out)
 	}
+	// The same apply again is nothing to change, not drift; a stale hash
+	// still is.
+	out, errs, code = cli(t, env, "apply", doc, "--state", state, "--plan-hash", hash)
+	if code != 0 || !strings.Contains(out, "Nothing to change: the plan "+hash+" was already applied") {
+		t.Fatalf("apply again: %d\n%s\n%s", code, out, errs)
+	}
+	if _, errs, code = cli(t, env, "apply", doc, "--state", state, "--plan-hash", strings.Repeat("b", 64)); code != 1 || !strings.Contains(errs, "CONFIG_DRIFT") {
+		t.Fatalf("stale hash after the apply: %d %s", code, errs)
+	}
 	out, _, code = cli(t, env, "status", "-o", "json", "--state", state)
 	var st map[string]any
 	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 {

@@ -5,6 +5,7 @@
 package apply
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,12 @@ type Options struct {
 	// CONFIG_DRIFT unless the plan made now has it, and an empty plan then
 	// records the document as the drift baseline.
 	PlanHash string
+	// AgainIsNothing makes a PlanHash that the applied record already holds,
+	// for this very document, a success with nothing to change
+	// (Result.AlreadyApplied) instead of CONFIG_DRIFT: the command line's
+	// `apply --plan-hash` run twice. The agent leaves it off: a tip it
+	// applies must be recorded with its commit.
+	AgainIsNothing bool
 	// AppliedBy and Commit go into the audit log and the applied record.
 	AppliedBy string
 	Commit    string
@@ -53,6 +60,10 @@ type Result struct {
 	Applied int
 	// Recorded reports whether the document was recorded as applied.
 	Recorded bool
+	// AlreadyApplied reports that the reviewed plan (Options.PlanHash) is
+	// the one the applied record holds, for this very document: the apply
+	// ran before, so nothing is left to change and nothing was written.
+	AlreadyApplied bool
 }
 
 // Apply plans doc against the store and applies it. A blocked plan is
@@ -80,6 +91,24 @@ func Apply(ctx context.Context, store *state.Store, doc *fleet.Document, opts Op
 	res := &Result{Plan: p}
 	if p.Blocked() {
 		return res, Blocked(p)
+	}
+	if opts.AgainIsNothing && opts.PlanHash != "" && p.PlanHash != opts.PlanHash && p.Empty() {
+		// Running the same apply again (a script retried, a person pasting
+		// the printed command twice) is not drift: the reviewed plan was
+		// applied, to this document, and the fleet still matches it.
+		var done bool
+		err := store.View(func(tx *state.Tx) error {
+			a, err := tx.Applied()
+			done = err == nil && a != nil && a.PlanHash == opts.PlanHash && bytes.Equal(a.Document, doc.Canonical())
+			return err
+		})
+		if err != nil {
+			return res, err
+		}
+		if done {
+			res.AlreadyApplied = true
+			return res, nil
+		}
 	}
 	if opts.PlanHash != "" && p.PlanHash != opts.PlanHash {
 		return res, refusal.New(refusal.ConfigDrift,
