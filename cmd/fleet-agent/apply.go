@@ -12,6 +12,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -30,6 +31,20 @@ earlier and refuses with CONFIG_DRIFT when the fleet moved since.`,
 			cfg, client, err := a.begin(cmd, args, commit, &prune)
 			if err != nil {
 				return err
+			}
+			if commit != "" && planHash == "" {
+				// As apply FILE without --plan-hash: show the plan and the
+				// command that applies exactly it, change nothing.
+				var resp agent.PlanResponse
+				if err := client.Do(cmd.Context(), "POST", "/v1/plan", agent.PlanRequest{Commit: commit, Output: "text"}, &resp); err != nil {
+					return err
+				}
+				fmt.Fprint(a.stdout, resp.Output)
+				if resp.Blocked {
+					return refusal.New(refusal.PlanBlocked, "the plan of %s is blocked; nothing was applied", resp.Commit)
+				}
+				fmt.Fprintf(a.stdout, "Nothing was applied. To apply exactly this plan:\n  %s apply --commit %s --plan-hash %s\n", a.prog, resp.Commit, resp.PlanHash)
+				return nil
 			}
 			if commit != "" {
 				var resp agent.PlanResponse

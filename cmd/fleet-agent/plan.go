@@ -82,6 +82,14 @@ blocked, and with --fail-on-drift, FLEET_DRIFTED when any call would run.`,
 					return err
 				}
 				fmt.Fprint(a.stdout, resp.Output)
+				if format == plan.Text {
+					// json and markdown carry the hash; text says it, and
+					// the command that applies exactly this plan.
+					fmt.Fprintf(a.stdout, "planHash %s\n", resp.PlanHash)
+					if !resp.Blocked {
+						fmt.Fprintf(a.stdout, "To apply exactly this plan:\n  %s apply --commit %s --plan-hash %s\n", a.prog, resp.Commit, resp.PlanHash)
+					}
+				}
 				return planOutcome(resp.Blocked, resp.Calls, failOnDrift, resp.Commit)
 			case client != nil:
 				if _, err := a.readDocument(args[0]); err != nil {
