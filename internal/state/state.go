@@ -8,7 +8,9 @@ package state
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +50,10 @@ var (
 	keyGeneration = []byte("generation")
 	keyCreated    = []byte("created")
 	keyCurrent    = []byte("current")
+	// keyInstallation holds the installation id: 128 random bits as 32
+	// lower-case hex characters, a form that fits a GCP label value, an EKS
+	// tag and a DOKS key:value tag alike.
+	keyInstallation = []byte("installation")
 )
 
 var allBuckets = [][]byte{bucketMeta, bucketObjects, bucketNames, bucketApplied, bucketDrift, bucketAudit,
@@ -120,7 +126,18 @@ func Open(path string, opts Options) (*Store, error) {
 			if err := meta.Put(keyFormat, []byte(strconv.Itoa(FormatVersion))); err != nil {
 				return err
 			}
-			return meta.Put(keyCreated, []byte(strconv.FormatInt(opts.Now().UnixMilli(), 10)))
+			if err := meta.Put(keyCreated, []byte(strconv.FormatInt(opts.Now().UnixMilli(), 10))); err != nil {
+				return err
+			}
+		}
+		// A file made before installations gets its id on first open, in
+		// this same write transaction.
+		if meta.Get(keyInstallation) == nil {
+			var b [16]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return err
+			}
+			return meta.Put(keyInstallation, []byte(hex.EncodeToString(b[:])))
 		}
 		return nil
 	})
@@ -150,6 +167,18 @@ func (s *Store) checkFormat() error {
 		}
 		return nil
 	})
+}
+
+// Installation is the id of the installation this file belongs to (32
+// lower-case hex characters). A read-only open of a file made before
+// installations answers "" until a writer has opened it once.
+func (s *Store) Installation() string {
+	var id string
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		id = string(tx.Bucket(bucketMeta).Get(keyInstallation))
+		return nil
+	})
+	return id
 }
 
 // Path is the file's path.
