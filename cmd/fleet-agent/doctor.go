@@ -116,7 +116,7 @@ func (a *app) doctorReport(ctx context.Context, cfg *config.Config, cfgPath stri
 			defer st.Close()
 		}
 	} else {
-		add("state", "state-ok", doctor.OK, "the state file "+cfg.State+" is open in the running agent", "")
+		add("state", "state-ok", doctor.OK, "the state file "+cfg.State+" is open in the running agent; installation "+store.Installation(), "")
 	}
 
 	a.doctorGit(ctx, cfg, resolver, add)
@@ -167,7 +167,13 @@ func (a *app) doctorState(cfg *config.Config, add addFunc) *state.Store {
 		add("state", "state-unreadable", doctor.Fail, "the state file "+path+" cannot be opened: "+errMsg(err), "restore it from a backup (fleet-agent backup)")
 		return nil
 	}
-	add("state", "state-ok", doctor.OK, "the state file "+path+" opens", "")
+	found := "the state file " + path + " opens"
+	if id := s.Installation(); id != "" {
+		found += "; installation " + id
+	} else {
+		found += "; no installation id yet (the agent adds one when it next opens the file)"
+	}
+	add("state", "state-ok", doctor.OK, found, "")
 	return s
 }
 

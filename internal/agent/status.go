@@ -16,9 +16,13 @@ import (
 
 // StatusView is the status JSON of docs/commands.md (status -o json).
 type StatusView struct {
-	TenantID string       `json:"tenantId"`
-	Applied  *AppliedView `json:"applied,omitempty"`
-	Drift    *DriftView   `json:"drift,omitempty"`
+	TenantID string `json:"tenantId"`
+	// Installation is the state file's installation id: what tells this
+	// agent's clusters from another installation's in the same account.
+	// Empty only for an old file no agent has opened for writing yet.
+	Installation string       `json:"installation,omitempty"`
+	Applied      *AppliedView `json:"applied,omitempty"`
+	Drift        *DriftView   `json:"drift,omitempty"`
 	// Proposals and Substrates are lists, [] when empty, so that
 	// `jq '.substrates[]'` works on any fleet.
 	Proposals []Proposal `json:"proposals"`
@@ -59,7 +63,7 @@ func orEmpty(raw json.RawMessage, empty string) json.RawMessage {
 
 // Status reads the status of a store.
 func Status(s *state.Store, tenant string) (StatusView, error) {
-	v := StatusView{TenantID: tenant, Proposals: []Proposal{}}
+	v := StatusView{TenantID: tenant, Installation: s.Installation(), Proposals: []Proposal{}}
 	err := s.View(func(tx *state.Tx) error {
 		subs, err := substrate.StatusesTx(tx)
 		if err != nil {
