@@ -270,7 +270,14 @@ func (l *Listener) ServeOn(ctx context.Context, ln net.Listener, cfg config.Join
 		ErrorLog:    log.New(debugWriter{l.log}, "", 0),
 		BaseContext: func(net.Listener) context.Context { return ctx },
 		ConnContext: withConn,
+		// `OPTIONS *` would otherwise be answered by net/http itself, never
+		// reaching the handler, its limiter or its counters.
+		DisableGeneralOptionsHandler: true,
 	}
+	// One request per connection: with keep-alive, a source could keep its
+	// slots for ever by sending a cheap request before each idle timeout.
+	// Node daemons send one request a heartbeat, so nothing is lost.
+	srv.SetKeepAlivesEnabled(false)
 	// HTTP/1.1 only: node daemons need nothing more, and HTTP/2's streams
 	// and frames are surface a listener facing the nodes' network is better
 	// without.
