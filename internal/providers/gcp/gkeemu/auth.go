@@ -88,7 +88,7 @@ func (e *Emulator) AddServiceAccount(email string, projects ...string) ([]byte, 
 // pair, so the keys of one emulator all differ, and a 2048-bit pair (a
 // second of CPU under the race detector) is made once per process rather
 // than per key. Keys are told apart by their id (kid), which is random per
-// key and which an assertion must name.
+// key; an assertion names it, or else is tried against its issuer's keys.
 var (
 	rsaMu   sync.Mutex
 	rsaKeys []*rsa.PrivateKey
@@ -177,6 +177,13 @@ func (e *Emulator) serveToken(w http.ResponseWriter, r *http.Request, body []byt
 	writeJSON(w, http.StatusOK, map[string]any{"access_token": tok, "expires_in": int(lifetime / time.Second), "token_type": "Bearer"})
 }
 
+// GoogleTokenAudience is the aud Google documents for a service account's
+// assertion. google-auth (Python, so gcloud) and the Node JWT client always
+// sign it, whatever the key's token_uri; golang.org/x/oauth2 signs the
+// token_uri itself, which for a real key is this same URL and for an
+// emulator's key is the emulator's own token URL, so both are accepted.
+const GoogleTokenAudience = "https://oauth2.googleapis.com/token"
+
 type assertionClaims struct {
 	Iss   string `json:"iss"`
 	Scope string `json:"scope"`
@@ -187,7 +194,8 @@ type assertionClaims struct {
 }
 
 // verifyAssertion checks a service account's signed JWT: a key the
-// emulator issued, a valid RS256 signature, this endpoint as audience, a
+// emulator issued (found by kid, or by the issuer when there is none), a valid
+// RS256 signature, Google's token endpoint or this one as audience, a
 // scope, and a lifetime of at most an hour that has not ended. The
 // assertion's times come from the client's wall clock, so they are checked
 // against the wall clock, not the emulator's. A refusal is the
@@ -214,23 +222,36 @@ func (e *Emulator) verifyAssertion(jwt string) (*assertionClaims, string) {
 	e.mu.Lock()
 	sa := e.accounts[claims.Iss]
 	var key *rsa.PublicKey
+	digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
 	if sa != nil {
-		// The key id names the key (x/oauth2 sends the key's
-		// private_key_id); one the account does not hold is refused.
-		key = sa.keys[hdr.Kid]
+		// A kid names the key (x/oauth2 and google-auth send the key's
+		// private_key_id), and one the account does not hold is refused.
+		// The kid is optional: the Node JWT client signs without one, and
+		// Google then tries every live key of the issuing account.
+		if hdr.Kid != "" {
+			if k := sa.keys[hdr.Kid]; k != nil && rsa.VerifyPKCS1v15(k, crypto.SHA256, digest[:], sig) == nil {
+				key = k
+			}
+		} else {
+			for _, k := range sa.keys {
+				if rsa.VerifyPKCS1v15(k, crypto.SHA256, digest[:], sig) == nil {
+					key = k
+					break
+				}
+			}
+		}
 	}
 	e.mu.Unlock()
 	if sa == nil {
 		return nil, "Invalid grant: account not found"
 	}
-	digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
-	if key == nil || rsa.VerifyPKCS1v15(key, crypto.SHA256, digest[:], sig) != nil {
+	if key == nil {
 		return nil, "Invalid JWT Signature."
 	}
 	now := time.Now().Unix()
 	switch {
-	case claims.Aud != e.TokenURI():
-		return nil, fmt.Sprintf("Invalid JWT: aud must be %s.", e.TokenURI())
+	case claims.Aud != GoogleTokenAudience && claims.Aud != e.TokenURI():
+		return nil, fmt.Sprintf("Invalid JWT: aud must be %s.", GoogleTokenAudience)
 	case claims.Scope == "":
 		return nil, "Invalid JWT: no scope."
 	case claims.Exp <= claims.Iat || claims.Exp-claims.Iat > 3600:

@@ -393,9 +393,10 @@ func (e *Emulator) serveAPI(w http.ResponseWriter, r *http.Request, body []byte,
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "notFound", "Method not found.")
 		return false
 	}
-	if r.URL.Query().Get("alt") != "json" {
-		// The SDK always asks for JSON; anything else is a caller the
-		// emulator does not serve.
+	if alt := r.URL.Query().Get("alt"); alt != "" && alt != "json" {
+		// alt defaults to json in the discovery document, and googleapis
+		// for Node sends none; the Go SDK sends alt=json. Other
+		// representations (proto, media) are not served.
 		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "badRequest", "Only alt=json is served.")
 		return false
 	}
