@@ -163,7 +163,7 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		return err
 	}
 	a.running.Store(cfg)
-	api := &http.Server{Handler: a.doctorHandler(cfg, cfgPath, store, ag.Handler()), ReadHeaderTimeout: 10 * time.Second}
+	api := &http.Server{Handler: a.doctorHandler(cfg, cfgPath, store, ag.Handler()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second, DisableGeneralOptionsHandler: true}
 	// The ops listener.
 	ops, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -175,7 +175,14 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		hook = gh.WebhookHandler(ag.Wake)
 	}
 	page := ui.Handler(ui.Options{Read: pageSource(ag, store, box, cfg).Read})
-	opsSrv := &http.Server{Handler: ag.OpsHandler(agent.OpsOptions{Metrics: m.Handler(), Webhook: hook, Pprof: cfg.Pprof, UI: page}), ReadHeaderTimeout: 10 * time.Second}
+	// Timeouts on the ops listener: a header within 10 s, a whole request
+	// within 30 s (the webhook sets its own shorter deadline for its body), an
+	// answer within 90 s (pprof's 30 s profile fits), idle keep-alives closed
+	// after 60 s; net/http's own OPTIONS * answer is off, so every request
+	// reaches the handler.
+	opsSrv := &http.Server{Handler: ag.OpsHandler(agent.OpsOptions{Metrics: m.Handler(), Webhook: hook, Pprof: cfg.Pprof, UI: page}),
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 90 * time.Second,
+		IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, DisableGeneralOptionsHandler: true}
 
 	var wg sync.WaitGroup
 	serve := func(s *http.Server, l net.Listener, what string) {

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/forge"
 	"github.com/fleet-agent/fleet-agent/internal/forge/githubemu"
@@ -119,5 +123,157 @@ func TestMergeGroupEventWakes(t *testing.T) {
 	}
 	if n, ok := refs.QueuePull(githubemu.QueueRef("main", 7, sha(1)), "main"); !ok || n != 7 {
 		t.Errorf("the emulator's queue ref is not one the agent follows: %d %v", n, ok)
+	}
+}
+
+type staticResolver string
+
+func (s staticResolver) Resolve(context.Context, string) (string, error) { return string(s), nil }
+
+// zeros reads as an endless run of zero bytes, without allocating a body.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// postHook posts body to url with signature sig (and delivery id when not
+// empty), returning the status or the transport's error.
+func postHook(c *http.Client, url string, body io.Reader, size int64, sig, delivery string) (int, error) {
+	req, err := http.NewRequest(http.MethodPost, url, body)
+	if err != nil {
+		return 0, err
+	}
+	req.ContentLength = size
+	req.Header.Set(forge.SignatureHeader, sig)
+	if delivery != "" {
+		req.Header.Set("X-GitHub-Delivery", delivery)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// A flood of bad-signature deliveries of the largest size does not make the
+// agent hold the bodies: each is streamed into the HMAC and dropped.
+func TestWebhookFloodIsNotBuffered(t *testing.T) {
+	var woken atomic.Int32
+	srv := httptest.NewServer(forge.WebhookHandler(staticResolver("hook-secret"), "secret://hook", func() { woken.Add(1) }, nil))
+	defer srv.Close()
+	bad := "sha256=" + strings.Repeat("00", 32)
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const flood = 40
+	statuses := make(chan int, flood)
+	var wg sync.WaitGroup
+	for range flood {
+		wg.Go(func() {
+			code, err := postHook(srv.Client(), srv.URL, io.LimitReader(zeros{}, forge.MaxWebhookBody), forge.MaxWebhookBody, bad, "")
+			if err != nil {
+				t.Errorf("bad post: %v", err)
+			}
+			statuses <- code
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	runtime.ReadMemStats(&after)
+	for code := range statuses {
+		if code != http.StatusUnauthorized && code != http.StatusServiceUnavailable && code != 0 {
+			t.Errorf("bad signature answered %d", code)
+		}
+	}
+	grown := (after.TotalAlloc - before.TotalAlloc) >> 20
+	t.Logf("%d bad posts of 25 MiB: %d MiB allocated, heap in use %d -> %d MiB", flood, grown, before.HeapInuse>>20, after.HeapInuse>>20)
+	if grown > 100 {
+		t.Errorf("%d bad posts allocated %d MiB; want under 100", flood, grown)
+	}
+	if woken.Load() != 0 {
+		t.Errorf("a bad signature woke the agent %d times", woken.Load())
+	}
+}
+
+// A signed delivery replayed under the same X-GitHub-Delivery id wakes the
+// agent once; a new id wakes it again.
+func TestWebhookReplayDropped(t *testing.T) {
+	var woken atomic.Int32
+	srv := httptest.NewServer(forge.WebhookHandler(staticResolver("hook-secret"), "secret://hook", func() { woken.Add(1) }, nil))
+	defer srv.Close()
+	body := []byte(`{"action":"opened"}`)
+	sig := forge.Sign([]byte("hook-secret"), body)
+	for i := range 100 {
+		code, err := postHook(srv.Client(), srv.URL, bytes.NewReader(body), int64(len(body)), sig, "d-1")
+		want := http.StatusOK
+		if i == 0 {
+			want = http.StatusNoContent
+		}
+		if err != nil || code != want {
+			t.Fatalf("replay %d: %d %v; want %d", i, code, err, want)
+		}
+	}
+	if code, _ := postHook(srv.Client(), srv.URL, bytes.NewReader(body), int64(len(body)), sig, "d-2"); code != http.StatusNoContent {
+		t.Errorf("a new delivery id: %d", code)
+	}
+	if n := woken.Load(); n != 2 {
+		t.Errorf("100 replays and one new delivery woke %d times; want 2", n)
+	}
+}
+
+// slowBody sends one byte, then blocks until stop is closed.
+type slowBody struct {
+	sent bool
+	stop chan struct{}
+}
+
+func (s *slowBody) Read(p []byte) (int, error) {
+	if !s.sent {
+		s.sent = true
+		p[0] = '{'
+		return 1, nil
+	}
+	<-s.stop
+	return 0, io.EOF
+}
+
+// Deliveries whose bodies trickle hold at most MaxWebhookInFlight slots;
+// one more is answered 503 at once, and a good delivery gets through as
+// soon as the slow ones are cut.
+func TestWebhookSlowBodiesAreBounded(t *testing.T) {
+	var woken atomic.Int32
+	srv := httptest.NewServer(forge.WebhookHandler(staticResolver("hook-secret"), "secret://hook", func() { woken.Add(1) }, nil))
+	defer srv.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range forge.MaxWebhookInFlight {
+		wg.Go(func() {
+			_, _ = postHook(srv.Client(), srv.URL, &slowBody{stop: stop}, 1000, "sha256=00", "")
+		})
+	}
+	body := []byte(`{}`)
+	sig := forge.Sign([]byte("hook-secret"), body)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, err := postHook(srv.Client(), srv.URL, bytes.NewReader(body), 2, sig, "")
+		if err == nil && code == http.StatusServiceUnavailable {
+			break // every slot is held by a slow body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slots never filled: %d %v", code, err)
+		}
+		woken.Store(0)
+		runtime.Gosched()
+	}
+	close(stop)
+	wg.Wait()
+	woken.Store(0)
+	if code, err := postHook(srv.Client(), srv.URL, bytes.NewReader(body), 2, sig, "after"); err != nil || code != http.StatusNoContent || woken.Load() != 1 {
+		t.Errorf("good delivery after the slow ones: %d %v woke %d", code, err, woken.Load())
 	}
 }
