@@ -200,6 +200,10 @@ func eksRoute(method string, segs []string) route {
 		case http.MethodDelete:
 			return route{"UntagResource", segs[1:]}
 		}
+	case n == 2 && at(0, "addons") && at(1, "supported-versions") && method == http.MethodGet:
+		return route{"DescribeAddonVersions", nil}
+	case n == 3 && at(0, "clusters") && at(2, "addons") && method == http.MethodGet:
+		return route{"ListAddons", segs[1:2]}
 	case n == 1 && at(0, "clusters"):
 		switch method {
 		case http.MethodPost:
@@ -295,6 +299,7 @@ func (x *exchange) eks() {
 		"DescribeAccessEntry": x.describeAccessEntry, "DeleteAccessEntry": x.deleteAccessEntry,
 		"AssociateAccessPolicy": x.associateAccessPolicy, "ListAssociatedAccessPolicies": x.listAssociatedPolicies,
 		"DisassociateAccessPolicy": x.disassociateAccessPolicy,
+		"ListAddons": x.listAddons, "DescribeAddonVersions": x.describeAddonVersions,
 		"TagResource":              x.tagResource, "ListTagsForResource": x.listTags, "UntagResource": x.untagResource,
 	}
 	handlers[rt.op](rt.args)
