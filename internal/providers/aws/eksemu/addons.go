@@ -87,4 +87,3 @@ func (x *exchange) describeAddonVersions(_ []string) {
 	}
 	x.eksOK(withNext(map[string]any{"addons": addons}, next))
 }
-

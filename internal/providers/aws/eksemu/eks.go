@@ -299,8 +299,8 @@ func (x *exchange) eks() {
 		"DescribeAccessEntry": x.describeAccessEntry, "DeleteAccessEntry": x.deleteAccessEntry,
 		"AssociateAccessPolicy": x.associateAccessPolicy, "ListAssociatedAccessPolicies": x.listAssociatedPolicies,
 		"DisassociateAccessPolicy": x.disassociateAccessPolicy,
-		"ListAddons": x.listAddons, "DescribeAddonVersions": x.describeAddonVersions,
-		"TagResource":              x.tagResource, "ListTagsForResource": x.listTags, "UntagResource": x.untagResource,
+		"ListAddons":               x.listAddons, "DescribeAddonVersions": x.describeAddonVersions,
+		"TagResource": x.tagResource, "ListTagsForResource": x.listTags, "UntagResource": x.untagResource,
 	}
 	handlers[rt.op](rt.args)
 }
