@@ -465,7 +465,7 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(r.URL.Path, "/authenticate"):
 		x.service = "kube"
 		x.tokenReview()
-	case strings.HasPrefix(r.URL.Path, "/clusters") || strings.HasPrefix(r.URL.Path, "/tags/"):
+	case strings.HasPrefix(r.URL.Path, "/clusters") || strings.HasPrefix(r.URL.Path, "/tags/") || strings.HasPrefix(r.URL.Path, "/addons/"):
 		x.service = "eks"
 		x.eks()
 	case r.URL.Path == "/" || r.URL.Path == "":

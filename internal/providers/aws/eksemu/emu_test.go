@@ -185,7 +185,10 @@ func TestClientRequestTokens(t *testing.T) {
 	}
 	_, err = c.eks.CreateCluster(t.Context(), &eks.CreateClusterInput{Name: sdkaws.String("c2"), RoleArn: sdkaws.String(roleArn), ClientRequestToken: sdkaws.String("short"),
 		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: []string{subnetA, subnetB}}})
-	if code(err) != "InvalidParameterException" || !strings.Contains(err.Error(), "between 33 and 126") {
+	// botocore's model (what the AWS CLI validates against, tested by AWS
+	// against the real service) has the token as a plain string with no
+	// length rule, so a short one is taken.
+	if err != nil {
 		t.Errorf("a short token: %v", err)
 	}
 	if n := c.emu.Count("CreateCluster"); n != 5 {

@@ -87,6 +87,8 @@ var ec2Params = map[string][]*regexp.Regexp{
 		`Filter\.\d+\.Value\.\d+`, `MaxResults`, `NextToken`, `IncludeUnsupportedInRegion`),
 	"DescribeInstanceTypeOfferings": params(`Action`, `Version`, `DryRun`, `LocationType`, `Filter\.\d+\.Name`,
 		`Filter\.\d+\.Value\.\d+`, `MaxResults`, `NextToken`),
+	"DescribeAvailabilityZones": params(`Action`, `Version`, `DryRun`, `ZoneName\.\d+`, `ZoneId\.\d+`,
+		`AllAvailabilityZones`, `Filter\.\d+\.Name`, `Filter\.\d+\.Value\.\d+`),
 	"DescribeSubnets": params(`Action`, `Version`, `DryRun`, `SubnetId\.\d+`, `Filter\.\d+\.Name`,
 		`Filter\.\d+\.Value\.\d+`, `MaxResults`, `NextToken`),
 }
@@ -134,6 +136,8 @@ func (x *exchange) ec2(action string, form url.Values) {
 		x.describeOfferings(form, filters)
 	case "DescribeSubnets":
 		x.describeSubnets(form, filters)
+	case "DescribeAvailabilityZones":
+		x.describeZones(form, filters)
 	}
 }
 
@@ -591,4 +595,82 @@ func (x *exchange) presignedCallerIdentity() {
 		return
 	}
 	x.callerIdentity(pre.p)
+}
+
+// describeZones answers DescribeAvailabilityZones with the zones of the
+// region's subnets, every one available and opt-in-not-required.
+//
+// Guess: the zone group and network border group follow the shape EC2
+// answers for a standard region ("us-east-1-zg-1", "us-east-1"); the
+// emulator has no Local or Wavelength Zones.
+func (x *exchange) describeZones(form url.Values, filters map[string][]string) {
+	e := x.e
+	type zoneXML struct {
+		OptInStatus        string   `xml:"optInStatus"`
+		Messages           struct{} `xml:"messageSet"`
+		RegionName         string   `xml:"regionName"`
+		ZoneName           string   `xml:"zoneName"`
+		ZoneID             string   `xml:"zoneId"`
+		GroupName          string   `xml:"groupName"`
+		NetworkBorderGroup string   `xml:"networkBorderGroup"`
+		ZoneType           string   `xml:"zoneType"`
+		GroupLongName      string   `xml:"groupLongName,omitempty"`
+		State              string   `xml:"zoneState"`
+	}
+	var zones []zoneXML
+	for _, z := range e.zones() {
+		zones = append(zones, zoneXML{
+			OptInStatus: "opt-in-not-required", RegionName: e.opts.Region, ZoneName: z, ZoneID: zoneID(e.opts.Region, z),
+			GroupName: e.opts.Region + "-zg-1", NetworkBorderGroup: e.opts.Region, ZoneType: "availability-zone", State: "available",
+		})
+	}
+	keep := func(names []string, field func(zoneXML) string) {
+		if len(names) > 0 {
+			zones = slices.DeleteFunc(zones, func(z zoneXML) bool { return !slices.Contains(names, field(z)) })
+		}
+	}
+	byName, byID := listed(form, "ZoneName"), listed(form, "ZoneId")
+	for _, n := range byName {
+		if !slices.ContainsFunc(zones, func(z zoneXML) bool { return z.ZoneName == n }) {
+			x.ec2Error(http.StatusBadRequest, "InvalidParameterValue", fmt.Sprintf("The zone '%s' does not exist.", n))
+			return
+		}
+	}
+	for _, n := range byID {
+		if !slices.ContainsFunc(zones, func(z zoneXML) bool { return z.ZoneID == n }) {
+			x.ec2Error(http.StatusBadRequest, "InvalidParameterValue", fmt.Sprintf("The zone ID '%s' does not exist.", n))
+			return
+		}
+	}
+	keep(byName, func(z zoneXML) string { return z.ZoneName })
+	keep(byID, func(z zoneXML) string { return z.ZoneID })
+	for name, vals := range filters {
+		var field func(zoneXML) string
+		switch name {
+		case "zone-name":
+			field = func(z zoneXML) string { return z.ZoneName }
+		case "zone-id":
+			field = func(z zoneXML) string { return z.ZoneID }
+		case "region-name":
+			field = func(z zoneXML) string { return z.RegionName }
+		case "state":
+			field = func(z zoneXML) string { return z.State }
+		case "zone-type":
+			field = func(z zoneXML) string { return z.ZoneType }
+		case "opt-in-status":
+			field = func(z zoneXML) string { return z.OptInStatus }
+		case "group-name":
+			field = func(z zoneXML) string { return z.GroupName }
+		default:
+			x.ec2Error(http.StatusBadRequest, "InvalidParameterValue", fmt.Sprintf("The filter '%s' is invalid", name))
+			return
+		}
+		keep(vals, field)
+	}
+	x.writeXML(struct {
+		XMLName   xml.Name  `xml:"DescribeAvailabilityZonesResponse"`
+		NS        string    `xml:"xmlns,attr"`
+		RequestID string    `xml:"requestId"`
+		Zones     []zoneXML `xml:"availabilityZoneInfo>item"`
+	}{NS: ec2XMLNS, RequestID: x.rid, Zones: zones})
 }
