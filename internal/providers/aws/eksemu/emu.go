@@ -1,6 +1,7 @@
 // Package eksemu is an HTTP emulator of Amazon EKS and of the parts of EC2
 // and STS that the aws adapter calls, for tests that drive the real
-// aws-sdk-go-v2 clients against it (EKS's documentation).
+// aws-sdk-go-v2 clients against it, and that the AWS CLI as shipped
+// accepts (the suite in eksemu/clients).
 //
 // It speaks the SDK's own wire formats: EKS restJson1 routes with
 // `X-Amzn-ErrorType` errors and epoch-second timestamps, EC2 ec2query (form
@@ -26,7 +27,9 @@
 // access entries.
 //
 // Where EKS's behaviour is not documented, the emulator guesses; every guess
-// is marked "Guess:" at its place (EKS's documentation).
+// is marked "Guess:" at its place. Where a description of the service and a
+// client AWS ships disagree, the emulator follows the shipped client (the
+// client request token's length, at checkToken), and says so there.
 package eksemu
 
 import (

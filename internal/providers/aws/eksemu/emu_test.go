@@ -636,7 +636,7 @@ func toJSON(v any) string {
 
 func TestUnknownRoutesAndMembers(t *testing.T) {
 	c := start(t, eksemu.Options{})
-	_, err := c.eks.ListFargateProfiles(t.Context(), &eks.ListFargateProfilesInput{ClusterName: sdkaws.String("c1")})
+	_, err := c.eks.UpdateClusterConfig(t.Context(), &eks.UpdateClusterConfigInput{Name: sdkaws.String("c1")})
 	if code(err) != "UnknownOperationException" {
 		t.Errorf("an operation the emulator does not serve: %v", err)
 	}
