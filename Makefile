@@ -18,7 +18,7 @@ build:
 
 # The tests run with the race detector: the suite takes about a minute on
 # two cores, and the agent is concurrent (loop, outbox, socket, ops).
-test: kube chromium
+test: kube chromium awscli
 	$(GO) test -race $(TESTFLAGS) ./...
 
 # kube: the Kubernetes control plane the tests start (internal/testutil/kubeplane),
@@ -31,6 +31,14 @@ chromium:
 	@test -x /usr/bin/chromium || { \
 	  if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	  else echo "the page's browser test needs Chromium: sudo apt-get install chromium"; exit 1; fi; }
+
+.PHONY: awscli
+# awscli: the EKS emulator's client suite runs the AWS CLI as shipped
+# (Debian's v2 beside the image's v1); a fresh machine gets it here.
+awscli:
+	@test -x /usr/bin/aws || { \
+	  if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends awscli; \
+	  else echo "the EKS emulator's client suite needs the AWS CLI: sudo apt-get install awscli"; exit 1; fi; }
 
 .PHONY: kube
 kube:
