@@ -53,7 +53,7 @@ Exit status 0 when nothing needs a person, 1 when something does.`,
 			cfg, err := a.loadConfig()
 			if err != nil {
 				rep = doctor.Report{Through: "command"}
-				rep.Add("config", "config-invalid", doctor.Fail, errMsg(err), "fix the config file at the line named; `fleet-agent doctor` checks it again")
+				rep.Add("config", "config-invalid", doctor.Fail, refusal.Text(err), "fix the config file at the line named; `fleet-agent doctor` checks it again")
 			} else if c := a.agentClient(cmd.Context(), cfg); c != nil {
 				if err := c.Do(cmd.Context(), "GET", "/v1/doctor", nil, &rep); err != nil {
 					return err
@@ -76,14 +76,6 @@ Exit status 0 when nothing needs a person, 1 when something does.`,
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
-}
-
-func errMsg(err error) string {
-	var r *refusal.Error
-	if errors.As(err, &r) {
-		return string(r.Code) + ": " + r.Message
-	}
-	return err.Error()
 }
 
 // doctorReport makes the report. store is the running agent's, nil for
@@ -134,7 +126,7 @@ func (a *app) doctorReport(ctx context.Context, cfg *config.Config, cfgPath stri
 			}
 		}
 		if err != nil {
-			add("fleet", "fleet-unreadable", doctor.Fail, "the fleet's records cannot be read: "+errMsg(err), "run fleet-agent backup and restore it, or report the error")
+			add("fleet", "fleet-unreadable", doctor.Fail, "the fleet's records cannot be read: "+refusal.Text(err), "run fleet-agent backup and restore it, or report the error")
 		} else {
 			doctor.CheckFleet(&rep, f, time.Now())
 		}
@@ -151,7 +143,7 @@ func (a *app) doctorState(cfg *config.Config, add addFunc) *state.Store {
 	none, err := noStateYet(path)
 	switch {
 	case err != nil:
-		add("state", "state-unreadable", doctor.Fail, errMsg(err), "fix the path (state in the config, or --state)")
+		add("state", "state-unreadable", doctor.Fail, refusal.Text(err), "fix the path (state in the config, or --state)")
 		return nil
 	case none:
 		add("state", "state-missing", doctor.Note, "no fleet is recorded at "+path+" yet", "fleet-agent run creates it; check state in the config if a fleet should be there")
@@ -164,7 +156,7 @@ func (a *app) doctorState(cfg *config.Config, add addFunc) *state.Store {
 				"find it (fuser "+path+"); if it is the agent, check socket in the config")
 			return nil
 		}
-		add("state", "state-unreadable", doctor.Fail, "the state file "+path+" cannot be opened: "+errMsg(err), "restore it from a backup (fleet-agent backup)")
+		add("state", "state-unreadable", doctor.Fail, "the state file "+path+" cannot be opened: "+refusal.Text(err), "restore it from a backup (fleet-agent backup)")
 		return nil
 	}
 	found := "the state file " + path + " opens"
@@ -202,7 +194,7 @@ func (a *app) doctorGit(ctx context.Context, cfg *config.Config, resolver *secre
 		case gitsync.KindHostKey:
 			code, do = "git-host-key", "add the remote's host key to git.auth.knownHosts"
 		}
-		add("git", code, doctor.Fail, where+": "+errMsg(err), do)
+		add("git", code, doctor.Fail, where+": "+refusal.Text(err), do)
 		return
 	}
 	if p.Branch == "" {
@@ -230,7 +222,7 @@ func (a *app) doctorGitHub(ctx context.Context, cfg *config.Config, resolver *se
 	}
 	gh, err := forge.New(fc)
 	if err != nil {
-		add("github", "github-config", doctor.Fail, errMsg(err), "fix the github block of the config")
+		add("github", "github-config", doctor.Fail, refusal.Text(err), "fix the github block of the config")
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, doctorTimeout)
@@ -247,7 +239,7 @@ func (a *app) doctorGitHub(ctx context.Context, cfg *config.Config, resolver *se
 				code, do = "github-repository", "the credentials cannot see "+cfg.GitHub.Repository+": check github.repository and give them access to it"
 			}
 		}
-		add("github", code, doctor.Fail, errMsg(err), do)
+		add("github", code, doctor.Fail, refusal.Text(err), do)
 		return
 	}
 	who := acc.Login
@@ -280,7 +272,7 @@ func (a *app) doctorProviders(ctx context.Context, cfg *config.Config, resolver 
 	}
 	opened, err := a.adapters(cfg, resolver)
 	if err != nil {
-		add("provider", "provider-config", doctor.Fail, errMsg(err), "fix the providers block of the config at the line named")
+		add("provider", "provider-config", doctor.Fail, refusal.Text(err), "fix the providers block of the config at the line named")
 		return
 	}
 	if len(accounts) == 0 {

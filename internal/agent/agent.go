@@ -10,7 +10,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -24,7 +23,6 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refs"
-	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -375,12 +373,4 @@ func (a *Agent) enqueue(tx *state.Tx, posts ...outbox.Post) error {
 		}
 	}
 	return nil
-}
-
-func errText(err error) string {
-	var r *refusal.Error
-	if errors.As(err, &r) {
-		return string(r.Code) + ": " + r.Message
-	}
-	return err.Error()
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -78,7 +79,7 @@ func (a *Agent) DriftCheck(ctx context.Context) error {
 	if err != nil {
 		// An unreachable provider is an error of the check, not a new drift.
 		a.metrics.Drift(false, err)
-		return a.recordDriftError(now, reported, errText(err))
+		return a.recordDriftError(now, reported, refusal.Text(err))
 	}
 	p := made.Plan
 	drifted := !p.Empty() || p.Blocked()

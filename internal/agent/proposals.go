@@ -104,8 +104,8 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 	switch {
 	case err != nil && refusal.CodeOf(err) == refusal.InvalidInput:
 		// A missing or oversized document is the proposal's fault.
-		rec.Errors = []string{errText(err)}
-		posts = append(posts, status("failure", "no valid document: "+errText(err)), comment(a.notMadeBody(p.head, []string{errText(err)})))
+		rec.Errors = []string{refusal.Text(err)}
+		posts = append(posts, status("failure", "no valid document: "+refusal.Text(err)), comment(a.notMadeBody(p.head, []string{refusal.Text(err)})))
 	case err != nil:
 		a.log.Warn().Err(err).Str("ref", p.ref).Msg("cannot read the proposal's document")
 		return
@@ -123,8 +123,8 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 		made, err = a.makePlan(ctx, doc, planHow{})
 		pl = made.Plan
 		if err != nil {
-			rec.Errors = []string{errText(err)}
-			posts = append(posts, status("error", "the plan could not be made: "+errText(err)), comment(a.notMadeBody(p.head, []string{errText(err)})))
+			rec.Errors = []string{refusal.Text(err)}
+			posts = append(posts, status("error", "the plan could not be made: "+refusal.Text(err)), comment(a.notMadeBody(p.head, []string{refusal.Text(err)})))
 			break
 		}
 		rec.PlanHash, rec.Summary, rec.Blocked = pl.PlanHash, pl.Summary, pl.Blocked()

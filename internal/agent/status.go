@@ -9,6 +9,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
 
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
@@ -140,7 +141,7 @@ func StatusNow(ctx context.Context, s *state.Store, live plan.Source, tenant str
 		if v.Drift == nil {
 			v.Drift = &DriftView{Changes: json.RawMessage("[]"), Summary: json.RawMessage("{}")}
 		}
-		v.Drift.Error = "cannot check drift now: " + errText(err)
+		v.Drift.Error = "cannot check drift now: " + refusal.Text(err)
 		return v, nil
 	}
 	changes, _ := json.Marshal(p.Doing())

@@ -207,7 +207,7 @@ func (a *Agent) runApply(ctx context.Context, c *candidate, result, trigger stri
 	if err != nil {
 		switch refusal.CodeOf(err) {
 		case refusal.Unavailable, refusal.ConfigDrift:
-			v := waitFor("waiting to apply again: %s", errText(err))
+			v := waitFor("waiting to apply again: %s", refusal.Text(err))
 			v.code = refusal.CodeOf(err)
 			return v
 		}

@@ -155,7 +155,7 @@ func (a *Agent) stepSigned(_ context.Context, c *candidate) verdict {
 		return proceed()
 	}
 	if _, err := a.repo.Verify(c.commit); err != nil {
-		return refused(refusal.InvalidState, "signature: %s", errText(err))
+		return refused(refusal.InvalidState, "signature: %s", refusal.Text(err))
 	}
 	return proceed()
 }
@@ -213,7 +213,7 @@ func (a *Agent) stepMergeLinked(ctx context.Context, c *candidate) verdict {
 	need := a.reviewNeeded(c)
 	switch {
 	case err != nil && need:
-		return waitFor("waiting for GitHub to say which pull request merged %s: %s", refs.Short(c.commit), errText(err))
+		return waitFor("waiting for GitHub to say which pull request merged %s: %s", refs.Short(c.commit), refusal.Text(err))
 	case err != nil || (!ok && !need):
 		return proceed()
 	case !ok:
@@ -285,7 +285,7 @@ func (a *Agent) reviewed(head string) (Reviewed, bool, error) {
 func verdictOf(err error) verdict {
 	code := refusal.CodeOf(err)
 	if code == refusal.Unavailable {
-		return waitFor("%s", errText(err))
+		return waitFor("%s", refusal.Text(err))
 	}
 	if code == "" {
 		code = refusal.Internal

@@ -71,3 +71,13 @@ func CodeOf(err error) Code {
 
 // Is reports whether err carries the given code.
 func Is(err error, code Code) bool { return err != nil && CodeOf(err) == code }
+
+// Text is err as a person reads it in a status, a log line or a report:
+// `CODE: message` for a refusal, the error's own text otherwise.
+func Text(err error) string {
+	var r *Error
+	if errors.As(err, &r) {
+		return string(r.Code) + ": " + r.Message
+	}
+	return err.Error()
+}
