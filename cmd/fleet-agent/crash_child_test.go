@@ -304,7 +304,7 @@ func (w *trialWorld) check(last crashtest.Step) crashtest.Findings {
 	if err := s.View(func(tx *state.Tx) (err error) { recs, err = tx.Substrates(); return }); err != nil {
 		w.t.Fatal(err)
 	}
-	return crashtest.Check(f.Snapshot(), last, recs)
+	return crashtest.Check(f.Snapshot(), last, recs, s.Installation())
 }
 
 func TestCrashCampaignChildProcess(t *testing.T) {

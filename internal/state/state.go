@@ -54,6 +54,10 @@ var (
 	// lower-case hex characters, a form that fits a GCP label value, an EKS
 	// tag and a DOKS key:value tag alike.
 	keyInstallation = []byte("installation")
+	// keyOwnedNames is set once the substrates a file records name and label
+	// what they make from the installation; the substrates recorded before
+	// it was set keep their names (markLegacyNames).
+	keyOwnedNames = []byte("ownedNames")
 )
 
 var allBuckets = [][]byte{bucketMeta, bucketObjects, bucketNames, bucketApplied, bucketDrift, bucketAudit,
@@ -79,6 +83,10 @@ type Options struct {
 	// the machine: a killed process loses nothing the kernel already holds,
 	// a machine that loses power may. Never set in production.
 	NoSync bool
+	// Installation is the id a file made by this open gets, instead of a
+	// random one: tests that compare names with fixed ones set it. An
+	// existing file keeps its own. Never set in production.
+	Installation string
 }
 
 // Open opens (or creates, mode 0600) the state file at path.
@@ -131,8 +139,21 @@ func Open(path string, opts Options) (*Store, error) {
 			}
 		}
 		// A file made before installations gets its id on first open, in
-		// this same write transaction.
+		// this same write transaction, and the substrates it recorded
+		// before its names derived from the installation keep the names
+		// they have (markLegacyNames).
+		if meta.Get(keyOwnedNames) == nil {
+			if err := markLegacyNames(tx); err != nil {
+				return err
+			}
+			if err := meta.Put(keyOwnedNames, []byte("1")); err != nil {
+				return err
+			}
+		}
 		if meta.Get(keyInstallation) == nil {
+			if opts.Installation != "" {
+				return meta.Put(keyInstallation, []byte(opts.Installation))
+			}
 			var b [16]byte
 			if _, err := rand.Read(b[:]); err != nil {
 				return err

@@ -65,6 +65,11 @@ type SubstrateWant struct {
 	// it, so a changed document gets new idempotency keys and a retry of the
 	// same change reuses the old ones.
 	Generation uint64 `json:"generation"`
+	// LegacyNames marks a substrate recorded before its state file had an
+	// installation id: its names end in the pool id's last 6 characters and
+	// what it made carries no installation label. It keeps them; every
+	// substrate recorded since derives its names from the installation.
+	LegacyNames bool `json:"legacyNames,omitempty"`
 	// Present is false once a teardown was asked for.
 	Present  bool           `json:"present"`
 	Teardown TeardownReason `json:"teardown,omitempty"`
@@ -324,6 +329,40 @@ func (t *Tx) ReleaseCluster(globalID, poolID string) error {
 	}
 	if string(b.Get([]byte(globalID))) == poolID {
 		return b.Delete([]byte(globalID))
+	}
+	return nil
+}
+
+// markLegacyNames marks every substrate a file recorded before it had an
+// installation id (SubstrateWant.LegacyNames), in the transaction that
+// gives it one: those substrates' clusters and node pools exist under the
+// names they were given, and renaming them would make new ones.
+func markLegacyNames(tx *bolt.Tx) error {
+	root := tx.Bucket(bucketSubstrates)
+	if root == nil {
+		return nil
+	}
+	b := root.Bucket(substratesWant)
+	if b == nil {
+		return nil
+	}
+	var wants []SubstrateWant
+	err := b.ForEach(func(k, v []byte) error {
+		var w SubstrateWant
+		if err := json.Unmarshal(v, &w); err != nil {
+			return fmt.Errorf("substrate record want/%s is damaged: %w", k, err)
+		}
+		wants = append(wants, w)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, w := range wants {
+		w.LegacyNames = true
+		if err := putIn(b, w.PoolID, w); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -207,7 +207,7 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 		}
 	}
 	last := s.Steps[len(s.Steps)-1]
-	f := crashtest.Check(e.fake.Snapshot(), last, e.records())
+	f := crashtest.Check(e.fake.Snapshot(), last, e.records(), testInstallation)
 	rep, err := e.rec.Sweep(t.Context())
 	if err != nil {
 		fail("sweep: %v", err)

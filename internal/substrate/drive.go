@@ -143,6 +143,12 @@ func (p *pass) readBack(op *state.JournalOp) (observed, error) {
 			return observed{}, err
 		}
 		o := observed{cluster: &c, message: c.Message}
+		if op.Step == stepCreateCluster && !p.owner().Owns(c.Labels) {
+			// A cluster under the name that is not ours is never taken
+			// for what the create made, nor converged.
+			p.foreign(c)
+			return observed{phase: phFailed, message: p.whose(c)}, nil
+		}
 		switch {
 		case op.Step == stepDeleteCluster && c.Status == providers.ClusterDeleting:
 			o.phase = phInProgress
@@ -338,6 +344,18 @@ func ended(o *outcome) outcome {
 // error's class and side effect.
 func (p *pass) settleCall(op *state.JournalOp, obs observed, err error) error {
 	now := p.r.clock.Now()
+	if err == nil && withoutIdentity(op.Step, obs) {
+		// "It happened" without the object (a 2xx the client could not
+		// read, DOKS accepting without an id): what was made is not known,
+		// so it is read back by name like any unknown outcome. Accepting
+		// it would leave a create with no result that no later pass can
+		// settle.
+		return p.move(op, Ambiguous, func(o *state.JournalOp) {
+			o.NextAttemptAt = 0
+			o.LastError = &state.OpError{Class: string(providers.Unknown), SideEffect: string(providers.Done),
+				Message: "the provider answered without the object it made; reading it back by name"}
+		}, nil)
+	}
 	if err == nil {
 		return p.move(op, Accept, func(o *state.JournalOp) {
 			o.LastError, o.NextAttemptAt = nil, 0
@@ -371,6 +389,18 @@ func (p *pass) settleCall(op *state.JournalOp, obs observed, err error) error {
 	default:
 		return p.move(op, Refuse, func(o *state.JournalOp) { o.LastError, o.NextAttemptAt = oe, 0 }, nil)
 	}
+}
+
+// withoutIdentity reports whether a create's answer lacks what identifies
+// what it made: a cluster's id, a node pool's name.
+func withoutIdentity(step string, obs observed) bool {
+	switch step {
+	case stepCreateCluster:
+		return obs.cluster == nil || obs.cluster.Ref.ID == ""
+	case stepCreateNodePool:
+		return obs.pool == nil || obs.pool.Name == ""
+	}
+	return false
 }
 
 // refuseThere ends an operation whose work failed at the provider.

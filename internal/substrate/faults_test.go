@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,12 +115,25 @@ func TestEveryFaultAtEveryStep(t *testing.T) {
 // until the provider answers, with the reason in the message, and then
 // converges without a second cluster.
 func TestUnknownCreateNeverWedges(t *testing.T) {
-	e := newEnv(t, nil)
+	var armed sync.Once
+	var e *env
+	e = newEnv(t, func(o *substrate.Options) {
+		o.Hooks = &substrate.Hooks{At: func(p substrate.Point) bool {
+			// The provider goes away once the create's answer is lost, so
+			// the read-backs fail (the read made before the create, to see
+			// whether its name is taken, is not what this test is about).
+			if p.Kind == substrate.PointAfterCall && p.Step == "createCluster" {
+				armed.Do(func() {
+					if err := e.fake.FailNext("GetCluster", 6, providers.Unavailable, providers.None); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			return false
+		}}
+	})
 	step := crashtest.Scenarios()[0].Steps[0]
 	if err := e.fake.DropNextResponse("EnsureCluster", 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.fake.FailNext("GetCluster", 6, providers.Unavailable, providers.None); err != nil {
 		t.Fatal(err)
 	}
 	e.applyStep(step)

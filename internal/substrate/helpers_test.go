@@ -80,7 +80,7 @@ func newEnv(t testing.TB, tune func(*substrate.Options)) *env {
 func (e *env) start() {
 	e.t.Helper()
 	var err error
-	if e.store, err = state.Open(e.statePath, state.Options{Now: e.clock.Now, NoSync: true}); err != nil {
+	if e.store, err = state.Open(e.statePath, state.Options{Now: e.clock.Now, NoSync: true, Installation: testInstallation}); err != nil {
 		e.t.Fatal(err)
 	}
 	if e.fake, err = fake.New(e.fakeCfg, crashtest.DefaultSecrets, fake.WithClock(e.clock)); err != nil {
@@ -190,7 +190,7 @@ func (e *env) status(pool string) substrate.Status {
 // and the journal holds no unfinished operation.
 func (e *env) check(last crashtest.Step) {
 	e.t.Helper()
-	if f := crashtest.Check(e.fake.Snapshot(), last, e.records()); !f.OK() {
+	if f := crashtest.Check(e.fake.Snapshot(), last, e.records(), testInstallation); !f.OK() {
 		e.t.Fatalf("ground truth: %+v\n%s", f.Problems, e.describe())
 	}
 	if open := e.openOps(); len(open) > 0 {
@@ -241,4 +241,13 @@ func inParallel(t *testing.T, n int, fn func(i int)) {
 	}
 	close(next)
 	wg.Wait()
+}
+
+// testInstallation is the installation id of the state files these tests
+// make, so that the names they expect are fixed.
+const testInstallation = "5eed0000000000000000000000000002"
+
+// testOwner is who a test substrate's objects belong to.
+func testOwner(poolID string) providers.Owner {
+	return providers.Owner{Installation: testInstallation, PoolID: poolID}
 }

@@ -45,6 +45,10 @@ type InCluster interface {
 // which the caller holds in memory and never stores, logs or returns.
 type Target struct {
 	PoolID, Pool, Tenant string
+	// Owner is the pool in this installation: every object the in-cluster
+	// half puts in the cluster carries its labels, and the claim is ours
+	// only when it names both.
+	Owner providers.Owner
 	// Mode is "create" or "adopt".
 	Mode      string
 	Account   providers.Account
@@ -79,7 +83,8 @@ type Metrics interface {
 	// accepted, verifying, retried, deferred, succeeded, failed, abandoned).
 	JournalOp(step, result string)
 	// SweepDecision counts a discovery sweep's decision (adopted, orphan,
-	// reported, ghost, nodePoolOrphan, nodePoolGhost, error).
+	// reported, foreign, ghost, nodePoolOrphan, nodePoolGhost, error), and
+	// a pass's refusal to touch another installation's object (foreign).
 	SweepDecision(decision string)
 	// SubstrateStates sets how many substrates are in each state.
 	SubstrateStates(byState map[string]int)

@@ -260,6 +260,12 @@ func (p *pass) account() error {
 	return nil
 }
 
+// owner is who what this substrate makes belongs to: its pool in this
+// installation.
+func (p *pass) owner() providers.Owner {
+	return providers.Owner{Installation: p.r.installation, PoolID: p.want.PoolID, Legacy: p.want.LegacyNames}
+}
+
 func (p *pass) mode() string {
 	if p.want.Spec.Cluster.Adopt != "" {
 		return "adopt"
@@ -272,7 +278,7 @@ func (p *pass) clusterRef() providers.ClusterRef {
 		return providers.ClusterRef{Location: c.Location, Name: c.Name, ID: c.ID}
 	}
 	if cr := p.want.Spec.Cluster.Create; cr != nil {
-		return providers.ClusterRef{Location: cr.Location, Name: ClusterName(p.want.Pool, p.want.PoolID)}
+		return providers.ClusterRef{Location: cr.Location, Name: ClusterName(p.want.Pool, p.owner())}
 	}
 	return providers.ClusterRef{}
 }
@@ -306,9 +312,9 @@ func (p *pass) present() error {
 // and returns it once it runs; nil while it is not there yet.
 func (p *pass) created() (*providers.Cluster, error) {
 	cr := p.want.Spec.Cluster.Create
-	name := ClusterName(p.want.Pool, p.want.PoolID)
+	name := ClusterName(p.want.Pool, p.owner())
 	spec := providers.ClusterSpec{Name: name, Location: cr.Location, PrivateNodes: cr.PrivateNodes,
-		Labels: map[string]string{providers.LabelSubstratePool: p.want.PoolID}}
+		Labels: p.owner().Labels()}
 	// A delete left from a teardown the document took back is abandoned
 	// where nothing runs at the provider yet, else followed until the
 	// cluster is gone, and made again then.
@@ -336,9 +342,15 @@ func (p *pass) created() (*providers.Cluster, error) {
 				}
 			}
 			if p.seen.Cluster == nil || p.seen.Cluster.ID == "" {
-				var err error
-				if op, err = p.open(stepCreateCluster, name, repeat, request{Create: &spec}); err != nil {
-					return nil, err
+				met, stop := p.meet(providers.ClusterRef{Location: cr.Location, Name: name})
+				if stop {
+					return nil, nil
+				}
+				if obs = met; obs == nil {
+					var err error
+					if op, err = p.open(stepCreateCluster, name, repeat, request{Create: &spec}); err != nil {
+						return nil, err
+					}
 				}
 			}
 		}
@@ -376,12 +388,62 @@ func (p *pass) created() (*providers.Cluster, error) {
 	return nil, nil
 }
 
+// meet reads, before the substrate creates its cluster, what already
+// holds the name at the location: nothing (create it), a cluster of ours
+// (taken back: a state file restored from a backup, a record lost), or a
+// cluster that is not ours, which is never converged: the pass stops and
+// says whose it is.
+func (p *pass) meet(ref providers.ClusterRef) (*providers.Cluster, bool) {
+	c, err := p.prov.GetCluster(p.ctx, p.acct, ref)
+	switch {
+	case errors.Is(err, providers.ErrNotFound):
+		return nil, false
+	case err != nil:
+		p.readFail("cluster "+ref.Name, err)
+		return nil, true
+	case !p.owner().Owns(c.Labels) || (c.Ref.Location != "" && c.Ref.Location != ref.Location):
+		p.foreign(c)
+		p.problem("cannot create cluster %s in %s: %s; fleet-agent never changes or deletes a cluster that is not its own. Delete or rename that cluster, or rename this pool",
+			ref.Name, ref.Location, p.whose(c))
+		p.scheduled = true
+		p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
+		return nil, true
+	}
+	return &c, false
+}
+
+// whose says why a cluster is not this substrate's.
+func (p *pass) whose(c providers.Cluster) string {
+	o := p.owner()
+	name := cmpOr(c.Ref.Name, c.Ref.ID)
+	switch inst := o.Foreign(c.Labels); {
+	case inst != "":
+		return fmt.Sprintf("cluster %s belongs to installation %s (another fleet-agent state file using this account)", name, inst)
+	case c.Labels[providers.LabelSubstratePool] == "":
+		return fmt.Sprintf("cluster %s carries no %s label (not made by fleet-agent)", name, providers.LabelSubstratePool)
+	case c.Labels[providers.LabelSubstratePool] != o.PoolID:
+		return fmt.Sprintf("cluster %s belongs to pool id %s, not %s", name, c.Labels[providers.LabelSubstratePool], o.PoolID)
+	case !o.Owns(c.Labels):
+		return fmt.Sprintf("cluster %s carries no %s label", name, providers.LabelInstallation)
+	}
+	return fmt.Sprintf("cluster %s is in %s, not where the record says", name, cmpOr(c.Ref.Location, c.Outputs.Location))
+}
+
+// foreign logs and counts a cluster the pass found that is not its own and
+// leaves alone.
+func (p *pass) foreign(c providers.Cluster) {
+	p.r.metrics.SweepDecision("foreign")
+	p.r.log.Warn().Str("pool", p.want.Pool).Str("cluster", c.Ref.Name).Str("id", c.Ref.ID).
+		Str("installation", c.Labels[providers.LabelInstallation]).Str("reason", p.whose(c)).
+		Msg("substrate: a cluster that is not this substrate's; left alone")
+}
+
 // ghost forgets a created cluster that is gone at the provider, so that
 // the pass makes it again (its claim goes with it).
 func (p *pass) ghost() error {
 	old := p.seen.Cluster
 	if old == nil {
-		old = &state.SeenCluster{Name: ClusterName(p.want.Pool, p.want.PoolID)}
+		old = &state.SeenCluster{Name: ClusterName(p.want.Pool, p.owner())}
 	}
 	p.r.log.Warn().Str("pool", p.want.Pool).Str("cluster", old.Name).Str("id", old.ID).
 		Msg("substrate: the recorded cluster is gone at the provider; making it again")
@@ -509,11 +571,11 @@ func (p *pass) claim() (bool, error) {
 }
 
 // nodePoolSpec is what a flavor asks of its node pool.
-func nodePoolSpec(poolID string, f fleet.SubstrateFlavor) providers.NodePoolSpec {
+func nodePoolSpec(o providers.Owner, f fleet.SubstrateFlavor) providers.NodePoolSpec {
 	s := providers.NodePoolSpec{
-		Name:   providers.NodePoolName(poolID, f.Name),
+		Name:   o.NodePoolName(f.Name),
 		Shape:  providers.Shape{MachineType: f.MachineType, Spot: f.Spot, Zones: slices.Clone(f.Zones)},
-		Labels: providers.PoolLabels(poolID, f.Spot),
+		Labels: o.PoolLabels(f.Spot),
 	}
 	if f.GPUs != nil {
 		s.Accelerators = &providers.Accelerators{Type: f.GPUs.Type, Count: int(f.GPUs.Count)}
@@ -596,11 +658,13 @@ func (p *pass) nodePools(ref providers.ClusterRef) (bool, error) {
 	return making, nil
 }
 
-// ours reports whether a node pool is one this substrate made: its label
-// names the pool and its name has the pool's prefix. A pool of the owner's
-// own on an adopted cluster is never either.
+// ours reports whether a node pool is one this substrate made: its labels
+// name the pool and the installation, and its name has the substrate's
+// prefix. A pool of the owner's own on an adopted cluster is never either,
+// nor one another installation made.
 func (p *pass) ours(np providers.NodePool) bool {
-	return np.Labels[providers.LabelSubstratePool] == p.want.PoolID && ownNodePool(np.Name, p.want.PoolID)
+	o := p.owner()
+	return o.Owns(np.Labels) && o.OwnsNodePoolName(np.Name)
 }
 
 var nodePoolSteps = []string{stepCreateNodePool, stepUpdateNodePool, stepResizeNodePool, stepDeleteNodePool}
@@ -608,7 +672,7 @@ var nodePoolSteps = []string{stepCreateNodePool, stepUpdateNodePool, stepResizeN
 // flavor converges one flavor's node pool. A refusal is this flavor's
 // error; the others go on.
 func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed map[string]providers.NodePool) (state.SeenNodePool, bool, error) {
-	want := nodePoolSpec(p.want.PoolID, f)
+	want := nodePoolSpec(p.owner(), f)
 	name := want.Name
 	sp := state.SeenNodePool{Flavor: f.Name, Name: name, Status: "missing"}
 	label := "flavor " + f.Name
@@ -805,7 +869,7 @@ func (p *pass) inCluster(ref providers.ClusterRef) error {
 
 func (p *pass) target(ref providers.ClusterRef) Target {
 	prov, acct := p.prov, p.acct
-	t := Target{PoolID: p.want.PoolID, Pool: p.want.Pool, Tenant: p.want.Tenant, Mode: p.mode(), Account: acct, Cluster: ref,
+	t := Target{PoolID: p.want.PoolID, Pool: p.want.Pool, Tenant: p.want.Tenant, Owner: p.owner(), Mode: p.mode(), Account: acct, Cluster: ref,
 		NodePools: slices.Clone(p.seen.NodePools),
 		Credentials: func(ctx context.Context) (providers.Credential, error) {
 			return prov.Credentials(ctx, acct, ref)
@@ -884,6 +948,21 @@ func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) 
 	if err != nil {
 		p.readFail("cluster "+cmpOr(ref.Name, ref.ID), err)
 		return false, nil
+	}
+	if del && !p.owner().Owns(c.Labels) {
+		// Deleted only when its labels say it is ours: a recorded id or a
+		// name is not enough (another installation's cluster, labels taken
+		// off by hand). The substrate lets go of it and says so.
+		p.foreign(c)
+		p.notes = append(p.notes, "left "+p.whose(c)+" in place: fleet-agent deletes only clusters carrying its labels")
+		for _, key := range p.keys() {
+			if op := p.ops[key]; op.Step == stepDeleteCluster && op.Object == prefix+c.Ref.Name && !op.State.Terminal() && op.State != state.InFlight {
+				if err := p.move(op, Abandon, nil, nil); err != nil {
+					return false, err
+				}
+			}
+		}
+		return true, nil
 	}
 	if prefix == "" {
 		p.seen.Cluster = seenCluster(c, p.seen.Cluster)
@@ -1051,6 +1130,9 @@ func (p *pass) finish() (time.Time, error) {
 	s.Mode = p.mode()
 	s.ObservedGeneration = p.want.Generation
 	state0, msg := p.decide()
+	if notes := r.foreignNotes(id); len(notes) > 0 {
+		msg = strings.Join(append([]string{msg}, notes...), "; ")
+	}
 	s.State, s.Message = state0, msg
 	s.Converged = len(p.waits) == 0 && !p.scheduled && !p.readFailed && !p.doubted && len(s.Orphans) == 0
 	if p.gone {

@@ -55,11 +55,14 @@ type Reconciler struct {
 	clock   clock.Clock
 	log     zerolog.Logger
 	metrics Metrics
-	sem     chan struct{}
-	wake    chan struct{}
-	done    chan struct{}
-	crashed atomic.Bool
-	wg      sync.WaitGroup
+	// installation is the state file's installation id: with the pool id
+	// it names and labels everything the substrates make.
+	installation string
+	sem          chan struct{}
+	wake         chan struct{}
+	done         chan struct{}
+	crashed      atomic.Bool
+	wg           sync.WaitGroup
 
 	mu sync.Mutex
 	// running are the pools with a pass in progress.
@@ -79,6 +82,10 @@ type Reconciler struct {
 	// daemonRetry holds a teardown of the in-cluster half that failed until
 	// it is due again, with what it said.
 	daemonRetry map[string]retryNote
+	// foreign holds, per pool, what the last sweep found of other
+	// installations (said in the pool's status); foreignNext fills during a
+	// sweep.
+	foreign, foreignNext map[string][]string
 	// sweeping is set while a sweep runs; nextSweep when the next is due.
 	sweeping  bool
 	nextSweep time.Time
@@ -104,7 +111,11 @@ func New(opts Options) *Reconciler {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultConcurrency
 	}
-	return &Reconciler{opts: opts, store: opts.Store, clock: opts.Clock, log: opts.Log, metrics: opts.Metrics,
+	var installation string
+	if opts.Store != nil {
+		installation = opts.Store.Installation()
+	}
+	return &Reconciler{opts: opts, store: opts.Store, installation: installation, clock: opts.Clock, log: opts.Log, metrics: opts.Metrics,
 		sem: make(chan struct{}, opts.Concurrency), wake: make(chan struct{}, 1), done: make(chan struct{}, 1),
 		running: map[string]bool{}, locks: map[string]*sync.Mutex{}, verified: map[string]bool{},
 		next: map[string]time.Time{}, lastPass: map[string]time.Time{}, reads: map[string]int{}, readAt: map[string]time.Time{},

@@ -116,7 +116,7 @@ func TestAutoscalingKeepsTheCurrentSize(t *testing.T) {
 	st := e.status("inf")
 	ref := providers.ClusterRef{ID: st.Cluster.ID}
 	acct := providers.Account{Name: crashtest.Account, Provider: "fake", Config: []byte(`{"token":"secret://fake-token","project":"fleet"}`)}
-	name := providers.NodePoolName(pool.ID(), "cpu")
+	name := testOwner(pool.ID()).NodePoolName("cpu")
 	if _, err := e.fake.ResizeNodePool(t.Context(), acct, ref, name, providers.Size{NodeCount: 4, Autoscaling: &providers.Autoscaling{MinNodes: 1, MaxNodes: 5}}); err != nil {
 		t.Fatal(err)
 	}
@@ -155,10 +155,10 @@ func TestShapeChangeIsAnErrorWhileOthersGoOn(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	truth := e.fake.Snapshot().Clusters[st.Cluster.ID]
-	if np := truth.NodePools[providers.NodePoolName(pool.ID(), "l4")]; np.NodeCount != 3 {
+	if np := truth.NodePools[testOwner(pool.ID()).NodePoolName("l4")]; np.NodeCount != 3 {
 		t.Fatalf("the other flavor did not resize: %d", np.NodeCount)
 	}
-	if np := truth.NodePools[providers.NodePoolName(pool.ID(), "h100")]; np.MachineType != "fake-h100x8" {
+	if np := truth.NodePools[testOwner(pool.ID()).NodePoolName("h100")]; np.MachineType != "fake-h100x8" {
 		t.Fatalf("the refused flavor changed: %s", np.MachineType)
 	}
 	// Converged in error: no call until the document changes.
@@ -274,15 +274,27 @@ func TestRefusalWaitSchedule(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	id := "pool_abcdefghijklmnopqrstuvwxyz"
-	cases := map[string]string{
-		"gpu":                   "fa-gpu-uvwxyz",
-		"a.b_c":                 "fa-a-b-c-uvwxyz",
-		strings.Repeat("x", 40): "fa-" + strings.Repeat("x", 30) + "-uvwxyz",
+	legacy := providers.Owner{Installation: testInstallation, PoolID: id, Legacy: true}
+	owned := testOwner(id)
+	s := owned.Suffix()
+	cases := []struct {
+		pool string
+		o    providers.Owner
+		want string
+	}{
+		{"gpu", legacy, "fa-gpu-uvwxyz"},
+		{"a.b_c", legacy, "fa-a-b-c-uvwxyz"},
+		{strings.Repeat("x", 40), legacy, "fa-" + strings.Repeat("x", 30) + "-uvwxyz"},
+		{"gpu", owned, "fa-gpu-" + s},
+		{strings.Repeat("x", 40), owned, "fa-" + strings.Repeat("x", 30) + "-" + s},
 	}
-	for pool, want := range cases {
-		if got := substrate.ClusterName(pool, id); got != want || len(got) > 40 {
-			t.Errorf("ClusterName(%q) = %q, want %q", pool, got, want)
+	for _, c := range cases {
+		if got := substrate.ClusterName(c.pool, c.o); got != c.want || len(got) > 40 {
+			t.Errorf("ClusterName(%q, %+v) = %q, want %q", c.pool, c.o, got, c.want)
 		}
+	}
+	if other := (providers.Owner{Installation: "another", PoolID: id}); s == "uvwxyz" || s == other.Suffix() {
+		t.Errorf("suffix %q does not depend on the installation", s)
 	}
 	a, b := substrate.ClientToken("k1"), substrate.ClientToken("k2")
 	if a == b || a != substrate.ClientToken("k1") || len(a) < 33 || len(a) > 126 || strings.ToLower(a) != a {

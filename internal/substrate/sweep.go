@@ -3,6 +3,7 @@ package substrate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 
@@ -30,6 +31,10 @@ type SweepReport struct {
 	Ghosts int
 	// NodePoolOrphans: our node pools of no wanted flavor.
 	NodePoolOrphans int
+	// Foreign: clusters carrying another installation's label (another
+	// state file using the same account): logged, counted and, when a pool
+	// of the same id is recorded here, said in its status; never touched.
+	Foreign int
 	// Errors: listings that failed (tried again at the next sweep).
 	Errors int
 }
@@ -48,6 +53,14 @@ func (r *Reconciler) Sweep(ctx context.Context) (SweepReport, error) {
 	if err != nil {
 		return rep, err
 	}
+	r.mu.Lock()
+	r.foreignNext = map[string][]string{}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.foreign, r.foreignNext = r.foreignNext, nil
+		r.mu.Unlock()
+	}()
 	byPool := map[string]state.SubstrateRecord{}
 	type acctUse struct {
 		acct providers.Account
@@ -98,10 +111,21 @@ func (r *Reconciler) Sweep(ctx context.Context) (SweepReport, error) {
 		for _, c := range list {
 			poolID := c.Labels[providers.LabelSubstratePool]
 			rec, known := byPool[poolID]
-			if !known || !ownName(c.Ref.Name, poolID) {
+			if inst := c.Labels[providers.LabelInstallation]; inst != "" && inst != r.installation {
+				// Another installation's (prod and staging in one
+				// account): never an orphan of ours, whatever its name.
+				decide("foreign", &rep.Foreign)
+				r.log.Warn().Str("account", use.acct.Name).Str("cluster", c.Ref.Name).Str("id", c.Ref.ID).Str("poolId", poolID).
+					Str("installation", inst).Msg("substrate sweep: a cluster of another fleet-agent installation (another state file) in this account; left alone")
+				if known {
+					r.noteForeign(poolID, fmt.Sprintf("account %s also holds cluster %s of installation %s (another state file) for a pool of the same id; fleet-agent leaves it alone", use.acct.Name, c.Ref.Name, inst))
+				}
+				continue
+			}
+			if !known || !r.ownerOf(rec.Want).Owns(c.Labels) || !ownName(c.Ref.Name, r.ownerOf(rec.Want)) || !atRecordedPlace(rec.Want, c) {
 				decide("reported", &rep.Reported)
 				r.log.Warn().Str("account", use.acct.Name).Str("cluster", c.Ref.Name).Str("id", c.Ref.ID).Str("poolId", poolID).
-					Msg("substrate sweep: a cluster carries fleet-agent's label but this state file does not know it (another deployment's, or made by hand); left alone")
+					Msg("substrate sweep: a cluster carries fleet-agent's label but this state file does not know it (made by hand, or by a state file that was replaced), or it is not where the record says; left alone")
 				continue
 			}
 			d, err := r.sweepCluster(ctx, use.prov, use.acct, rec.Want.PoolID, c, listed)
@@ -132,7 +156,7 @@ func (r *Reconciler) Sweep(ctx context.Context) (SweepReport, error) {
 		}
 	}
 	r.log.Info().Int("listed", rep.Listed).Int("adopted", rep.Adopted).Int("orphans", rep.Orphans).Int("reported", rep.Reported).
-		Int("ghosts", rep.Ghosts).Int("nodePoolOrphans", rep.NodePoolOrphans).Int("errors", rep.Errors).Msg("substrate sweep: done")
+		Int("foreign", rep.Foreign).Int("ghosts", rep.Ghosts).Int("nodePoolOrphans", rep.NodePoolOrphans).Int("errors", rep.Errors).Msg("substrate sweep: done")
 	return rep, r.alive()
 }
 
@@ -211,7 +235,7 @@ func (r *Reconciler) sweepCluster(ctx context.Context, prov Provider, acct provi
 			seen.Converged = false
 			return tx.PutSubstrateSeen(*seen)
 		}
-		creates := want.Present && want.Spec.Cluster.Create != nil && c.Ref.Name == ClusterName(want.Pool, want.PoolID)
+		creates := want.Present && want.Spec.Cluster.Create != nil && c.Ref.Name == ClusterName(want.Pool, r.ownerOf(*want)) && atRecordedPlace(*want, c)
 		if creates && (recorded == "" || !listed[recorded]) {
 			// The substrate's own cluster, made but never recorded (a
 			// crash between create and record on a provider without
@@ -284,14 +308,19 @@ func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct prov
 	}
 	have := map[string]bool{}
 	wanted := map[string]bool{}
+	o := r.ownerOf(rec.Want)
 	for _, fl := range rec.Want.Spec.Flavors {
-		wanted[providers.NodePoolName(id, fl.Name)] = true
+		wanted[o.NodePoolName(fl.Name)] = true
 	}
 	for _, np := range pools {
 		have[np.Name] = true
 		label := np.Labels[providers.LabelSubstratePool]
 		switch {
-		case label == id && ownNodePool(np.Name, id) && !wanted[np.Name]:
+		case o.Foreign(np.Labels) != "":
+			f.reported++
+			r.log.Warn().Str("pool", rec.Want.Pool).Str("nodePool", np.Name).Str("installation", o.Foreign(np.Labels)).
+				Msg("substrate sweep: a node pool in this substrate's cluster belongs to another installation; left alone")
+		case o.Owns(np.Labels) && o.OwnsNodePoolName(np.Name) && !wanted[np.Name]:
 			f.orphans++
 			log.Str("nodePool", np.Name).Msg("substrate sweep: a node pool of ours that no flavor wants")
 		case label != "" && label != id:
@@ -310,4 +339,40 @@ func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct prov
 		doubt()
 	}
 	return f, nil
+}
+
+// ownerOf is who a recorded substrate's objects belong to.
+func (r *Reconciler) ownerOf(w state.SubstrateWant) providers.Owner {
+	return providers.Owner{Installation: r.installation, PoolID: w.PoolID, Legacy: w.LegacyNames}
+}
+
+// atRecordedPlace reports whether a listed cluster sits where the record
+// says the substrate's cluster is created (its location): one elsewhere is
+// not taken for it, whatever its labels.
+func atRecordedPlace(w state.SubstrateWant, c providers.Cluster) bool {
+	cr := w.Spec.Cluster.Create
+	if cr == nil {
+		return false
+	}
+	loc := cmpOr(c.Ref.Location, c.Outputs.Location)
+	return loc == "" || loc == cr.Location
+}
+
+// noteForeign keeps, until the next sweep, what the sweep found of another
+// installation for a pool: its passes add it to the status message.
+func (r *Reconciler) noteForeign(poolID, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.foreignNext[poolID] = append(r.foreignNext[poolID], msg)
+	if !slices.Contains(r.foreign[poolID], msg) {
+		r.verified[poolID] = false // its next pass says it
+	}
+}
+
+// foreignNotes are what the last sweep found of other installations for a
+// pool.
+func (r *Reconciler) foreignNotes(poolID string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.foreign[poolID])
 }

@@ -20,10 +20,10 @@ var gpuStep = crashtest.Step{Pools: []crashtest.Pool{{Name: "gpu", Flavors: []cr
 func gpuID() string { return inventory.ID("root", inventory.Pool, "gpu") }
 
 // makeCluster makes a running cluster at the fake behind the agent's back.
-func (e *env) makeCluster(name, poolID string) providers.Cluster {
+func (e *env) makeCluster(name string, labels map[string]string) providers.Cluster {
 	e.t.Helper()
 	c, err := e.fake.EnsureCluster(e.t.Context(), fleetAccount, providers.ClusterSpec{Name: name, Location: "fake-east",
-		Labels: map[string]string{providers.LabelSubstratePool: poolID}})
+		Labels: labels})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -76,19 +76,36 @@ func TestSweepOrphans(t *testing.T) {
 	e.applyStep(gpuStep)
 	e.converge(10*time.Second, 30)
 	id := gpuID()
-	twin := e.makeCluster("fa-twin-"+id[len(id)-6:], id)
-	stranger := e.makeCluster("fa-x-zzzzzz", "pool_someoneelseszzzzzz")
+	twin := e.makeCluster("fa-twin-"+testOwner(id).Suffix(), testOwner(id).Labels())
+	stranger := e.makeCluster("fa-x-zzzzzz", map[string]string{providers.LabelSubstratePool: "pool_someoneelseszzzzzz"})
+	// Another installation's cluster for a pool of the same id (staging
+	// beside prod in one account), under its own name and under ours: it
+	// is never an orphan of ours.
+	other := providers.Owner{Installation: "0ther000000000000000000000000000", PoolID: id}
+	theirs := e.makeCluster(substrate.ClusterName("gpu", other), other.Labels())
+	ourName := e.makeCluster("fa-twin2-"+testOwner(id).Suffix(), other.Labels())
 	rep := e.sweep()
-	if rep.Orphans != 1 || rep.Reported != 1 || rep.Adopted != 0 {
+	if rep.Orphans != 1 || rep.Reported != 1 || rep.Adopted != 0 || rep.Foreign != 2 {
 		t.Fatalf("sweep %+v", rep)
 	}
 	e.converge(10*time.Second, 30)
+	if st := e.status("gpu"); !strings.Contains(st.Message, "installation "+other.Installation) {
+		t.Errorf("the status does not name the other installation: %q", st.Message)
+	}
 	truth := e.fake.Snapshot()
 	if _, ok := truth.Clusters[twin.Ref.ID]; ok {
 		t.Fatal("the twin is still there")
 	}
 	if _, ok := truth.Clusters[stranger.Ref.ID]; !ok {
 		t.Fatal("a cluster this state file cannot explain was deleted")
+	}
+	for _, c := range []providers.Cluster{theirs, ourName} {
+		if _, ok := truth.Clusters[c.Ref.ID]; !ok {
+			t.Fatalf("another installation's cluster %s was deleted", c.Ref.Name)
+		}
+		if _, err := e.fake.DeleteCluster(t.Context(), fleetAccount, c.Ref); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Its owner removes it; then the provider holds what the document says.
 	if _, err := e.fake.DeleteCluster(t.Context(), fleetAccount, stranger.Ref); err != nil {
@@ -100,7 +117,7 @@ func TestSweepOrphans(t *testing.T) {
 	last := crashtest.Step{Pools: []crashtest.Pool{{Name: "gpu", Left: true}}, Prune: true}
 	e.applyStep(last)
 	e.converge(10*time.Second, 30)
-	leak := e.makeCluster(substrate.ClusterName("gpu", id), id)
+	leak := e.makeCluster(substrate.ClusterName("gpu", testOwner(id)), testOwner(id).Labels())
 	if rep := e.sweep(); rep.Orphans != 1 {
 		t.Fatalf("sweep after teardown %+v", rep)
 	}
@@ -111,7 +128,7 @@ func TestSweepOrphans(t *testing.T) {
 	if st := e.status("gpu"); st.State != "deleted" {
 		t.Fatalf("%+v", st)
 	}
-	if !strings.Contains(e.logs.String(), "another deployment's") {
+	if !strings.Contains(e.logs.String(), "made by hand") {
 		t.Fatal("the reported cluster was not logged")
 	}
 }
@@ -129,9 +146,9 @@ func TestSweepGhosts(t *testing.T) {
 	if _, err := e.fake.DeleteNodePool(t.Context(), fleetAccount, ref, st.NodePools[0].Name); err != nil {
 		t.Fatal(err)
 	}
-	extra := providers.NodePoolName(gpuID(), "old")
+	extra := testOwner(gpuID()).NodePoolName("old")
 	if _, err := e.fake.EnsureNodePool(t.Context(), fleetAccount, ref, providers.NodePoolSpec{Name: extra,
-		Shape: providers.Shape{MachineType: "fake-cpu-4"}, Size: providers.Size{NodeCount: 1}, Labels: providers.PoolLabels(gpuID(), false)}); err != nil {
+		Shape: providers.Shape{MachineType: "fake-cpu-4"}, Size: providers.Size{NodeCount: 1}, Labels: testOwner(gpuID()).PoolLabels(false)}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {

@@ -141,3 +141,12 @@ func (h *harness) seedTheirs() {
 }
 
 func (h *harness) accepts(c providers.Credential) bool { return h.emu.Accepts(c.Endpoint, c.Token) }
+
+// testInstallation is the installation id of the state files the substrate
+// tests make, so that the names they expect are fixed.
+const testInstallation = "5eed0000000000000000000000000001"
+
+// testOwner is who a test substrate's objects belong to.
+func testOwner(poolID string) providers.Owner {
+	return providers.Owner{Installation: testInstallation, PoolID: poolID}
+}

@@ -131,7 +131,7 @@ func newSubstrateEnv(t *testing.T, hooks *substrate.Hooks) *substrateEnv {
 func (e *substrateEnv) start() {
 	e.t.Helper()
 	var err error
-	if e.store, err = state.Open(e.path, state.Options{Now: e.clk.Now, NoSync: true}); err != nil {
+	if e.store, err = state.Open(e.path, state.Options{Now: e.clk.Now, NoSync: true, Installation: testInstallation}); err != nil {
 		e.t.Fatal(err)
 	}
 	e.adapter = e.open()
@@ -305,8 +305,8 @@ func TestSubstrateOnTheEmulator(t *testing.T) {
 	up.name = "bring-up"
 	phases = append(phases, up)
 	poolID := inventory.ID("root", inventory.Pool, "gpu-fleet")
-	name := substrate.ClusterName("gpu-fleet", poolID)
-	h100, l4 := providers.NodePoolName(poolID, "h100"), providers.NodePoolName(poolID, "l4")
+	name := substrate.ClusterName("gpu-fleet", testOwner(poolID))
+	h100, l4 := testOwner(poolID).NodePoolName("h100"), testOwner(poolID).NodePoolName("l4")
 	up.only(t, map[string]int{"CreateCluster": 1, "CreateNodegroup": 2}, reads...)
 	// The plan's live checks read the subnets' zones and the instance
 	// types through the same adapter; the reconciler found them cached.
@@ -337,9 +337,9 @@ func TestSubstrateOnTheEmulator(t *testing.T) {
 	}
 	// nodes count per zone: two subnets in two zones double them.
 	checkGroup(t, e.emu, name, h100, eksemu.NodegroupState{InstanceTypes: []string{"p5.48xlarge"}, AmiType: "AL2023_x86_64_NVIDIA",
-		CapacityType: "ON_DEMAND", DiskSize: 20, MinSize: 4, MaxSize: 4, Size: 4, Labels: providers.PoolLabels(poolID, false)})
+		CapacityType: "ON_DEMAND", DiskSize: 20, MinSize: 4, MaxSize: 4, Size: 4, Labels: testOwner(poolID).PoolLabels(false)})
 	checkGroup(t, e.emu, name, l4, eksemu.NodegroupState{InstanceTypes: []string{"g6.xlarge"}, AmiType: "AL2023_x86_64_NVIDIA",
-		CapacityType: "SPOT", DiskSize: 100, MinSize: 2, MaxSize: 2, Size: 2, Labels: providers.PoolLabels(poolID, true)})
+		CapacityType: "SPOT", DiskSize: 100, MinSize: 2, MaxSize: 2, Size: 2, Labels: testOwner(poolID).PoolLabels(true)})
 	// What the reconciler sent, as sent: the Spot GPU group's request.
 	var body struct {
 		AmiType, CapacityType, NodeRole string
@@ -406,9 +406,9 @@ func TestSubstrateOnTheEmulator(t *testing.T) {
 	phases = append(phases, resize)
 	resize.only(t, map[string]int{"UpdateNodegroupConfig": 1}, reads...)
 	checkGroup(t, e.emu, name, l4, eksemu.NodegroupState{InstanceTypes: []string{"g6.xlarge"}, AmiType: "AL2023_x86_64_NVIDIA",
-		CapacityType: "SPOT", DiskSize: 100, MinSize: 6, MaxSize: 6, Size: 6, Labels: providers.PoolLabels(poolID, true)})
+		CapacityType: "SPOT", DiskSize: 100, MinSize: 6, MaxSize: 6, Size: 6, Labels: testOwner(poolID).PoolLabels(true)})
 	checkGroup(t, e.emu, name, h100, eksemu.NodegroupState{InstanceTypes: []string{"p5.48xlarge"}, AmiType: "AL2023_x86_64_NVIDIA",
-		CapacityType: "ON_DEMAND", DiskSize: 20, MinSize: 4, MaxSize: 4, Size: 4, Labels: providers.PoolLabels(poolID, false)})
+		CapacityType: "ON_DEMAND", DiskSize: 20, MinSize: 4, MaxSize: 4, Size: 4, Labels: testOwner(poolID).PoolLabels(false)})
 	if got, _ := e.emu.Cluster(name); got.Arn != c.Arn {
 		t.Fatalf("the cluster was replaced: %s -> %s", c.Arn, got.Arn)
 	}
@@ -544,8 +544,8 @@ func TestSubstrateCrashAfterACreate(t *testing.T) {
 			t.Log(after)
 
 			poolID := inventory.ID("root", inventory.Pool, "gpu-fleet")
-			name := substrate.ClusterName("gpu-fleet", poolID)
-			want := []string{providers.NodePoolName(poolID, "h100"), providers.NodePoolName(poolID, "l4")}
+			name := substrate.ClusterName("gpu-fleet", testOwner(poolID))
+			want := []string{testOwner(poolID).NodePoolName("h100"), testOwner(poolID).NodePoolName("l4")}
 			sort.Strings(want)
 			if got := e.emu.ClusterNames(); !slices.Equal(got, []string{name}) {
 				t.Errorf("clusters at the emulator: %v", got)
@@ -588,8 +588,8 @@ func renameFlavor(from, to string) func(map[string]any) {
 // deleted at teardown.
 func TestSubstrateMeetsEKSFailures(t *testing.T) {
 	poolID := inventory.ID("root", inventory.Pool, "gpu-fleet")
-	name := substrate.ClusterName("gpu-fleet", poolID)
-	h100, l4 := providers.NodePoolName(poolID, "h100"), providers.NodePoolName(poolID, "l4")
+	name := substrate.ClusterName("gpu-fleet", testOwner(poolID))
+	h100, l4 := testOwner(poolID).NodePoolName("h100"), testOwner(poolID).NodePoolName("l4")
 
 	t.Run("stockout", func(t *testing.T) {
 		e := newSubstrateEnv(t, nil)
@@ -623,7 +623,7 @@ func TestSubstrateMeetsEKSFailures(t *testing.T) {
 		again := e.converge(200)
 		again.name = "renamed"
 		t.Log(again)
-		l4b := providers.NodePoolName(poolID, "l4b")
+		l4b := testOwner(poolID).NodePoolName("l4b")
 		if got := e.emu.NodegroupNames(name); !slices.Equal(got, []string{h100, l4b}) {
 			t.Errorf("node groups after the rename: %v", got)
 		}

@@ -184,3 +184,12 @@ type errClass struct {
 func classOf(err error) errClass {
 	return errClass{providers.ClassOf(err), providers.SideEffectOf(err), providers.ReasonOf(err)}
 }
+
+// testInstallation is the installation id of the state files the substrate
+// tests make, so that the names they expect are fixed.
+const testInstallation = "5eed0000000000000000000000000001"
+
+// testOwner is who a test substrate's objects belong to.
+func testOwner(poolID string) providers.Owner {
+	return providers.Owner{Installation: testInstallation, PoolID: poolID}
+}

@@ -137,7 +137,7 @@ func newDOKSAgent(t *testing.T, opts doemu.Options, hooks *substrate.Hooks) *dok
 func (a *doksAgent) start() {
 	a.t.Helper()
 	var err error
-	if a.store, err = state.Open(a.path, state.Options{Now: a.clk.Now, NoSync: true}); err != nil {
+	if a.store, err = state.Open(a.path, state.Options{Now: a.clk.Now, NoSync: true, Installation: testInstallation}); err != nil {
 		a.t.Fatal(err)
 	}
 	if a.ad, err = digitalocean.Open(block(a.t, "apiURL: "+a.url+"\n"), doksSecrets, digitalocean.WithClock(a.clk)); err != nil {

@@ -64,12 +64,12 @@ func TestSubstrateLifecycle(t *testing.T) {
 		t.Fatalf("%d clusters of ours at the emulator, want 1:\n%s", len(ours), describeClusters(ours))
 	}
 	c := ours[0]
-	name := substrate.ClusterName("gpu-fleet", poolID)
-	tail := poolID[len(poolID)-6:]
+	name := substrate.ClusterName("gpu-fleet", testOwner(poolID))
+	tail := testOwner(poolID).Suffix()
 	switch {
 	case c.Name != name || name != "fa-gpu-fleet-"+tail || c.Region != "tor1" || c.State != "running":
 		t.Errorf("cluster %s %s in %s, want %s running in tor1", c.Name, c.State, c.Region, name)
-	case !hasAll(c.Tags, "fleet-agent", "fleet-agent:substrate-pool:"+poolID):
+	case !hasAll(c.Tags, "fleet-agent", "fleet-agent:substrate-pool:"+poolID, "fleet-agent:installation:"+testInstallation):
 		t.Errorf("cluster tags %v: want the marker and the pool id", c.Tags)
 	case !pluginOff(c.NvidiaPlugin) || !pluginOff(c.AmdPlugin):
 		t.Errorf("device plugins %v %v: want both off", c.NvidiaPlugin, c.AmdPlugin)
@@ -84,8 +84,8 @@ func TestSubstrateLifecycle(t *testing.T) {
 		tags   []string
 	}{
 		"fa-system":            {"s-2vcpu-4gb", 1, false, nil, []string{"fleet-agent"}},
-		"fa-" + tail + "-h100": {"gpu-h100x8-640gb", 2, false, providers.PoolLabels(poolID, false), []string{"fleet-agent", "fleet-agent:substrate-pool:" + poolID}},
-		"fa-" + tail + "-l40s": {"gpu-l40sx1-48gb", 1, true, providers.PoolLabels(poolID, true), []string{"fleet-agent", "fleet-agent:substrate-pool:" + poolID, "fleet-agent:capacity:spot"}},
+		"fa-" + tail + "-h100": {"gpu-h100x8-640gb", 2, false, testOwner(poolID).PoolLabels(false), []string{"fleet-agent", "fleet-agent:substrate-pool:" + poolID, "fleet-agent:installation:" + testInstallation}},
+		"fa-" + tail + "-l40s": {"gpu-l40sx1-48gb", 1, true, testOwner(poolID).PoolLabels(true), []string{"fleet-agent", "fleet-agent:substrate-pool:" + poolID, "fleet-agent:installation:" + testInstallation, "fleet-agent:capacity:spot"}},
 	}
 	if len(c.Pools) != len(want) {
 		t.Fatalf("%d node pools, want %d:\n%s", len(c.Pools), len(want), describeClusters(ours))

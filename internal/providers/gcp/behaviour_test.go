@@ -59,7 +59,7 @@ func TestWireBodies(t *testing.T) {
 	c := v.ready(t, spec)
 	golden(t, "create-cluster.json", indent(t, v.lastBody(t, "container.projects.locations.clusters.create")))
 	pool := gpuPool("fa-abcdef-h100")
-	pool.Spot, pool.Labels = true, providers.PoolLabels(poolID, true)
+	pool.Spot, pool.Labels = true, testOwner(poolID).PoolLabels(true)
 	pool.DiskGiB, pool.Zones = 200, []string{"us-central1-b"}
 	pool.NodeCount, pool.Autoscaling = 0, &providers.Autoscaling{MinNodes: 0, MaxNodes: 2}
 	p := v.readyPool(t, c.Ref, pool)
@@ -202,7 +202,7 @@ func TestAttachedAccelerators(t *testing.T) {
 	v := newEnv(t, envOpts{emu: func(o *gkeemu.Options) { o.Steps = gkeemu.Synchronous }})
 	ctx := t.Context()
 	c := v.ready(t, clusterSpec("fa-attached"))
-	t4 := providers.NodePoolSpec{Name: "fa-aaaaaa-t4", Shape: providers.Shape{MachineType: "n1-standard-8", Accelerators: &providers.Accelerators{Type: "nvidia-tesla-t4", Count: 2}}, Size: providers.Size{NodeCount: 1}, Labels: providers.PoolLabels(poolID, false)}
+	t4 := providers.NodePoolSpec{Name: "fa-aaaaaa-t4", Shape: providers.Shape{MachineType: "n1-standard-8", Accelerators: &providers.Accelerators{Type: "nvidia-tesla-t4", Count: 2}}, Size: providers.Size{NodeCount: 1}, Labels: testOwner(poolID).PoolLabels(false)}
 	p := v.readyPool(t, c.Ref, t4)
 	if p.Accelerators == nil || p.Accelerators.Count != 2 {
 		t.Errorf("attached T4s: %+v", p)
@@ -253,7 +253,7 @@ func TestRefusedPools(t *testing.T) {
 
 	v.emu.SetQuota("us-central1", "PREEMPTIBLE_NVIDIA_H100_GPUS", 8)
 	spot := gpuPool("fa-aaaaaa-spot")
-	spot.Spot, spot.Labels = true, providers.PoolLabels(poolID, true)
+	spot.Spot, spot.Labels = true, testOwner(poolID).PoolLabels(true)
 	_, err = v.ad.EnsureNodePool(ctx, v.acct, c.Ref, spot)
 	if providers.ReasonOf(err) != "quota" || providers.ClassOf(err) != providers.Terminal || !strings.Contains(err.Error(), "PREEMPTIBLE_NVIDIA_H100_GPUS") {
 		t.Errorf("16 Spot H100s against a quota of 8: %v", err)

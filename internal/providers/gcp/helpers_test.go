@@ -204,9 +204,18 @@ func gpuPool(name string) providers.NodePoolSpec {
 	return providers.NodePoolSpec{Name: name,
 		Shape:  providers.Shape{MachineType: "a3-highgpu-8g", Accelerators: &providers.Accelerators{Type: "nvidia-h100-80gb", Count: 8}},
 		Size:   providers.Size{NodeCount: 1},
-		Labels: providers.PoolLabels(poolID, false)}
+		Labels: testOwner(poolID).PoolLabels(false)}
 }
 
 func cpuPool(name string) providers.NodePoolSpec {
-	return providers.NodePoolSpec{Name: name, Shape: providers.Shape{MachineType: "e2-standard-4"}, Size: providers.Size{NodeCount: 1}, Labels: providers.PoolLabels(poolID, false)}
+	return providers.NodePoolSpec{Name: name, Shape: providers.Shape{MachineType: "e2-standard-4"}, Size: providers.Size{NodeCount: 1}, Labels: testOwner(poolID).PoolLabels(false)}
+}
+
+// testInstallation is the installation id of the state files the substrate
+// tests make, so that the names they expect are fixed.
+const testInstallation = "5eed0000000000000000000000000001"
+
+// testOwner is who a test substrate's objects belong to.
+func testOwner(poolID string) providers.Owner {
+	return providers.Owner{Installation: testInstallation, PoolID: poolID}
 }

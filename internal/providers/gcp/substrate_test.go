@@ -29,9 +29,9 @@ import (
 // and node pools.
 var (
 	refPoolID   = inventory.ID("root", inventory.Pool, "gpu-fleet")
-	refCluster  = substrate.ClusterName("gpu-fleet", refPoolID)
-	refH100Pool = providers.NodePoolName(refPoolID, "h100")
-	refL4Pool   = providers.NodePoolName(refPoolID, "l4")
+	refCluster  = substrate.ClusterName("gpu-fleet", testOwner(refPoolID))
+	refH100Pool = testOwner(refPoolID).NodePoolName("h100")
+	refL4Pool   = testOwner(refPoolID).NodePoolName("l4")
 )
 
 // gkeDoc is the reference's GKE example
@@ -118,7 +118,7 @@ func newAgent(t *testing.T, v *env) *agent {
 func (a *agent) start() {
 	a.t.Helper()
 	var err error
-	if a.store, err = state.Open(a.path, state.Options{Now: a.v.clk.Now, NoSync: true}); err != nil {
+	if a.store, err = state.Open(a.path, state.Options{Now: a.v.clk.Now, NoSync: true, Installation: testInstallation}); err != nil {
 		a.t.Fatal(err)
 	}
 	opts := substrate.Options{Store: a.store, Providers: map[string]substrate.Provider{providers.GCP: a.v.ad},
@@ -378,7 +378,7 @@ func upAndDown(t *testing.T, vr variant) {
 		st.Cluster.Endpoint != "https://"+cl.Endpoint || cl.Status != "RUNNING" || !slices.Equal(cl.Locations, zones) {
 		t.Fatalf("the cluster: status %+v, emulator %+v", st.Cluster, cl)
 	}
-	if cl.Labels["fleet-agent_ddev_ssubstrate-pool"] != refPoolID || len(cl.Labels) != 1 {
+	if cl.Labels["fleet-agent_ddev_ssubstrate-pool"] != refPoolID || cl.Labels["fleet-agent_ddev_sinstallation"] != testInstallation || len(cl.Labels) != 2 {
 		t.Fatalf("the cluster's resource labels: %v", cl.Labels)
 	}
 	var names []string
@@ -386,7 +386,9 @@ func upAndDown(t *testing.T, vr variant) {
 		names = append(names, p.Name)
 	}
 	slices.Sort(names)
-	if want := []string{"fa-system", refH100Pool, refL4Pool}; !slices.Equal(names, want) {
+	want := []string{"fa-system", refH100Pool, refL4Pool}
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
 		t.Fatalf("node pools %v, want %v", names, want)
 	}
 	h100, _ := cl.Pool(refH100Pool)
@@ -394,18 +396,18 @@ func upAndDown(t *testing.T, vr variant) {
 	sys, _ := cl.Pool("fa-system")
 	wantH100 := gkeemu.PoolState{Name: refH100Pool, Status: "RUNNING", MachineType: "a3-highgpu-8g", DiskGB: 100,
 		Accelerators: []gkeemu.Accelerator{{Type: "nvidia-h100-80gb", Count: 8, Driver: "DEFAULT"}},
-		Labels:       map[string]string{providers.LabelSubstratePool: refPoolID},
+		Labels:       testOwner(refPoolID).Labels(),
 		Locations:    zones, InitialNodeCount: 2, Nodes: perZone(2)}
 	wantL4 := gkeemu.PoolState{Name: refL4Pool, Status: "RUNNING", MachineType: "g2-standard-8", DiskGB: 200, Spot: true,
 		Accelerators: []gkeemu.Accelerator{{Type: "nvidia-l4", Count: 1, Driver: "DEFAULT"}},
-		Labels:       map[string]string{providers.LabelSubstratePool: refPoolID, providers.LabelCapacity: providers.CapacitySpot},
+		Labels:       testOwner(refPoolID).PoolLabels(true),
 		Locations:    []string{"us-central1-a"}, InitialNodeCount: 1, Nodes: map[string]int{"us-central1-a": 1}}
 	for _, w := range []struct {
 		have, want gkeemu.PoolState
 		resource   map[string]string
 	}{
-		{h100, wantH100, map[string]string{"fleet-agent_ddev_ssubstrate-pool": refPoolID}},
-		{l4, wantL4, map[string]string{"fleet-agent_ddev_ssubstrate-pool": refPoolID, "fleet-agent_ddev_scapacity": "spot"}},
+		{h100, wantH100, map[string]string{"fleet-agent_ddev_ssubstrate-pool": refPoolID, "fleet-agent_ddev_sinstallation": testInstallation}},
+		{l4, wantL4, map[string]string{"fleet-agent_ddev_ssubstrate-pool": refPoolID, "fleet-agent_ddev_sinstallation": testInstallation, "fleet-agent_ddev_scapacity": "spot"}},
 	} {
 		got := w.have
 		if fmt.Sprint(got.ResourceLabels) != fmt.Sprint(w.resource) {
@@ -433,8 +435,8 @@ func upAndDown(t *testing.T, vr variant) {
 		return string(b)
 	}
 	for name, want := range map[string]string{
-		refH100Pool: `{"accelerators":[{"acceleratorCount":"8","acceleratorType":"nvidia-h100-80gb","gpuDriverInstallationConfig":{"gpuDriverVersion":"DEFAULT"}}],"diskSizeGb":null,"labels":{"fleet-agent.dev/substrate-pool":"` + refPoolID + `"},"locations":null,"spot":null}`,
-		refL4Pool:   `{"accelerators":[{"acceleratorCount":"1","acceleratorType":"nvidia-l4","gpuDriverInstallationConfig":{"gpuDriverVersion":"DEFAULT"}}],"diskSizeGb":200,"labels":{"fleet-agent.dev/capacity":"spot","fleet-agent.dev/substrate-pool":"` + refPoolID + `"},"locations":["us-central1-a"],"spot":true}`,
+		refH100Pool: `{"accelerators":[{"acceleratorCount":"8","acceleratorType":"nvidia-h100-80gb","gpuDriverInstallationConfig":{"gpuDriverVersion":"DEFAULT"}}],"diskSizeGb":null,"labels":{"fleet-agent.dev/installation":"` + testInstallation + `","fleet-agent.dev/substrate-pool":"` + refPoolID + `"},"locations":null,"spot":null}`,
+		refL4Pool:   `{"accelerators":[{"acceleratorCount":"1","acceleratorType":"nvidia-l4","gpuDriverInstallationConfig":{"gpuDriverVersion":"DEFAULT"}}],"diskSizeGb":200,"labels":{"fleet-agent.dev/capacity":"spot","fleet-agent.dev/installation":"` + testInstallation + `","fleet-agent.dev/substrate-pool":"` + refPoolID + `"},"locations":["us-central1-a"],"spot":true}`,
 	} {
 		if got := onWire(wire[name][0]); got != want {
 			t.Errorf("create of %s on the wire:\n have %s\n want %s", name, got, want)

@@ -198,8 +198,10 @@ func (f *Findings) add(n *int, format string, args ...any) {
 }
 
 // Check compares the provider's truth with the last step applied and with
-// the state file's records.
-func Check(truth fake.State, last Step, recs []state.SubstrateRecord) Findings {
+// the state file's records, for the installation whose state file they
+// are: what another installation made in the same account is not its
+// business (and must be untouched: the caller checks that apart).
+func Check(truth fake.State, last Step, recs []state.SubstrateRecord, installation string) Findings {
 	var f Findings
 	byPool := map[string]state.SubstrateRecord{}
 	for _, r := range recs {
@@ -212,6 +214,9 @@ func Check(truth fake.State, last Step, recs []state.SubstrateRecord) Findings {
 		if c.Seeded {
 			seeded = c
 			continue
+		}
+		if inst := c.Labels[providers.LabelInstallation]; inst != "" && inst != installation {
+			continue // another installation's
 		}
 		if c.Status == providers.ClusterDeleting {
 			f.add(&f.Leaks, "cluster %s (%s) is still being deleted", c.Name, c.ID)
@@ -252,7 +257,8 @@ func Check(truth fake.State, last Step, recs []state.SubstrateRecord) Findings {
 			}
 		}
 		if cluster != nil {
-			checkPools(&f, p, present, cluster)
+			o := providers.Owner{Installation: installation, PoolID: id, Legacy: recorded && rec.Want.LegacyNames}
+			checkPools(&f, p, present, cluster, o)
 		}
 		if !recorded {
 			if present {
@@ -278,17 +284,17 @@ func Check(truth fake.State, last Step, recs []state.SubstrateRecord) Findings {
 }
 
 // checkPools compares a cluster's node pools of pool p with its flavors.
-func checkPools(f *Findings, p Pool, present bool, c *fake.ClusterRecord) {
+func checkPools(f *Findings, p Pool, present bool, c *fake.ClusterRecord, o providers.Owner) {
 	id := p.ID()
 	wanted := map[string]Flavor{}
 	if present {
 		for _, fl := range p.Flavors {
-			wanted[providers.NodePoolName(id, fl.Name)] = fl
+			wanted[o.NodePoolName(fl.Name)] = fl
 		}
 	}
 	for _, name := range sortedKeys(c.NodePools) {
 		np := c.NodePools[name]
-		if np.Seeded || np.Labels[providers.LabelSubstratePool] != id {
+		if np.Seeded || np.Labels[providers.LabelSubstratePool] != id || o.Foreign(np.Labels) != "" {
 			continue
 		}
 		fl, ok := wanted[name]
@@ -304,7 +310,7 @@ func checkPools(f *Findings, p Pool, present bool, c *fake.ClusterRecord) {
 		case fl.Autoscaling != nil && (np.Autoscaling == nil || np.Autoscaling.MinNodes != fl.Autoscaling[0] || np.Autoscaling.MaxNodes != fl.Autoscaling[1]):
 			f.add(&f.Disagreements, "pool %s: node pool %s has autoscaling %+v", p.Name, name, np.Autoscaling)
 		}
-		if !slices.Equal(sortedLabels(np.Labels), sortedLabels(providers.PoolLabels(id, fl.Spot))) && ok {
+		if !slices.Equal(sortedLabels(np.Labels), sortedLabels(o.PoolLabels(fl.Spot))) && ok {
 			f.add(&f.Disagreements, "pool %s: node pool %s has labels %v", p.Name, name, np.Labels)
 		}
 		delete(wanted, name)

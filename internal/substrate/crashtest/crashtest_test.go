@@ -38,7 +38,7 @@ func TestCheckFindsWhatIsWrong(t *testing.T) {
 	for range 3 {
 		_ = f.Advance()
 	}
-	got := crashtest.Check(f.Snapshot(), step, nil)
+	got := crashtest.Check(f.Snapshot(), step, nil, "")
 	if got.Disagreements != 2 || !strings.Contains(strings.Join(got.Problems, "|"), "node pool fa-") {
 		t.Fatalf("a missing node pool and record: %+v", got)
 	}
@@ -51,7 +51,7 @@ func TestCheckFindsWhatIsWrong(t *testing.T) {
 	}
 	rec := state.SubstrateRecord{Want: state.SubstrateWant{PoolID: pool.ID(), Generation: 2},
 		Seen: &state.SubstrateSeen{State: state.SubstrateReady, ObservedGeneration: 1}}
-	got = crashtest.Check(f.Snapshot(), step, []state.SubstrateRecord{rec})
+	got = crashtest.Check(f.Snapshot(), step, []state.SubstrateRecord{rec}, "")
 	if got.Leaks != 1 || got.Disagreements < 3 {
 		t.Fatalf("a leaked node pool, a stale record: %+v", got)
 	}
@@ -61,12 +61,12 @@ func TestCheckFindsWhatIsWrong(t *testing.T) {
 	for range 3 {
 		_ = f.Advance()
 	}
-	if got = crashtest.Check(f.Snapshot(), step, nil); got.Duplicates != 1 {
+	if got = crashtest.Check(f.Snapshot(), step, nil, ""); got.Duplicates != 1 {
 		t.Fatalf("a twin: %+v", got)
 	}
 	// Torn down: every cluster of the pool is a leak.
 	pool.Left = true
-	got = crashtest.Check(f.Snapshot(), crashtest.Step{Pools: []crashtest.Pool{pool}}, nil)
+	got = crashtest.Check(f.Snapshot(), crashtest.Step{Pools: []crashtest.Pool{pool}}, nil, "")
 	if got.Leaks != 2 {
 		t.Fatalf("%+v", got)
 	}

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,7 +140,9 @@ func (ic *InCluster) claim(ctx context.Context, kc kubernetes.Interface, t subst
 		if !create {
 			return nil, nil
 		}
-		cm, err = cms.Create(ctx, claimObject(t.PoolID, t.Pool, ic.o.Tenant), metav1.CreateOptions{FieldManager: FieldManager})
+		obj := claimObject(t.PoolID, t.Pool, ic.o.Tenant)
+		maps.Copy(obj.Labels, ownerOf(t).Labels())
+		cm, err = cms.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
 		if apierrors.IsAlreadyExists(err) {
 			// Someone created it since the read: whose it is decides.
 			cm, err = cms.Get(ctx, ClaimName, metav1.GetOptions{})
@@ -148,12 +151,28 @@ func (ic *InCluster) claim(ctx context.Context, kc kubernetes.Interface, t subst
 	if err != nil {
 		return nil, apiErr("reading the claim ConfigMap "+ClaimNamespace+"/"+ClaimName, err)
 	}
-	if holder := cm.Labels[providers.LabelSubstratePool]; holder != t.PoolID || cm.Data[claimKeyTenant] != ic.o.Tenant {
+	o := ownerOf(t)
+	if inst := o.Foreign(cm.Labels); inst != "" && cm.Labels[providers.LabelSubstratePool] == t.PoolID {
+		return nil, &refusal.Error{Code: refusal.InvalidState, Err: errNotOurs, Message: fmt.Sprintf(
+			"the cluster is claimed by pool %q of installation %s, another fleet-agent state file (ConfigMap %s/%s): one cluster backs one pool of one installation; choose another cluster, or tear that installation's substrate down first",
+			cm.Data[claimKeyPool], inst, ClaimNamespace, ClaimName)}
+	}
+	if holder := cm.Labels[providers.LabelSubstratePool]; holder != t.PoolID || cm.Data[claimKeyTenant] != ic.o.Tenant || !o.Owns(cm.Labels) {
 		return nil, &refusal.Error{Code: refusal.InvalidState, Err: errNotOurs, Message: fmt.Sprintf(
 			"the cluster is claimed by pool %q (id %s) of deployment %q (ConfigMap %s/%s): one cluster backs one pool; archive that pool and wait for its substrate to be deleted, or choose another cluster (delete the ConfigMap by hand only if that deployment is gone for good)",
 			cm.Data[claimKeyPool], cmpOr(holder, "none"), cm.Data[claimKeyTenant], ClaimNamespace, ClaimName)}
 	}
 	return cm, nil
+}
+
+// ownerOf is who the objects put in the cluster for t belong to. A target
+// without an owner (made by hand, in tests) is its pool's without an
+// installation.
+func ownerOf(t substrate.Target) providers.Owner {
+	if t.Owner.PoolID == "" {
+		return providers.Owner{PoolID: t.PoolID, Legacy: true}
+	}
+	return t.Owner
 }
 
 // errNotOurs is a claim held by another: Teardown removes nothing then.
@@ -173,13 +192,13 @@ func (ic *InCluster) Apply(ctx context.Context, t substrate.Target) (substrate.N
 	if _, err := ic.claim(ctx, kc, t, true); err != nil {
 		return substrate.Nodes{}, err
 	}
-	if _, err := kc.CoreV1().Namespaces().Apply(ctx, namespaceApply(t.PoolID), applyOpts()); err != nil {
+	if _, err := kc.CoreV1().Namespaces().Apply(ctx, namespaceApply(t.PoolID).WithLabels(ownerOf(t).Labels()), applyOpts()); err != nil {
 		return substrate.Nodes{}, apiErr("applying the Namespace "+Namespace, err)
 	}
-	if _, err := kc.CoreV1().ConfigMaps(Namespace).Apply(ctx, configMapApply(t.PoolID, ic.o.Daemon), applyOpts()); err != nil {
+	if _, err := kc.CoreV1().ConfigMaps(Namespace).Apply(ctx, configMapApply(t.PoolID, ic.o.Daemon).WithLabels(ownerOf(t).Labels()), applyOpts()); err != nil {
 		return substrate.Nodes{}, apiErr("applying the ConfigMap "+Namespace+"/"+ConfigMapName, err)
 	}
-	if _, err := kc.AppsV1().DaemonSets(Namespace).Apply(ctx, daemonSetApply(t.PoolID, ic.o.Daemon), applyOpts()); err != nil {
+	if _, err := kc.AppsV1().DaemonSets(Namespace).Apply(ctx, daemonSetApply(t.PoolID, ic.o.Daemon).WithLabels(ownerOf(t).Labels()), applyOpts()); err != nil {
 		return substrate.Nodes{}, apiErr("applying the DaemonSet "+Namespace+"/"+DaemonSetName, err)
 	}
 	return ic.nodes(ctx, kc, t)
@@ -271,7 +290,7 @@ func (ic *InCluster) token(ctx context.Context, kc kubernetes.Interface, t subst
 			return time.Time{}, err
 		}
 		if sec != nil {
-			if err := deleteOurs(ctx, secrets.Delete, sec.ObjectMeta, t.PoolID); err != nil {
+			if err := deleteOurs(ctx, secrets.Delete, sec.ObjectMeta, ownerOf(t)); err != nil {
 				return time.Time{}, apiErr("deleting the join Secret "+Namespace+"/"+SecretName+" (every listed Node joined)", err)
 			}
 			ic.o.Log.Info().Str("pool", t.Pool).Msg("every listed Node joined: the join token is revoked and its Secret deleted")
@@ -296,7 +315,7 @@ func (ic *InCluster) token(ctx context.Context, kc kubernetes.Interface, t subst
 	if err != nil {
 		return time.Time{}, err
 	}
-	if _, err := secrets.Apply(ctx, secretApply(t.PoolID, tok, serial), applyOpts()); err != nil {
+	if _, err := secrets.Apply(ctx, secretApply(t.PoolID, tok, serial).WithLabels(ownerOf(t).Labels()), applyOpts()); err != nil {
 		// The token minted is lost with this error; the next pass sees the
 		// Secret's serial behind and mints another.
 		return time.Time{}, apiErr("writing the join Secret "+Namespace+"/"+SecretName, err)
@@ -305,10 +324,11 @@ func (ic *InCluster) token(ctx context.Context, kc kubernetes.Interface, t subst
 	return created, nil
 }
 
-// deleteOurs deletes an object only if it carries the pool's label, and
-// only the very object read (a precondition on its UID).
-func deleteOurs(ctx context.Context, del func(context.Context, string, metav1.DeleteOptions) error, m metav1.ObjectMeta, poolID string) error {
-	if m.Labels[providers.LabelSubstratePool] != poolID {
+// deleteOurs deletes an object only if it carries the pool's and the
+// installation's labels, and only the very object read (a precondition on
+// its UID).
+func deleteOurs(ctx context.Context, del func(context.Context, string, metav1.DeleteOptions) error, m metav1.ObjectMeta, o providers.Owner) error {
+	if !o.Owns(m.Labels) {
 		return nil
 	}
 	uid := m.UID
@@ -373,7 +393,7 @@ func (ic *InCluster) Teardown(ctx context.Context, t substrate.Target) error {
 		return err
 	}
 	if claim != nil {
-		if err := deleteOurs(ctx, kc.CoreV1().ConfigMaps(ClaimNamespace).Delete, claim.ObjectMeta, t.PoolID); err != nil {
+		if err := deleteOurs(ctx, kc.CoreV1().ConfigMaps(ClaimNamespace).Delete, claim.ObjectMeta, ownerOf(t)); err != nil {
 			return apiErr("deleting the claim ConfigMap "+ClaimNamespace+"/"+ClaimName, err)
 		}
 	}
@@ -492,7 +512,7 @@ func (ic *InCluster) deleteObjects(ctx context.Context, kc kubernetes.Interface,
 		if m.DeletionTimestamp != nil {
 			continue
 		}
-		if err := deleteOurs(ctx, s.del, m, t.PoolID); err != nil {
+		if err := deleteOurs(ctx, s.del, m, ownerOf(t)); err != nil {
 			return apiErr("deleting "+s.what, err)
 		}
 	}
