@@ -172,6 +172,11 @@ type SubstrateSeen struct {
 	// Recreated counts the times the cluster was found gone at the provider
 	// and made again; it keeps the operations of each incarnation apart.
 	Recreated int `json:"recreated,omitempty"`
+	// Ghosts counts the times the cluster was found gone since the want
+	// generation GhostGeneration: past a few, it is not made again until
+	// the document changes.
+	Ghosts          int    `json:"ghosts,omitempty"`
+	GhostGeneration uint64 `json:"ghostGeneration,omitempty"`
 	// Orphans are clusters the discovery sweep found carrying this pool's
 	// label that the substrate does not use: its passes remove them.
 	Orphans  []SeenCluster  `json:"orphans,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -130,14 +131,30 @@ func (p *pass) pending(object string, steps ...string) *state.JournalOp {
 }
 
 // last returns the highest repeat of a step on object at this generation
-// and its operation (nil when there is none yet).
+// and its operation (nil when there is none yet). Every operation of the
+// pass is looked at, not a fixed number of repeats: a step repeated more
+// often than a scan would reach (a node pool deleted again and again) must
+// never reuse a key already in the journal.
 func (p *pass) last(step, object string) (int, *state.JournalOp) {
-	for n := maxRepeats + 1; n >= 0; n-- {
-		if op := p.ops[opKey(p.want.PoolID, step, object, p.want.Generation, n)]; op != nil {
-			return n, op
+	base := opKey(p.want.PoolID, step, object, p.want.Generation, 0)
+	best, bestOp := -1, (*state.JournalOp)(nil)
+	for key, op := range p.ops {
+		n := -1
+		if key == base {
+			n = 0
+		} else if rest, ok := strings.CutPrefix(key, base+".r"); ok {
+			if v, err := strconv.Atoi(rest); err == nil && v > 0 {
+				n = v
+			}
+		}
+		if n > best {
+			best, bestOp = n, op
 		}
 	}
-	return 0, nil
+	if bestOp == nil {
+		return 0, nil
+	}
+	return best, bestOp
 }
 
 // load reads a pool's records and operations in one transaction; nil when
@@ -329,6 +346,16 @@ func (p *pass) created() (*providers.Cluster, error) {
 		op := p.pending(name, stepCreateCluster)
 		if op == nil && (p.seen.Cluster == nil || p.seen.Cluster.ID == "") {
 			repeat := p.seen.Recreated
+			if p.seen.GhostGeneration == p.want.Generation && p.seen.Ghosts > maxRepeats {
+				// Like a node pool that keeps disappearing: made again a
+				// few times, then the substrate says so instead of making
+				// clusters without bound.
+				p.problem("cluster %s was made %d times since the document last changed and keeps disappearing at the provider; fleet-agent stops making it again: find what deletes it (the provider's console or audit log), then change the substrate in the document to try again",
+					name, p.seen.Ghosts+1)
+				p.scheduled = true
+				p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
+				return nil, nil
+			}
 			if old := p.ops[opKey(p.want.PoolID, stepCreateCluster, name, p.want.Generation, repeat)]; old != nil {
 				if old.State == state.Failed {
 					p.take(outcome{res: resFailed, message: p.describe(old) + ": " + failure(old)}, "")
@@ -451,6 +478,10 @@ func (p *pass) ghost() error {
 	claim := p.seen.Claim
 	p.seen.Cluster, p.seen.Claim, p.seen.NodePools = nil, "", nil
 	p.seen.Recreated++
+	if p.seen.GhostGeneration != p.want.Generation {
+		p.seen.GhostGeneration, p.seen.Ghosts = p.want.Generation, 0
+	}
+	p.seen.Ghosts++
 	if err := p.r.alive(); err != nil {
 		return err
 	}
@@ -810,6 +841,11 @@ func (p *pass) deleteNodePool(ref providers.ClusterRef, prefix, name, why string
 		if last != nil {
 			repeat++
 		}
+		if repeat > maxRepeats {
+			p.problem("node pool %s was deleted %d times and keeps coming back at the provider (%s); fleet-agent stops deleting it: find what makes it again (the provider's console or audit log), then change the substrate in the document to try again",
+				name, repeat, why)
+			return false, nil
+		}
 		var err error
 		if op, err = p.open(stepDeleteNodePool, object, repeat, request{Cluster: ref, Name: name}); err != nil {
 			return false, err
@@ -1005,6 +1041,13 @@ func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) 
 		repeat, last := p.last(stepDeleteCluster, object)
 		if last != nil {
 			repeat++
+		}
+		if repeat > maxRepeats {
+			p.problem("cluster %s was deleted %d times and keeps coming back at the provider; fleet-agent stops deleting it: find what makes it again (the provider's console or audit log), then apply again to try again",
+				c.Ref.Name, repeat)
+			p.scheduled = true
+			p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
+			return false, nil
 		}
 		if op, err = p.open(stepDeleteCluster, object, repeat, request{Cluster: c.Ref}); err != nil {
 			return false, err

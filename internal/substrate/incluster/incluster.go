@@ -157,7 +157,12 @@ func (ic *InCluster) claim(ctx context.Context, kc kubernetes.Interface, t subst
 			"the cluster is claimed by pool %q of installation %s, another fleet-agent state file (ConfigMap %s/%s): one cluster backs one pool of one installation; choose another cluster, or tear that installation's substrate down first",
 			cm.Data[claimKeyPool], inst, ClaimNamespace, ClaimName)}
 	}
-	if holder := cm.Labels[providers.LabelSubstratePool]; holder != t.PoolID || cm.Data[claimKeyTenant] != ic.o.Tenant || !o.Owns(cm.Labels) {
+	if holder := cm.Labels[providers.LabelSubstratePool]; holder == t.PoolID && cm.Data[claimKeyTenant] == ic.o.Tenant && !o.Owns(cm.Labels) {
+		return nil, &refusal.Error{Code: refusal.InvalidState, Err: errNotOurs, Message: fmt.Sprintf(
+			"the claim ConfigMap %s/%s names this pool but carries no %s label: a fleet-agent from before installations, or another state file's, holds the cluster; choose another cluster, or delete the ConfigMap by hand once you know no other agent uses it",
+			ClaimNamespace, ClaimName, providers.LabelInstallation)}
+	}
+	if holder := cm.Labels[providers.LabelSubstratePool]; holder != t.PoolID || cm.Data[claimKeyTenant] != ic.o.Tenant {
 		return nil, &refusal.Error{Code: refusal.InvalidState, Err: errNotOurs, Message: fmt.Sprintf(
 			"the cluster is claimed by pool %q (id %s) of deployment %q (ConfigMap %s/%s): one cluster backs one pool; archive that pool and wait for its substrate to be deleted, or choose another cluster (delete the ConfigMap by hand only if that deployment is gone for good)",
 			cm.Data[claimKeyPool], cmpOr(holder, "none"), cm.Data[claimKeyTenant], ClaimNamespace, ClaimName)}

@@ -75,8 +75,11 @@ func newUnit(t *testing.T, objs ...metav1.Object) *unit {
 	return u
 }
 
+// unitOwner is who the unit's target's objects belong to.
+var unitOwner = providers.Owner{Installation: "0a0a0000000000000000000000000001", PoolID: poolID}
+
 func (u *unit) target(mode string) substrate.Target {
-	return substrate.Target{PoolID: poolID, Pool: "gpu.a", Tenant: "acme", Mode: mode,
+	return substrate.Target{PoolID: poolID, Pool: "gpu.a", Tenant: "acme", Mode: mode, Owner: unitOwner,
 		Credentials: func(context.Context) (providers.Credential, error) {
 			u.minted++
 			return providers.Credential{Endpoint: "https://unit", Token: "minted"}, nil
@@ -180,6 +183,14 @@ func TestDaemonSetShape(t *testing.T) {
 			t.Errorf("%s: labels %v", m.Name, m.Labels)
 		}
 	}
+	// What the agent puts in the cluster names the installation too (the
+	// pods are the DaemonSet's: its selector stays the pool label alone,
+	// since a selector never changes in place).
+	for _, m := range []metav1.ObjectMeta{ds.ObjectMeta, cm.ObjectMeta, ns.ObjectMeta, claim.ObjectMeta} {
+		if m.Labels[providers.LabelInstallation] != unitOwner.Installation {
+			t.Errorf("%s: labels %v, want %s=%s", m.Name, m.Labels, providers.LabelInstallation, unitOwner.Installation)
+		}
+	}
 	for _, f := range ds.ManagedFields {
 		if f.Manager != FieldManager {
 			t.Errorf("field manager %q", f.Manager)
@@ -202,6 +213,15 @@ func TestDaemonSetShape(t *testing.T) {
 func TestClaimRefused(t *testing.T) {
 	claim := func(pool, tenant string) *corev1.ConfigMap {
 		cm := claimObject(pool, "other", tenant)
+		cm.Labels[providers.LabelInstallation] = unitOwner.Installation
+		return cm
+	}
+	withInstallation := func(cm *corev1.ConfigMap, inst string) *corev1.ConfigMap {
+		if inst == "" {
+			delete(cm.Labels, providers.LabelInstallation)
+		} else {
+			cm.Labels[providers.LabelInstallation] = inst
+		}
 		return cm
 	}
 	for _, tc := range []struct {
@@ -212,6 +232,8 @@ func TestClaimRefused(t *testing.T) {
 		{"another pool", claim("pool_other", "acme"), `claimed by pool "other" (id pool_other) of deployment "acme"`},
 		{"another deployment", claim(poolID, "globex"), `of deployment "globex"`},
 		{"unlabelled", func() *corev1.ConfigMap { c := claim(poolID, "acme"); c.Labels = nil; return c }(), "id none"},
+		{"another installation", withInstallation(claim(poolID, "acme"), "0ther000000000000000000000000000"), `of installation 0ther000000000000000000000000000, another fleet-agent state file`},
+		{"no installation", withInstallation(claim(poolID, "acme"), ""), "carries no " + providers.LabelInstallation},
 		{"ours", claim(poolID, "acme"), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
