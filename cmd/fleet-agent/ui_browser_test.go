@@ -206,7 +206,7 @@ substrate:
 providers:
   fake:
     statePath: %s
-    steps: { cluster: 2, nodePool: 4, update: 1, delete: 1 }
+    steps: { cluster: 2, nodePool: 12, update: 1, delete: 1 }
 `, filepath.Join(dir, "fake.json")))
 	env := map[string]string{}
 	page := "http://" + r.ops + "/ui/"
