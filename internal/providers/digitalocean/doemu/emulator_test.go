@@ -312,12 +312,13 @@ func TestNodePools(t *testing.T) {
 	if err != nil || len(pools) != 2 || len(pools[1].Nodes) != 1 {
 		t.Fatalf("after the drain: %v %+v", err, pools)
 	}
-	// The description requires name and count on a PUT.
-	w.badRequests(func() {
-		if _, _, err := w.do.Kubernetes.UpdateNodePool(ctx, c.ID, p.ID, &godo.KubernetesNodePoolUpdateRequest{Name: "gpu"}); status(err) != 422 {
-			t.Errorf("a PUT without count: %v", err)
-		}
-	})
+	// The description requires name and count on a PUT; godo and doctl
+	// leave them out when unset, and the pool keeps them.
+	if kept, _, err := w.do.Kubernetes.UpdateNodePool(ctx, c.ID, p.ID, &godo.KubernetesNodePoolUpdateRequest{Name: "gpu"}); err != nil {
+		t.Errorf("a PUT without count: %v", err)
+	} else if kept.Count != 1 {
+		t.Errorf("a PUT without count made the count %d, want it kept (1)", kept.Count)
+	}
 	// A fixed-size pool has at least one node.
 	zero := 0
 	if _, _, err := w.do.Kubernetes.UpdateNodePool(ctx, c.ID, p.ID, &godo.KubernetesNodePoolUpdateRequest{Name: "gpu", Count: &zero}); status(err) != 422 {
