@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -236,13 +237,19 @@ func (c *Checker) Check(x doemu.Exchange) []error {
 
 // undeclared finds properties of body that no schema at their place
 // declares.
+//
+// In a request, a taint's members may come capitalised: godo's Taint has no
+// JSON tags, so godo (and doctl through it) sends Key, Value and Effect, and
+// the service, which those clients are tested against, reads either case.
+// Answers are held to the description's lower case.
 func undeclared(where string, body []byte, s *openapi3.SchemaRef) []error {
 	var v any
 	if err := json.Unmarshal(body, &v); err != nil {
 		return []error{fmt.Errorf("%s: not JSON: %w", where, err)}
 	}
 	var errs []error
-	walk(v, []*openapi3.Schema{derefSchema(s)}, "", func(p string) {
+	fold := strings.HasSuffix(where, ": request")
+	walk(v, []*openapi3.Schema{derefSchema(s)}, "", fold, func(p string) {
 		errs = append(errs, fmt.Errorf("%s: %s is not declared by the description", where, p))
 	})
 	return errs
@@ -276,7 +283,9 @@ func flatten(ss []*openapi3.Schema) []*openapi3.Schema {
 	return out
 }
 
-func walk(v any, schemas []*openapi3.Schema, at string, report func(string)) {
+var taintAt = regexp.MustCompile(`/taints/[0-9]+$`)
+
+func walk(v any, schemas []*openapi3.Schema, at string, fold bool, report func(string)) {
 	schemas = flatten(schemas)
 	switch x := v.(type) {
 	case map[string]any:
@@ -300,6 +309,9 @@ func walk(v any, schemas []*openapi3.Schema, at string, report func(string)) {
 		sort.Strings(keys)
 		for _, k := range keys {
 			sub, ok := declared[k]
+			if !ok && fold && taintAt.MatchString(at) {
+				sub, ok = declared[strings.ToLower(k)]
+			}
 			if !ok {
 				if !open {
 					if _, allowed := Undeclared[k]; !allowed {
@@ -308,7 +320,7 @@ func walk(v any, schemas []*openapi3.Schema, at string, report func(string)) {
 				}
 				continue
 			}
-			walk(x[k], sub, at+"/"+k, report)
+			walk(x[k], sub, at+"/"+k, fold, report)
 		}
 	case []any:
 		var items []*openapi3.Schema
@@ -318,7 +330,7 @@ func walk(v any, schemas []*openapi3.Schema, at string, report func(string)) {
 			}
 		}
 		for i, item := range x {
-			walk(item, items, fmt.Sprintf("%s/%d", at, i), report)
+			walk(item, items, fmt.Sprintf("%s/%d", at, i), fold, report)
 		}
 	}
 }
