@@ -49,6 +49,7 @@ func TestReplay(t *testing.T) {
 	defer srv.Close()
 	for _, f := range tr.Flows {
 		var last any
+		lastErr := ""
 		for i, x := range f.Exchanges {
 			requests++
 			u := srv.URL + x.Path
@@ -81,8 +82,22 @@ func TestReplay(t *testing.T) {
 			if len(got) > 0 && resp.StatusCode < 300 {
 				_ = json.Unmarshal(got, &last)
 			}
+			if resp.StatusCode >= 400 {
+				var e struct{ Message string }
+				_ = json.Unmarshal(got, &e)
+				lastErr = e.Message
+			}
 		}
-		if len(f.Stdout) == 0 || f.Exit != 0 {
+		if f.Exit != 0 {
+			// doctl shows the service's message: in its JSON errors with
+			// -o json, else on stderr.
+			if lastErr == "" || !strings.Contains(string(f.Stdout)+f.Stderr, lastErr) {
+				t.Errorf("%s: doctl failed (exit %d) without the answer's message %q: %s %s", f.Name, f.Exit, lastErr, f.Stdout, f.Stderr)
+			}
+			compared++
+			continue
+		}
+		if len(f.Stdout) == 0 {
 			continue
 		}
 		var printed any
