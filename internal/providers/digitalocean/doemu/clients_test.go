@@ -416,3 +416,40 @@ func TestDeleteNode(t *testing.T) {
 		t.Errorf("deleting the last node: %v, want 422", err)
 	}
 }
+
+// TestSettingsUpdateByMember: an update changes the members of a settings
+// object it gives and keeps the others, a null one included (doctl sends
+// `"enabled":null` in a firewall it only changes the addresses of).
+func TestSettingsUpdateByMember(t *testing.T) {
+	w := newWorld(t, doemu.Options{}, answersOnly)
+	ctx := t.Context()
+	on := true
+	req := basicCreate("fa-members")
+	req.ControlPlaneFirewall = &godo.KubernetesControlPlaneFirewall{Enabled: &on, AllowedAddresses: []string{"10.0.0.0/8"}}
+	req.RoutingAgent = &godo.KubernetesRoutingAgent{Enabled: &on}
+	c, _, err := w.do.Kubernetes.Create(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, _, err := w.do.Kubernetes.Get(ctx, c.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, body := w.raw(t, "PUT", "/v2/kubernetes/clusters/"+c.ID,
+		`{"control_plane_firewall":{"enabled":null,"allowed_addresses":["10.1.0.0/16"]},"routing_agent":{"enabled":null}}`)
+	if st != http.StatusAccepted {
+		t.Fatalf("update answered %d %v", st, body)
+	}
+	got, _, err := w.do.Kubernetes.Get(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw := got.ControlPlaneFirewall
+	if fw == nil || fw.Enabled == nil || !*fw.Enabled || len(fw.AllowedAddresses) != 1 || fw.AllowedAddresses[0] != "10.1.0.0/16" {
+		t.Errorf("firewall %+v, want still enabled with the new address", fw)
+	}
+	if ra := got.RoutingAgent; ra == nil || ra.Enabled == nil || !*ra.Enabled {
+		t.Errorf("routing agent %+v, want still enabled", ra)
+	}
+}

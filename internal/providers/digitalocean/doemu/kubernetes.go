@@ -534,7 +534,7 @@ func (e *Emulator) createCluster(w http.ResponseWriter, r *http.Request) {
 		tags: slices.Clone(req.Tags), vpc: req.VPCUUID, isolated: req.IsolatedWorkers,
 		clusterSubnet: req.ClusterSubnet, serviceSubnet: req.ServiceSubnet, workerSubnet: req.WorkerSubnetUUID,
 		ha: haDefault(e.kubernetesOf(version)), autoUpgrade: req.AutoUpgrade, surgeUpgrade: req.SurgeUpgrade,
-		maint: maint, settings: req.settings,
+		maint: maint,
 		state: "provisioning", message: "provisioning", op: e.newOp(e.opts.Steps.Cluster),
 		created: now, updated: now,
 	}
@@ -551,6 +551,7 @@ func (e *Emulator) createCluster(w http.ResponseWriter, r *http.Request) {
 	if req.HA != nil {
 		c.ha = *req.HA
 	}
+	c.settings.merge(req.settings)
 	if req.NvidiaPlugin != nil {
 		c.nvidiaPlugin = req.NvidiaPlugin.Enabled
 	}

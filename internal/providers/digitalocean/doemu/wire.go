@@ -73,16 +73,16 @@ type autoscalerConfig struct {
 }
 
 type ssoConfig struct {
-	Enabled   bool   `json:"enabled"`
-	Required  bool   `json:"required"`
+	Enabled   *bool  `json:"enabled,omitempty"`
+	Required  *bool  `json:"required,omitempty"`
 	IssuerURL string `json:"issuer_url,omitempty"`
 	ClientID  string `json:"client_id,omitempty"`
 }
 
 // settings are the cluster's documented settable objects the emulator
 // keeps as they were sent and returns, without acting on them: a create
-// sets them, an update replaces those it names. Shared by the create and
-// update bodies and the answer.
+// sets them, an update changes the members it names. Shared by the create
+// and update bodies and the answer.
 type settings struct {
 	ControlPlaneFirewall *firewall         `json:"control_plane_firewall,omitempty"`
 	AutoscalerConfig     *autoscalerConfig `json:"cluster_autoscaler_configuration,omitempty"`
@@ -94,17 +94,50 @@ type settings struct {
 	CorednsAutoscaler    *plugin           `json:"coredns_autoscaler,omitempty"`
 }
 
-// merge replaces the settings u names.
+// set overrides *to with the members of from that are given, making *to
+// when from gives any. Guess: a member left out or null keeps its value,
+// as doctl's update sends `"enabled":null` in a firewall it only changes
+// the addresses of.
+func set[T any](to **T, from *T, apply func(to, from *T) bool) {
+	if from == nil {
+		return
+	}
+	cur := new(T)
+	if *to != nil {
+		c := **to
+		cur = &c
+	}
+	if apply(cur, from) {
+		*to = cur
+	}
+}
+
+func pick[V any](to *V, from V, given bool) {
+	if given {
+		*to = from
+	}
+}
+
+// merge changes the settings u gives.
 func (s *settings) merge(u settings) {
-	if u.ControlPlaneFirewall != nil {
-		s.ControlPlaneFirewall = u.ControlPlaneFirewall
-	}
-	if u.AutoscalerConfig != nil {
-		s.AutoscalerConfig = u.AutoscalerConfig
-	}
-	if u.SSO != nil {
-		s.SSO = u.SSO
-	}
+	set(&s.ControlPlaneFirewall, u.ControlPlaneFirewall, func(to, from *firewall) bool {
+		pick(&to.Enabled, from.Enabled, from.Enabled != nil)
+		pick(&to.AllowedAddresses, from.AllowedAddresses, from.AllowedAddresses != nil)
+		return to.Enabled != nil || to.AllowedAddresses != nil
+	})
+	set(&s.AutoscalerConfig, u.AutoscalerConfig, func(to, from *autoscalerConfig) bool {
+		pick(&to.ScaleDownUtilizationThreshold, from.ScaleDownUtilizationThreshold, from.ScaleDownUtilizationThreshold != nil)
+		pick(&to.ScaleDownUnneededTime, from.ScaleDownUnneededTime, from.ScaleDownUnneededTime != nil)
+		pick(&to.Expanders, from.Expanders, from.Expanders != nil)
+		return to.ScaleDownUtilizationThreshold != nil || to.ScaleDownUnneededTime != nil || to.Expanders != nil
+	})
+	set(&s.SSO, u.SSO, func(to, from *ssoConfig) bool {
+		pick(&to.Enabled, from.Enabled, from.Enabled != nil)
+		pick(&to.Required, from.Required, from.Required != nil)
+		pick(&to.IssuerURL, from.IssuerURL, from.IssuerURL != "")
+		pick(&to.ClientID, from.ClientID, from.ClientID != "")
+		return *to != (ssoConfig{})
+	})
 	for _, f := range []struct {
 		to   **plugin
 		from *plugin
@@ -113,9 +146,10 @@ func (s *settings) merge(u settings) {
 		{&s.AmdMetricsExporter, u.AmdMetricsExporter}, {&s.RDMASharedDevPlugin, u.RDMASharedDevPlugin},
 		{&s.CorednsAutoscaler, u.CorednsAutoscaler},
 	} {
-		if f.from != nil {
-			*f.to = f.from
-		}
+		set(f.to, f.from, func(to, from *plugin) bool {
+			pick(&to.Enabled, from.Enabled, from.Enabled != nil)
+			return to.Enabled != nil
+		})
 	}
 }
 

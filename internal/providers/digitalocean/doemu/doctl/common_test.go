@@ -23,7 +23,7 @@ const (
 func emulator() *doemu.Emulator {
 	return doemu.New(doemu.Options{
 		Clock:    clock.NewFake(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)),
-		Steps:    doemu.Steps{Cluster: 2, Node: 1, Upgrade: 1, Delete: 1, Drain: 1},
+		Steps:    doemu.Steps{Cluster: 2, Node: 1, Upgrade: 2, Delete: 1, Drain: 1},
 		Accounts: []doemu.Account{{Token: token, Team: "doctl", Email: "doctl@example.com", DropletLimit: 50}},
 	})
 }

@@ -105,6 +105,9 @@ func args(a ...string) func(*state) []string { return func(*state) []string { re
 // flows are doctl's Kubernetes flows, in the order they run (each one's
 // ids come from the ones before; the emulator's ids repeat run to run).
 var flows = []flow{
+	{"options versions", args("kubernetes", "options", "versions", "-o", "json"), nil},
+	{"options regions", args("kubernetes", "options", "regions", "-o", "json"), nil},
+	{"options sizes", args("kubernetes", "options", "sizes", "-o", "json"), nil},
 	{"cluster create, no wait", args("kubernetes", "cluster", "create", "fa-nowait", "--region", "tor1", "--version", "1.34",
 		"--size", "s-2vcpu-4gb", "--count", "1", "--wait=false", "--update-kubeconfig=false", "-o", "json"), nil},
 	{"cluster create, waiting, kubeconfig saved", args("kubernetes", "cluster", "create", "fa-doctl", "--region", "tor1", "--version", "1.34",
@@ -119,11 +122,23 @@ var flows = []flow{
 		s.cluster = cs[0].ID
 		return nil
 	}},
+	{"cluster create, node pool spec and settings", args("kubernetes", "cluster", "create", "fa-spec", "--region", "tor1", "--version", "latest",
+		"--node-pool", "name=auto;size=s-2vcpu-4gb;count=1;tag=pool-a;label=tier=batch;taint=batch=true:NoSchedule;auto-scale=true;min-nodes=1;max-nodes=3",
+		"--surge-upgrade=false", "--enable-control-plane-firewall", "--control-plane-firewall-allowed-addresses", "10.0.0.0/8,192.168.1.1/32",
+		"--enable-routing-agent", "--scale-down-utilization-threshold", "0.5", "--scale-down-unneeded-time", "1m30s", "--expanders", "priority",
+		"--cluster-subnet", "192.168.0.0/20", "--service-subnet", "192.168.16.0/24",
+		"--wait=false", "--update-kubeconfig=false", "-o", "json"), nil},
+	{"cluster create of a bad region", args("kubernetes", "cluster", "create", "fa-nowhere", "--region", "atl9", "--version", "1.34",
+		"--size", "s-2vcpu-4gb", "--count", "1", "--wait=false", "--update-kubeconfig=false", "-o", "json"), nil},
 	{"cluster list", args("kubernetes", "cluster", "list", "-o", "json"), nil},
 	{"cluster get by name", args("kubernetes", "cluster", "get", "fa-doctl", "-o", "json"), nil},
 	{"cluster get by id", func(s *state) []string { return []string{"kubernetes", "cluster", "get", s.cluster, "-o", "json"} }, nil},
 	{"cluster update without a name", args("kubernetes", "cluster", "update", "fa-doctl", "--auto-upgrade=false", "--surge-upgrade=false",
 		"--maintenance-window", "any=22:30", "--tag", "team-api", "--update-kubeconfig=false", "-o", "json"), nil},
+	{"cluster update turning HA off", args("kubernetes", "cluster", "update", "fa-doctl", "--ha=false", "--update-kubeconfig=false", "-o", "json"), nil},
+	{"cluster update of the settings", args("kubernetes", "cluster", "update", "fa-spec", "--enable-routing-agent=false",
+		"--control-plane-firewall-allowed-addresses", "10.1.0.0/16", "--update-kubeconfig=false", "-o", "json"), nil},
+	{"cluster kubeconfig save", args("kubernetes", "cluster", "kubeconfig", "save", "fa-doctl", "--expiry-seconds", "3600", "--set-current-context=false"), nil},
 	{"cluster kubeconfig show", args("kubernetes", "cluster", "kubeconfig", "show", "fa-doctl", "--expiry-seconds", "600"), nil},
 	{"node-pool create", args("kubernetes", "cluster", "node-pool", "create", "fa-doctl", "--name", "workers", "--size", "s-2vcpu-4gb",
 		"--count", "2", "--label", "tier=web", "--taint", "dedicated=web:NoSchedule", "-o", "json"), nil},
@@ -137,6 +152,8 @@ var flows = []flow{
 	{"node delete, skipping the drain", func(s *state) []string {
 		return []string{"kubernetes", "cluster", "node-pool", "delete-node", "fa-doctl", "workers", s.nodes[1], "--skip-drain", "--force"}
 	}, nil},
+	{"node-pool update to autoscaling", args("kubernetes", "cluster", "node-pool", "update", "fa-spec", "auto", "--auto-scale", "--min-nodes", "2",
+		"--max-nodes", "4", "-o", "json"), nil},
 	{"node-pool get after the node changes", args("kubernetes", "cluster", "node-pool", "get", "fa-doctl", "workers", "-o", "json"), nil},
 	{"node delete of an unknown node", args("kubernetes", "cluster", "node-pool", "delete-node", "fa-doctl", "workers",
 		"00000000-0000-4000-8000-000000000000", "--force"), nil},
@@ -144,8 +161,14 @@ var flows = []flow{
 	{"cluster get of an unknown id", args("kubernetes", "cluster", "get", "00000000-0000-4000-8000-000000000000", "-o", "json"), nil},
 	{"node-pool create of a bad size", args("kubernetes", "cluster", "node-pool", "create", "fa-doctl", "--name", "bad", "--size", "s-99vcpu-1tb",
 		"--count", "1", "-o", "json"), nil},
-	{"cluster delete", args("kubernetes", "cluster", "delete", "fa-doctl", "--force", "--update-kubeconfig=false"), nil},
+	{"cluster get-upgrades", args("kubernetes", "cluster", "get-upgrades", "fa-doctl", "-o", "json"), nil},
+	{"cluster upgrade", args("kubernetes", "cluster", "upgrade", "fa-doctl", "--version", "1.35.1-do.0"), nil},
+	{"cluster get while upgrading", args("kubernetes", "cluster", "get", "fa-doctl", "-o", "json"), nil},
+	{"cluster update with a new name", args("kubernetes", "cluster", "update", "fa-doctl", "--cluster-name", "fa-renamed",
+		"--update-kubeconfig=false", "-o", "json"), nil},
+	{"cluster delete", args("kubernetes", "cluster", "delete", "fa-renamed", "--force", "--update-kubeconfig=false"), nil},
 	{"cluster delete, the one made without waiting", args("kubernetes", "cluster", "delete", "fa-nowait", "--force", "--update-kubeconfig=false"), nil},
+	{"cluster delete, the one made from a spec", args("kubernetes", "cluster", "delete", "fa-spec", "--force", "--update-kubeconfig=false"), nil},
 	{"cluster list after the deletes", args("kubernetes", "cluster", "list", "-o", "json"), nil},
 }
 

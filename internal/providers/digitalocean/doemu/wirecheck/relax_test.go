@@ -28,6 +28,8 @@ func TestRelaxations(t *testing.T) {
 		{"cluster update without a name", cluster, `{"auto_upgrade":true}`, ""},
 		{"cluster update with a policy's duration", cluster, `{"maintenance_policy":{"start_time":"03:00","duration":"","day":"any"}}`, ""},
 		{"pool update without name or count", pool, `{"labels":{"a":"b"}}`, ""},
+		{"a firewall update with enabled null", cluster, `{"control_plane_firewall":{"enabled":null,"allowed_addresses":["10.0.0.0/8"]}}`, ""},
+		{"a null elsewhere is still caught", cluster, `{"routing_agent":{"enabled":null}}`, "nullable"},
 		{"a misspelt member is still caught", cluster, `{"auto_upgrad":true}`, "/auto_upgrad is not declared"},
 		{"a wrong type is still caught", pool, `{"count":"2"}`, "count"},
 	}
@@ -48,8 +50,13 @@ func TestRelaxations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale := []Relaxation{{Route: "PUT /v2/kubernetes/clusters/{cluster_id}", Field: "tags", Why: "not required anyway"}}
-	if err := relax(c2.doc, stale); err == nil || !strings.Contains(err.Error(), "no longer requires tags") {
-		t.Errorf("a relaxation of a field not required: %v", err)
+	for _, stale := range []Relaxation{
+		{Route: "PUT /v2/kubernetes/clusters/{cluster_id}", Field: "tags", Kind: Required, Why: "not required anyway"},
+		{Route: "PUT /v2/kubernetes/clusters/{cluster_id}", Field: "tags", Kind: ReadOnly, Why: "not read-only anyway"},
+		{Route: "PUT /v2/kubernetes/clusters/{cluster_id}", Field: "maintenance_policy", Kind: Nullable, Why: "nullable anyway"},
+	} {
+		if err := relax(c2.doc, []Relaxation{stale}); err == nil || !strings.Contains(err.Error(), "no longer holds "+stale.Field) {
+			t.Errorf("a stale relaxation %+v: %v", stale, err)
+		}
 	}
 }

@@ -54,40 +54,57 @@ var Undeclared = map[string]string{
 }
 
 // Looser are the places where the service, as DigitalOcean's own shipped
-// clients show it, takes less than the description requires. Check holds
-// requests to the description with these requirements lifted, and Load
-// fails once the description no longer has one (then drop it here).
+// clients show it, takes more than the description allows. Check holds
+// requests to the description with exactly these lifted, and Load fails
+// once the description no longer has one (then drop it here).
 var Looser = []Relaxation{
 	{
-		Route: "PUT /v2/kubernetes/clusters/{cluster_id}", Field: "name",
-		Why: "godo marks name omitempty on a cluster update and doctl's `kubernetes cluster update` sends it only with --cluster-name (its recorded transcript, doemu/doctl/testdata)",
+		Route: "PUT /v2/kubernetes/clusters/{cluster_id}", Field: "name", Kind: Required,
+		Why: "godo marks name omitempty on a cluster update and doctl's `kubernetes cluster update` sends it only with --cluster-name (doemu/doctl's transcript)",
 	},
 	{
-		Route: "PUT /v2/kubernetes/clusters/{cluster_id}/node_pools/{node_pool_id}", Field: "name",
+		Route: "PUT /v2/kubernetes/clusters/{cluster_id}/node_pools/{node_pool_id}", Field: "name", Kind: Required,
 		Why: "godo marks name omitempty on a node pool update and doctl's `node-pool update` sends it only with --name",
 	},
 	{
-		Route: "PUT /v2/kubernetes/clusters/{cluster_id}/node_pools/{node_pool_id}", Field: "count",
+		Route: "PUT /v2/kubernetes/clusters/{cluster_id}/node_pools/{node_pool_id}", Field: "count", Kind: Required,
 		Why: "godo's count is an omitempty pointer and doctl's `node-pool update` sends it only with --count",
 	},
 	{
-		Route: "POST /v2/kubernetes/clusters", Field: "maintenance_policy.duration",
-		Why: "read-only, but godo's KubernetesMaintenancePolicy has no omitempty on it: every create with a policy sends \"duration\":\"\"",
+		Route: "POST /v2/kubernetes/clusters", Field: "maintenance_policy.duration", Kind: ReadOnly,
+		Why: "godo's KubernetesMaintenancePolicy has no omitempty on it: every create with a policy (doctl's always has one) sends \"duration\":\"\"",
 	},
 	{
-		Route: "PUT /v2/kubernetes/clusters/{cluster_id}", Field: "maintenance_policy.duration",
-		Why: "read-only, but godo sends \"duration\":\"\" with every maintenance policy, as on a create",
+		Route: "PUT /v2/kubernetes/clusters/{cluster_id}", Field: "maintenance_policy.duration", Kind: ReadOnly,
+		Why: "godo sends \"duration\":\"\" with every maintenance policy, and doctl's updates always carry one",
+	},
+	{
+		Route: "PUT /v2/kubernetes/clusters/{cluster_id}", Field: "control_plane_firewall.enabled", Kind: Nullable,
+		Why: "doctl's `cluster update --control-plane-firewall-allowed-addresses` without --enable-control-plane-firewall sends \"enabled\":null (godo's Enabled is a *bool without omitempty)",
 	},
 }
 
-// Relaxation is a request field of one route that Check does not hold to
-// the description, and why: a required field it does not require, or (a
-// dotted path) a read-only one it lets a request carry.
+// Kind is what a relaxation lifts.
+type Kind int
+
+const (
+	// Required: the field may be left out.
+	Required Kind = iota
+	// ReadOnly: a request may carry the field.
+	ReadOnly
+	// Nullable: the field may be null.
+	Nullable
+)
+
+// Relaxation is a request field (a dotted path) of one route that Check
+// does not hold to the description in one respect, and why.
 type Relaxation struct {
-	Route, Field, Why string
+	Route, Field string
+	Kind         Kind
+	Why          string
 }
 
-// relax lifts the requirements of rs from doc's request bodies.
+// relax lifts rs from doc's request bodies.
 func relax(doc *openapi3.T, rs []Relaxation) error {
 	// A schema shared by two routes is lifted once for both.
 	lifted := map[*openapi3.Schema]bool{}
@@ -111,13 +128,24 @@ func relax(doc *openapi3.T, rs []Relaxation) error {
 			s = prop.Value
 		}
 		last := segs[len(segs)-1]
-		switch prop := s.Properties[last]; {
-		case prop != nil && (prop.Value.ReadOnly || lifted[prop.Value]):
-			prop.Value.ReadOnly, lifted[prop.Value] = false, true
-		case slices.Contains(s.Required, last):
+		prop := s.Properties[last]
+		stale := fmt.Errorf("wirecheck: the description of %s no longer holds %s so: drop its relaxation", r.Route, r.Field)
+		switch r.Kind {
+		case Required:
+			if !slices.Contains(s.Required, last) {
+				return stale
+			}
 			s.Required = slices.DeleteFunc(slices.Clone(s.Required), func(f string) bool { return f == last })
-		default:
-			return fmt.Errorf("wirecheck: the description no longer requires %s on %s, nor makes it read-only: drop its relaxation", r.Field, r.Route)
+		case ReadOnly:
+			if prop == nil || !(prop.Value.ReadOnly || lifted[prop.Value]) {
+				return stale
+			}
+			prop.Value.ReadOnly, lifted[prop.Value] = false, true
+		case Nullable:
+			if prop == nil || (prop.Value.Nullable && !lifted[prop.Value]) {
+				return stale
+			}
+			prop.Value.Nullable, lifted[prop.Value] = true, true
 		}
 	}
 	return nil
