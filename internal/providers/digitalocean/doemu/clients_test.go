@@ -406,6 +406,12 @@ func TestDeleteNode(t *testing.T) {
 			}
 		})
 	}
+	// A replacement needs capacity for its new node while the old drains.
+	w.emu.Stockout("s-2vcpu-4gb", "tor1", true)
+	if _, err := w.do.Kubernetes.DeleteNode(ctx, c.ID, poolID, read().Nodes[0].ID, &godo.KubernetesNodeDeleteRequest{Replace: true}); status(err) != 422 {
+		t.Errorf("replacing a node of a size out of stock: %v, want 422", err)
+	}
+	w.emu.Stockout("s-2vcpu-4gb", "tor1", false)
 	if _, err := w.do.Kubernetes.DeleteNode(ctx, c.ID, poolID, "00000000-0000-4000-8000-000000000000", nil); status(err) != 404 {
 		t.Errorf("deleting an unknown node: %v, want 404", err)
 	}

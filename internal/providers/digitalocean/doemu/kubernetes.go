@@ -1064,6 +1064,14 @@ func (e *Emulator) deleteNode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "conflict", "node pool "+p.id+" is being deleted")
 		return
 	}
+	if replace && !skip {
+		// The replacement comes up while the old node drains: one more
+		// droplet for a while, held to the same capacity as a resize.
+		if status, msg := e.capacity(c.team, c.region, p.size, 1, false, true); status != 0 {
+			writeError(w, status, "unprocessable_entity", msg)
+			return
+		}
+	}
 	if !replace {
 		// Guess: deleting a node without replacement is a resize by one,
 		// held to a resize's bounds (a fixed-size pool keeps one node, an
