@@ -7,7 +7,9 @@
 // also refuses a property no schema of the exchange declares, so that the
 // emulator cannot drift into answering, or the adapter into sending, fields
 // the service does not have. The one field allowed without a declaration is
-// listed in Undeclared, with why.
+// listed in Undeclared, with why. Where DigitalOcean's own shipped clients
+// (godo, doctl) show the service taking more than the description allows,
+// Looser lifts exactly that rule for that field, with why.
 //
 // It is a test helper: only tests import it, and nothing of it reaches the
 // binary.
