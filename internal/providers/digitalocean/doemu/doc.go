@@ -1,6 +1,7 @@
 // Package doemu is an HTTP emulator of the DigitalOcean API routes that the
 // digitalocean adapter reaches through godo: the account, sizes, Kubernetes
-// options, clusters, node pools, upgrades and credentials. It answers with
+// options, clusters, node pools and their nodes, upgrades, credentials and
+// kubeconfigs. It answers with
 // DigitalOcean's wire format (wrapped roots, snake_case, RFC 3339 times,
 // `{"id","message","request_id"}` errors, `RateLimit-*` headers), moves
 // clusters and nodes through their states per observation or on an injected

@@ -28,6 +28,7 @@ var Routes = []string{
 	"PUT /v2/kubernetes/clusters/{cluster_id}",
 	"DELETE /v2/kubernetes/clusters/{cluster_id}",
 	"GET /v2/kubernetes/clusters/{cluster_id}/credentials",
+	"GET /v2/kubernetes/clusters/{cluster_id}/kubeconfig",
 	"GET /v2/kubernetes/clusters/{cluster_id}/upgrades",
 	"POST /v2/kubernetes/clusters/{cluster_id}/upgrade",
 	"GET /v2/kubernetes/clusters/{cluster_id}/node_pools",
@@ -35,6 +36,7 @@ var Routes = []string{
 	"GET /v2/kubernetes/clusters/{cluster_id}/node_pools/{node_pool_id}",
 	"PUT /v2/kubernetes/clusters/{cluster_id}/node_pools/{node_pool_id}",
 	"DELETE /v2/kubernetes/clusters/{cluster_id}/node_pools/{node_pool_id}",
+	"DELETE /v2/kubernetes/clusters/{cluster_id}/node_pools/{node_pool_id}/nodes/{node_id}",
 }
 
 // TokenReviewPath is where kube-apiserver's webhook token authentication

@@ -312,12 +312,13 @@ func TestNodePools(t *testing.T) {
 	if err != nil || len(pools) != 2 || len(pools[1].Nodes) != 1 {
 		t.Fatalf("after the drain: %v %+v", err, pools)
 	}
-	// The description requires name and count on a PUT.
-	w.badRequests(func() {
-		if _, _, err := w.do.Kubernetes.UpdateNodePool(ctx, c.ID, p.ID, &godo.KubernetesNodePoolUpdateRequest{Name: "gpu"}); status(err) != 422 {
-			t.Errorf("a PUT without count: %v", err)
-		}
-	})
+	// The description requires name and count on a PUT; godo and doctl
+	// leave them out when unset, and the pool keeps them.
+	if kept, _, err := w.do.Kubernetes.UpdateNodePool(ctx, c.ID, p.ID, &godo.KubernetesNodePoolUpdateRequest{Name: "gpu"}); err != nil {
+		t.Errorf("a PUT without count: %v", err)
+	} else if kept.Count != 1 {
+		t.Errorf("a PUT without count made the count %d, want it kept (1)", kept.Count)
+	}
 	// A fixed-size pool has at least one node.
 	zero := 0
 	if _, _, err := w.do.Kubernetes.UpdateNodePool(ctx, c.ID, p.ID, &godo.KubernetesNodePoolUpdateRequest{Name: "gpu", Count: &zero}); status(err) != 422 {
@@ -358,7 +359,7 @@ func TestNodePools(t *testing.T) {
 // which the description does not declare; the service (and the emulator)
 // takes them, and answers in lower case.
 func TestTaintsInEitherCase(t *testing.T) {
-	w := newWorld(t, doemu.Options{}, answersOnly)
+	w := newWorld(t, doemu.Options{}, wireAll)
 	c := w.running(t, "fa-taints")
 	p, _, err := w.do.Kubernetes.CreateNodePool(t.Context(), c.ID, &godo.KubernetesNodePoolCreateRequest{
 		Name: "gpu", Size: "gpu-h100x1-80gb", Count: 1, Taints: []godo.Taint{{Key: "nvidia.com/gpu", Value: "true", Effect: "NoSchedule"}},
@@ -371,13 +372,19 @@ func TestTaintsInEitherCase(t *testing.T) {
 	if !bytes.Contains(last.Body, []byte(`"Key":"nvidia.com/gpu"`)) || !bytes.Contains(last.RespBody, []byte(`"key":"nvidia.com/gpu"`)) {
 		t.Errorf("sent %s, answered %s", last.Body, last.RespBody)
 	}
-	// And the wire check sees godo's capitalised keys for what they are.
+	// The wire check takes godo's capitalised keys in a request, as the
+	// service does, and holds answers to lower case.
 	checker, err := wirecheck.Shared()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if errs := checker.Check(last); len(errs) == 0 || !strings.Contains(fmt.Sprint(errs), "/taints/0/Key is not declared") {
-		t.Errorf("the wire check let godo's taint keys through: %v", errs)
+	if errs := checker.Check(last); len(errs) != 0 {
+		t.Errorf("the wire check refused godo's taint keys: %v", errs)
+	}
+	capital := last
+	capital.RespBody = bytes.Replace(bytes.Clone(last.RespBody), []byte(`"key":`), []byte(`"Key":`), 1)
+	if errs := checker.Check(capital); !strings.Contains(fmt.Sprint(errs), "/node_pool/taints/0/Key is not declared") {
+		t.Errorf("the wire check let a capitalised key through in an answer: %v", errs)
 	}
 }
 

@@ -81,7 +81,15 @@ type cluster struct {
 	team                      string
 	tags                      []string
 	vpc                       string
+	clusterSubnet             string
+	serviceSubnet             string
+	workerSubnet              string
 	isolated                  bool
+	ha                        bool
+	autoUpgrade               bool
+	surgeUpgrade              bool
+	maint                     maintenance
+	settings                  settings
 	nvidiaPlugin, amdPlugin   *bool
 	state, message            string
 	// op is the create, upgrade or delete in progress; target the version

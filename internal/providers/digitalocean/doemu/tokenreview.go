@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -23,17 +24,43 @@ type minted struct {
 // as the description says: seven days.
 const defaultExpiry = 7 * 24 * time.Hour
 
-func (e *Emulator) credentials(w http.ResponseWriter, r *http.Request) {
-	expiry := defaultExpiry
+// expiry reads expiry_seconds: absent or 0 is seven days.
+func expiry(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
 	if s := r.URL.Query().Get("expiry_seconds"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
 			writeError(w, http.StatusBadRequest, "bad_request", "expiry_seconds must be a non-negative integer")
-			return
+			return 0, false
 		}
 		if n > 0 {
-			expiry = time.Duration(n) * time.Second
+			return time.Duration(n) * time.Second, true
 		}
+	}
+	return defaultExpiry, true
+}
+
+// mint hands out a cluster credential for the request's account. Called
+// with mu held.
+//
+// Guess: the service mints credentials for any cluster it has, the API
+// server being up or not; the adapter checks that the answer names a
+// server.
+func (e *Emulator) mint(r *http.Request, c *cluster, life time.Duration) (string, time.Time) {
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		panic(err)
+	}
+	token := "doemu-" + hex.EncodeToString(raw[:])
+	a := accountOf(r)
+	expires := e.opts.Clock.Now().Add(life)
+	e.minted[tokenKey(token)] = &minted{cluster: c.id, team: a.Team, email: a.Email, expires: expires}
+	return token, expires
+}
+
+func (e *Emulator) credentials(w http.ResponseWriter, r *http.Request) {
+	life, ok := expiry(w, r)
+	if !ok {
+		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -42,17 +69,7 @@ func (e *Emulator) credentials(w http.ResponseWriter, r *http.Request) {
 		notFound(w)
 		return
 	}
-	// Guess: the service mints credentials for any cluster it has, the API
-	// server being up or not; the adapter checks that the answer names a
-	// server.
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		panic(err)
-	}
-	token := "doemu-" + hex.EncodeToString(raw[:])
-	a := accountOf(r)
-	expires := e.opts.Clock.Now().Add(expiry)
-	e.minted[tokenKey(token)] = &minted{cluster: c.id, team: a.Team, email: a.Email, expires: expires}
+	token, expires := e.mint(r, c, life)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"server":                     c.endpoint,
 		"certificate_authority_data": base64.StdEncoding.EncodeToString(e.ca),
@@ -61,6 +78,59 @@ func (e *Emulator) credentials(w http.ResponseWriter, r *http.Request) {
 		"token":                      token,
 		"expires_at":                 expires.UTC().Format(time.RFC3339Nano),
 	})
+}
+
+// kubeconfig answers a kubeconfig file in YAML, as the service does: one
+// cluster, context and user named do-<region>-<name>, the user holding a
+// token minted as the credentials route mints it (expiry_seconds the same).
+func (e *Emulator) kubeconfig(w http.ResponseWriter, r *http.Request) {
+	life, ok := expiry(w, r)
+	if !ok {
+		return
+	}
+	switch r.URL.Query().Get("type") {
+	case "", "token":
+	case "sso":
+		// The emulator has no OAuth2 provider to send the client to.
+		unprocessable(w, "sso kubeconfigs are not supported by this emulator; ask for type=token")
+		return
+	default:
+		writeError(w, http.StatusBadRequest, "bad_request", "type must be token or sso")
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.find(r)
+	if c == nil {
+		notFound(w)
+		return
+	}
+	token, _ := e.mint(r, c, life)
+	// Every value is base64, a URL, hex, or a name the create held to
+	// lower-case letters, digits and dashes: none needs YAML quoting.
+	name := "do-" + c.region + "-" + c.name
+	body := fmt.Sprintf(`apiVersion: v1
+clusters:
+- cluster:
+    certificate-authority-data: %s
+    server: %s
+  name: %s
+contexts:
+- context:
+    cluster: %s
+    user: %s-admin
+  name: %s
+current-context: %s
+kind: Config
+preferences: {}
+users:
+- name: %s-admin
+  user:
+    token: %s
+`, base64.StdEncoding.EncodeToString(e.ca), c.endpoint, name, name, name, name, name, name, token)
+	w.Header().Set("Content-Type", "application/yaml")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte(body))
 }
 
 // valid finds the live credential of a token: minted here, not expired on
