@@ -32,6 +32,7 @@ type Metrics struct {
 	substrateNodes *prometheus.GaugeVec
 	journalOps     *prometheus.CounterVec
 	sweep          *prometheus.CounterVec
+	passErrors     *prometheus.CounterVec
 }
 
 // Outbox is what the outbox reports, read at scrape time.
@@ -80,7 +81,8 @@ func New(box *Outbox) *Metrics {
 	m.durations = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fleet_agent_duration_seconds", Help: "Durations of polls, plans and applies.",
 		Buckets: []float64{0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}}, []string{"op"})
 	m.journalOps = f("substrate_journal_operations_total", "Transitions of the substrate journal's provider operations, by step and result (sent, accepted, verifying, retried, deferred, succeeded, failed, abandoned).", "step", "result")
-	m.sweep = f("substrate_sweep_decisions_total", "Decisions of the substrate discovery sweep (adopted, orphan, reported, ghost, nodePoolOrphan, nodePoolGhost, error).", "decision")
+	m.sweep = f("substrate_sweep_decisions_total", "Decisions of the substrate discovery sweep (adopted, orphan, reported, foreign, ghost, nodePoolOrphan, nodePoolGhost, error); foreign also counts a pass leaving another installation's cluster alone.", "decision")
+	m.passErrors = f("substrate_pass_errors_total", "Substrate passes that failed before they finished (a state file error, a damaged record), by pool; each is also the substrate's status message.", "pool")
 	m.substrates = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_substrates", Help: "Substrates by state."}, []string{"state"})
 	m.substrateNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_substrate_nodes", Help: "A substrate's Kubernetes Nodes, joined (true) or waiting to join (false)."}, []string{"pool", "joined"})
 	m.reg.MustRegister(m.substrates, m.substrateNodes)
@@ -175,6 +177,9 @@ func (m *Metrics) Drift(drifted bool, err error) {
 
 // JournalOp counts a transition of the substrate journal.
 func (m *Metrics) JournalOp(step, result string) { m.journalOps.WithLabelValues(step, result).Inc() }
+
+// PassFailed counts a substrate pass that failed before it finished.
+func (m *Metrics) PassFailed(pool string) { m.passErrors.WithLabelValues(pool).Inc() }
 
 // SweepDecision counts a decision of the discovery sweep.
 func (m *Metrics) SweepDecision(decision string) { m.sweep.WithLabelValues(decision).Inc() }

@@ -155,3 +155,86 @@ func TestClusterKeepsDisappearing(t *testing.T) {
 		t.Errorf("made again %d times; the bound is a few", removed)
 	}
 }
+
+// countingMetrics counts failed passes.
+type countingMetrics struct {
+	substrate.Metrics
+	failed atomic.Int32
+}
+
+func (m *countingMetrics) PassFailed(string) { m.failed.Add(1) }
+
+// TestFailedPassReachesTheStatus: a pass that fails before it finishes
+// (here a journal record no build knows) says so in the substrate's status
+// and a metric, not only in the log: the page must not keep the last good
+// message while the substrate is wedged.
+func TestFailedPassReachesTheStatus(t *testing.T) {
+	m := &countingMetrics{Metrics: nopMetrics{}}
+	e := newEnv(t, func(o *substrate.Options) { o.Metrics = m })
+	e.applyStep(gpuStep)
+	name := substrate.ClusterName("gpu", testOwner(gpuID()))
+	bogus := &state.JournalOp{Key: gpuID() + "/createCluster/" + name + "/g1", PoolID: gpuID(), Step: "createCluster",
+		Object: name, Generation: 1, State: "bogus", Request: []byte(`{}`)}
+	if err := e.store.Update(func(tx *state.Tx) error { return tx.SwapJournalOp(nil, bogus) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rec.ReconcileOnce(t.Context()); err == nil {
+		t.Fatal("the pass did not fail")
+	}
+	st := e.status("gpu")
+	if st.State != "error" || !strings.Contains(st.Message, "a pass failed") || !strings.Contains(st.Message, "bogus") {
+		t.Fatalf("status %s %q", st.State, st.Message)
+	}
+	if m.failed.Load() != 1 {
+		t.Fatalf("%d failed passes counted", m.failed.Load())
+	}
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) JournalOp(string, string)           {}
+func (nopMetrics) SweepDecision(string)               {}
+func (nopMetrics) PassFailed(string)                  {}
+func (nopMetrics) SubstrateStates(map[string]int)     {}
+func (nopMetrics) SubstrateNodes(_, _ map[string]int) {}
+
+// TestClaimAdviceAndTeardownOfAWaitedCluster: a pool adopting the cluster
+// another pool created is told that archiving the creator deletes the
+// cluster (not "archive it and wait"), and when the creator is torn down
+// anyway, its teardown says who was waiting.
+func TestClaimAdviceAndTeardownOfAWaitedCluster(t *testing.T) {
+	e := newEnv(t, nil)
+	e.applyStep(gpuStep)
+	e.converge(10*time.Second, 40)
+	name := substrate.ClusterName("gpu", testOwner(gpuID()))
+	both := crashtest.Step{Pools: []crashtest.Pool{gpuStep.Pools[0], {Name: "own", Adopt: true, Flavors: []crashtest.Flavor{{Name: "cpu", MachineType: "fake-cpu-4", Nodes: 1}}}}}
+	doc := strings.ReplaceAll(crashtest.Document(both), crashtest.Adoptable, "fake-east/"+name)
+	e.apply(doc, false)
+	for range 5 {
+		if err := e.rec.ReconcileOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(10 * time.Second)
+	}
+	st := e.status("own")
+	if st.State != "error" || !strings.Contains(st.Message, "archiving that pool deletes the cluster") {
+		t.Fatalf("the adopting pool: %s %q", st.State, st.Message)
+	}
+	// The creator is archived: its cluster is deleted, and it says so.
+	left := crashtest.Step{Pools: []crashtest.Pool{{Name: "gpu", Left: true}, both.Pools[1]}, Prune: true}
+	e.apply(strings.ReplaceAll(crashtest.Document(left), crashtest.Adoptable, "fake-east/"+name), true)
+	said := false
+	for range 10 {
+		if err := e.rec.ReconcileOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if st := e.status("gpu"); strings.Contains(st.Message, "pool own waits to adopt this cluster") {
+			said = true
+		}
+		_ = e.fake.Advance()
+		e.clock.Advance(10 * time.Second)
+	}
+	if !said || !strings.Contains(e.logs.String(), "waits to adopt this cluster") {
+		t.Fatalf("the teardown of a cluster another pool waits for never said so; gpu: %+v\nown: %+v\n%s", e.status("gpu"), e.status("own"), e.describe())
+	}
+}

@@ -86,6 +86,9 @@ type Metrics interface {
 	// reported, foreign, ghost, nodePoolOrphan, nodePoolGhost, error), and
 	// a pass's refusal to touch another installation's object (foreign).
 	SweepDecision(decision string)
+	// PassFailed counts a pass that failed before it finished (its error is
+	// also written as the substrate's message).
+	PassFailed(pool string)
 	// SubstrateStates sets how many substrates are in each state.
 	SubstrateStates(byState map[string]int)
 	// SubstrateNodes sets each pool's listed and joined Nodes.
@@ -96,6 +99,7 @@ type nopMetrics struct{}
 
 func (nopMetrics) JournalOp(string, string)           {}
 func (nopMetrics) SweepDecision(string)               {}
+func (nopMetrics) PassFailed(string)                  {}
 func (nopMetrics) SubstrateStates(map[string]int)     {}
 func (nopMetrics) SubstrateNodes(_, _ map[string]int) {}
 

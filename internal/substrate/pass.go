@@ -565,6 +565,7 @@ func (p *pass) claim() (bool, error) {
 		return false, err
 	}
 	var holder, holderPool string
+	holderCreated := false
 	seen := p.seen
 	err := p.r.store.Update(func(tx *state.Tx) error {
 		var err error
@@ -573,7 +574,7 @@ func (p *pass) claim() (bool, error) {
 		}
 		if holder != p.want.PoolID {
 			if w, err := tx.SubstrateWant(holder); err == nil && w != nil {
-				holderPool = w.Pool
+				holderPool, holderCreated = w.Pool, w.Spec.Cluster.Create != nil
 			}
 			return nil
 		}
@@ -589,8 +590,15 @@ func (p *pass) claim() (bool, error) {
 		return false, err
 	}
 	if holder != p.want.PoolID {
-		p.problem("cluster %s (%s) already backs pool %q; one cluster backs one pool: archive that pool and wait for its substrate to be deleted, or choose another cluster",
-			cmpOr(c.Name, c.ID), key, cmpOr(holderPool, holder))
+		// What archiving the holder would do decides the advice: a
+		// cluster the holder created is deleted with it, so it can never
+		// be handed over that way.
+		advice := "archiving that pool (leave it out of the document and apply with prune) removes only what fleet-agent put in the cluster and hands it over; or choose another cluster"
+		if holderCreated {
+			advice = "that pool created it, so archiving that pool deletes the cluster: choose another cluster (or create one with cluster.create)"
+		}
+		p.problem("cluster %s (%s) already backs pool %q; one cluster backs one pool: %s",
+			cmpOr(c.Name, c.ID), key, cmpOr(holderPool, holder), advice)
 		p.scheduled = true
 		p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
 		p.r.log.Warn().Str("pool", p.want.Pool).Str("globalId", key).Str("holder", holder).Msg("substrate: cluster claimed by another pool; nothing is made in it")
@@ -965,11 +973,49 @@ func (p *pass) teardown() error {
 		p.seen.DaemonApplied, p.seen.DaemonIntent = false, false
 		p.seen.Nodes, p.seen.Waiting = state.SeenNodes{}, state.WaitingToJoin{}
 	}
+	if p.mode() == "create" {
+		if err := p.sayWhoWaits(); err != nil {
+			return err
+		}
+	}
 	gone, err := p.removeCluster(ref, "", p.mode() == "create")
 	if err != nil {
 		return err
 	}
 	p.gone = gone
+	return nil
+}
+
+// sayWhoWaits tells, before a created cluster is deleted, which other
+// pools are waiting to adopt it (their claim refused because this pool
+// holds it): the teardown goes on, since the document asks for it, but
+// never without saying so.
+func (p *pass) sayWhoWaits() error {
+	key := p.seen.Claim
+	if key == "" {
+		return nil
+	}
+	var waiting []string
+	err := p.r.store.View(func(tx *state.Tx) error {
+		recs, err := tx.Substrates()
+		for _, rec := range recs {
+			if rec.Want.PoolID == p.want.PoolID || !rec.Want.Present || rec.Want.Spec.Cluster.Adopt == "" || rec.Seen == nil || rec.Seen.Cluster == nil {
+				continue
+			}
+			if rec.Seen.Cluster.GlobalID == key && rec.Seen.Claim != key {
+				waiting = append(waiting, rec.Want.Pool)
+			}
+		}
+		return err
+	})
+	if err != nil || len(waiting) == 0 {
+		return err
+	}
+	sort.Strings(waiting)
+	msg := fmt.Sprintf("pool %s waits to adopt this cluster, but pool %s created it, so its teardown deletes it", strings.Join(waiting, ", "), p.want.Pool)
+	p.notes = append(p.notes, msg)
+	p.waits = append(p.waits, msg) // said while it is deleting, too
+	p.r.log.Warn().Str("pool", p.want.Pool).Strs("waiting", waiting).Msg("substrate: " + msg)
 	return nil
 }
 
@@ -1272,7 +1318,7 @@ func (p *pass) decide() (state.SubstrateState, string) {
 			if p.want.Teardown == state.TeardownRemoved {
 				why = "policy.substrate was removed (with prune)"
 			}
-			return state.SubstrateDeleted, "torn down: " + why
+			return state.SubstrateDeleted, join([]string{"torn down: " + why}, p.notes)
 		case p.refused || len(p.problems) > 0:
 			return state.SubstrateError, join(p.problems, p.waits)
 		}

@@ -3,6 +3,7 @@ package substrate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -289,6 +290,7 @@ func (r *Reconciler) runPass(ctx context.Context, poolID string) error {
 	}
 	if err != nil && !IsCrashed(err) && ctx.Err() == nil {
 		r.log.Error().Err(err).Str("poolId", poolID).Msg("substrate: a pass failed; it is tried again")
+		r.passFailed(poolID, err, next)
 	}
 	if ctx.Err() != nil && !IsCrashed(err) {
 		return nil
@@ -426,4 +428,41 @@ func (r *Reconciler) report() {
 	}
 	r.metrics.SubstrateStates(counts)
 	r.metrics.SubstrateNodes(listed, joined)
+}
+
+// passFailed writes a pass's failure into the substrate's status, so that
+// what the log says (a wedge on the state file, a damaged record) is also
+// what status and the page say, and counts it. The record is written in a
+// transaction of its own; if even that fails, the log is all there is.
+func (r *Reconciler) passFailed(poolID string, err error, next time.Time) {
+	var pool string
+	werr := r.store.Update(func(tx *state.Tx) error {
+		want, err2 := tx.SubstrateWant(poolID)
+		if err2 != nil || want == nil {
+			return err2
+		}
+		pool = want.Pool
+		seen, err2 := tx.SubstrateSeen(poolID)
+		if err2 != nil {
+			return err2
+		}
+		s := state.SubstrateSeen{PoolID: poolID, State: state.SubstratePending}
+		if seen != nil {
+			s = *seen
+		}
+		now := r.clock.Now()
+		msg := fmt.Sprintf("a pass failed: %v; it is tried again at %s (see the agent's log)", err, next.UTC().Format(time.RFC3339))
+		if s.Message == msg && s.State == state.SubstrateError {
+			return nil
+		}
+		if s.State != state.SubstrateError {
+			s.StateSince = now.UnixMilli()
+		}
+		s.State, s.Message, s.Converged, s.UpdatedAt = state.SubstrateError, msg, false, now.UnixMilli()
+		return tx.PutSubstrateSeen(s)
+	})
+	if werr != nil {
+		r.log.Error().Err(werr).Str("poolId", poolID).Msg("substrate: cannot write a failed pass into the status")
+	}
+	r.metrics.PassFailed(cmpOr(pool, poolID))
 }
