@@ -2,8 +2,8 @@ package gkeemu
 
 import (
 	"encoding/base64"
-	"maps"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -466,4 +466,3 @@ type reqUpdateNodePool struct {
 	} `json:"taints"`
 	Etag string `json:"etag"`
 }
-
