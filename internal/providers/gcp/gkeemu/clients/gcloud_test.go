@@ -268,6 +268,9 @@ func TestGcloud(t *testing.T) {
 	counts := map[string]int{}
 	for _, x := range emu.Exchanges() {
 		counts[x.MethodID]++
+		if x.MethodID == "oauth2.token" && x.Status != 200 {
+			t.Errorf("the token endpoint refused gcloud: %d %s", x.Status, x.Body)
+		}
 	}
 	var summary []string
 	for _, id := range slices.Sorted(maps.Keys(counts)) {
