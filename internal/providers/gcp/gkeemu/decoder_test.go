@@ -105,6 +105,8 @@ func TestDecoderTakesDocumentedFields(t *testing.T) {
 				{[]any{"nodePools", 0, "config", "machineType"}, `"e2-standard-4"`},
 				{[]any{"nodePools", 0, "config", "tags"}, `["web"]`},
 				{[]any{"currentNodeCount"}, `2`},
+				{[]any{"initialNodeCount"}, `2`},
+				{[]any{"nodeConfig", "machineType"}, `"e2-standard-4"`},
 			}},
 		{name: "accepted and returned, and modelled", code: 200,
 			body: `{"cluster":{"name":"c1","description":"d","initialNodeCount":1,"loggingService":"none","monitoringService":"monitoring.googleapis.com/kubernetes","releaseChannel":{"channel":"STABLE"},"ipAllocationPolicy":{"useIpAliases":true,"clusterIpv4CidrBlock":"/14"},"locations":["us-central1-a","us-central1-b"],"privateClusterConfig":{"enablePrivateNodes":true,"masterIpv4CidrBlock":"172.16.0.0/28"}}}`,

@@ -28,6 +28,8 @@ type wCluster struct {
 	CurrentMasterVersion  string            `json:"currentMasterVersion"`
 	CurrentNodeVersion    string            `json:"currentNodeVersion,omitempty"`
 	CurrentNodeCount      int               `json:"currentNodeCount,omitempty"`
+	InitialNodeCount      int               `json:"initialNodeCount,omitempty"`
+	NodeConfig            *wNodeConfig      `json:"nodeConfig,omitempty"`
 	CreateTime            string            `json:"createTime"`
 	ResourceLabels        map[string]string `json:"resourceLabels,omitempty"`
 	LabelFingerprint      string            `json:"labelFingerprint"`
@@ -227,8 +229,14 @@ func (e *Emulator) clusterJSON(c *cluster) wCluster {
 	if c.status != "PROVISIONING" {
 		w.CurrentNodeVersion = c.nodeVersion
 	}
-	for _, p := range c.pools {
+	for i, p := range c.pools {
 		w.NodePools = append(w.NodePools, e.poolJSON(c, p))
+		if i == 0 {
+			// The deprecated cluster-level fields answer the first pool's
+			// (as real describe output shows them [INF]).
+			cfg := w.NodePools[0].Config
+			w.InitialNodeCount, w.NodeConfig = p.initialCount, &cfg
+		}
 		w.InstanceGroupUrls = append(w.InstanceGroupUrls, w.NodePools[len(w.NodePools)-1].InstanceGroupUrls...)
 		w.CurrentNodeCount += e.poolTarget(p) * len(p.locations)
 	}
