@@ -22,6 +22,14 @@ import (
 // whatever the key's token_uri; the Node JWT client leaves kid out.
 func signAssertion(t *testing.T, key []byte, aud string, withKid bool) string {
 	t.Helper()
+	now := time.Now().Unix()
+	return signClaims(t, key, withKid, map[string]any{"scope": "https://www.googleapis.com/auth/cloud-platform", "aud": aud, "iat": now, "exp": now + 3600})
+}
+
+// signClaims signs an assertion of a key with the given claims (iss is the
+// key's account).
+func signClaims(t *testing.T, key []byte, withKid bool, claims map[string]any) string {
+	t.Helper()
 	var k struct {
 		PrivateKey   string `json:"private_key"`
 		PrivateKeyID string `json:"private_key_id"`
@@ -39,8 +47,7 @@ func signAssertion(t *testing.T, key []byte, aud string, withKid bool) string {
 	if withKid {
 		hdr["kid"] = k.PrivateKeyID
 	}
-	now := time.Now().Unix()
-	claims := map[string]any{"iss": k.ClientEmail, "scope": "https://www.googleapis.com/auth/cloud-platform", "aud": aud, "iat": now, "exp": now + 3600}
+	claims["iss"] = k.ClientEmail
 	hb, _ := json.Marshal(hdr)
 	cb, _ := json.Marshal(claims)
 	in := base64.RawURLEncoding.EncodeToString(hb) + "." + base64.RawURLEncoding.EncodeToString(cb)
@@ -116,5 +123,35 @@ func TestAltDefaultsToJSON(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("%q: %d, want %d", q, resp.StatusCode, want)
 		}
+	}
+}
+
+// TestIDTokenAssertion: an assertion with target_audience and no scope
+// (google-auth asks for one when gcloud activates a key) gets an ID token
+// for that audience, as Google's endpoint answers it.
+func TestIDTokenAssertion(t *testing.T) {
+	v := start(t, nil)
+	now := time.Now().Unix()
+	code, body := postToken(t, v.emu.TokenURI(), signClaims(t, v.key, true, map[string]any{
+		"aud": "https://oauth2.googleapis.com/token", "target_audience": "32555940559.apps.googleusercontent.com", "iat": now, "exp": now + 3600}))
+	var out struct {
+		IDToken string `json:"id_token"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &out) != nil || strings.Count(out.IDToken, ".") != 2 {
+		t.Fatalf("got %d %s", code, body)
+	}
+	cb, err := base64.RawURLEncoding.DecodeString(strings.Split(out.IDToken, ".")[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims map[string]any
+	_ = json.Unmarshal(cb, &claims)
+	if claims["aud"] != "32555940559.apps.googleusercontent.com" || claims["email"] != saEmail || claims["iss"] != "https://accounts.google.com" {
+		t.Errorf("claims %v", claims)
+	}
+	// Neither a scope nor a target audience: refused.
+	code, body = postToken(t, v.emu.TokenURI(), signClaims(t, v.key, true, map[string]any{"aud": "https://oauth2.googleapis.com/token", "iat": now, "exp": now + 3600}))
+	if code != 400 || !strings.Contains(body, "no scope") {
+		t.Errorf("got %d %s", code, body)
 	}
 }

@@ -13,8 +13,11 @@ import (
 const containerPrefix = "container.projects.locations."
 
 // containerRoute maps a container/v1 request to its handler.
-func containerRoute(_ *Emulator, c *call) (func(*Emulator, http.ResponseWriter, *call), bool) {
+func containerRoute(e *Emulator, c *call) (func(*Emulator, http.ResponseWriter, *call), bool) {
 	s, m := c.segs, c.r.Method
+	if len(s) >= 5 && s[0] == "projects" && s[2] == "zones" {
+		return legacyRoute(e, c)
+	}
 	if len(s) < 5 || s[0] != "projects" || s[2] != "locations" {
 		return nil, false
 	}
@@ -56,6 +59,63 @@ func containerRoute(_ *Emulator, c *call) (func(*Emulator, http.ResponseWriter, 
 			c.id = containerPrefix + r.id
 			return r.h, true
 		}
+	}
+	return nil, false
+}
+
+const legacyPrefix = "container.projects.zones."
+
+// legacyRoute maps the older projects.zones routes, which gcloud and other
+// clients still use, onto the same handlers: their path puts the project,
+// the zone (or region), the cluster and the node pool at the same segments
+// as projects.locations does, and their bodies carry the same fields.
+func legacyRoute(_ *Emulator, c *call) (func(*Emulator, http.ResponseWriter, *call), bool) {
+	s, m := c.segs, c.r.Method
+	type route struct {
+		n      int
+		kind   string // the segment at 4 (or 6 under a cluster)
+		method string
+		last   string // the last segment, for POST .../setSize and the like
+		id     string
+		h      func(*Emulator, http.ResponseWriter, *call)
+	}
+	routes := []route{
+		{5, "serverconfig", "GET", "", "getServerconfig", (*Emulator).getServerConfig},
+		{5, "clusters", "GET", "", "clusters.list", (*Emulator).listClusters},
+		{5, "clusters", "POST", "", "clusters.create", (*Emulator).createCluster},
+		{6, "clusters", "GET", "", "clusters.get", (*Emulator).getCluster},
+		{6, "clusters", "PUT", "", "clusters.update", (*Emulator).updateCluster},
+		{6, "clusters", "DELETE", "", "clusters.delete", (*Emulator).deleteCluster},
+		{7, "clusters", "POST", "resourceLabels", "clusters.resourceLabels", (*Emulator).setResourceLabels},
+		{7, "nodePools", "GET", "", "clusters.nodePools.list", (*Emulator).listNodePools},
+		{7, "nodePools", "POST", "", "clusters.nodePools.create", (*Emulator).createNodePool},
+		{8, "nodePools", "GET", "", "clusters.nodePools.get", (*Emulator).getNodePool},
+		{8, "nodePools", "DELETE", "", "clusters.nodePools.delete", (*Emulator).deleteNodePool},
+		{9, "nodePools", "POST", "setSize", "clusters.nodePools.setSize", (*Emulator).setNodePoolSize},
+		{9, "nodePools", "POST", "autoscaling", "clusters.nodePools.autoscaling", (*Emulator).setNodePoolAutoscaling},
+		{9, "nodePools", "POST", "update", "clusters.nodePools.update", (*Emulator).updateNodePool},
+		{5, "operations", "GET", "", "operations.list", (*Emulator).listOperations},
+		{6, "operations", "GET", "", "operations.get", (*Emulator).getOperation},
+	}
+	if c.verb != "" {
+		return nil, false
+	}
+	for _, r := range routes {
+		kindAt := 4
+		if r.kind == "nodePools" {
+			kindAt = 6
+			if len(s) < 7 || s[4] != "clusters" {
+				continue
+			}
+		}
+		if len(s) != r.n || s[kindAt] != r.kind || m != r.method {
+			continue
+		}
+		if r.last != "" && s[r.n-1] != r.last {
+			continue
+		}
+		c.id = legacyPrefix + r.id
+		return r.h, true
 	}
 	return nil, false
 }
@@ -178,7 +238,8 @@ func checkNodeLabels(labels map[string]string) *apiError {
 
 func (e *Emulator) createCluster(w http.ResponseWriter, c *call) {
 	var req reqCreateCluster
-	if aerr := decode(c.body, &req); aerr != nil {
+	echo, aerr := decodeAs(c.body, "CreateClusterRequest", &req)
+	if aerr != nil {
 		writeAPIError(w, aerr)
 		return
 	}
@@ -187,6 +248,11 @@ func (e *Emulator) createCluster(w http.ResponseWriter, c *call) {
 		writeAPIError(w, aerr)
 		return
 	}
+	clusterEcho, _ := echo["cluster"].(map[string]any)
+	poolEchoes, _ := clusterEcho["nodePools"].([]any)
+	defaultEcho, _ := clusterEcho["nodeConfig"].(map[string]any)
+	delete(clusterEcho, "nodePools")
+	delete(clusterEcho, "nodeConfig")
 	rc := req.Cluster
 	if rc == nil {
 		writeAPIError(w, badRequest("Cluster is required."))
@@ -227,13 +293,50 @@ func (e *Emulator) createCluster(w http.ResponseWriter, c *call) {
 		writeAPIError(w, badRequest("The locations of a zonal cluster must include its zone %s.", loc))
 		return
 	}
+	if len(rc.NodePools) > 0 && (rc.InitialNodeCount != 0 || rc.NodeConfig != nil) {
+		// The two ways of giving the first nodes exclude each other (the
+		// discovery document: initialNodeCount and nodeConfig are for when
+		// no node pools are given; the wording is a guess).
+		writeAPIError(w, badRequest("Invalid value for field 'cluster.initial_node_count': cluster.initial_node_count and cluster.node_config cannot be set with cluster.node_pools; give the nodes in a node pool."))
+		return
+	}
 	if len(rc.NodePools) == 0 && rc.InitialNodeCount == 0 {
 		writeAPIError(w, badRequest("Cluster.initial_node_count must be greater than zero."))
 		return
 	}
 	if len(rc.NodePools) == 0 {
-		writeAPIError(w, badRequest("The emulator models clusters created with nodePools only; give one instead of initialNodeCount."))
+		// A cluster given initialNodeCount (and nodeConfig) gets one pool
+		// named default-pool, as GKE makes it (and gcloud names it).
+		rc.NodePools = []reqNodePool{{Name: "default-pool", InitialNodeCount: rc.InitialNodeCount, Config: rc.NodeConfig}}
+		poolEchoes = nil
+		if defaultEcho != nil {
+			poolEchoes = []any{map[string]any{"config": defaultEcho}}
+		}
+	}
+	switch rc.LoggingService {
+	case "", "logging.googleapis.com/kubernetes", "none":
+	default:
+		writeAPIError(w, badRequest("Invalid value for field 'cluster.logging_service': %q. Give logging.googleapis.com/kubernetes or none.", rc.LoggingService))
 		return
+	}
+	switch rc.MonitoringService {
+	case "", "monitoring.googleapis.com/kubernetes", "none":
+	default:
+		writeAPIError(w, badRequest("Invalid value for field 'cluster.monitoring_service': %q. Give monitoring.googleapis.com/kubernetes or none.", rc.MonitoringService))
+		return
+	}
+	var channel *string
+	if rc.ReleaseChannel != nil {
+		ch := rc.ReleaseChannel.Channel
+		switch ch {
+		case "", "UNSPECIFIED", "RAPID", "REGULAR", "STABLE", "EXTENDED":
+		default:
+			writeAPIError(w, badRequest("Invalid value for field 'cluster.release_channel.channel': %q.", ch))
+			return
+		}
+		if ch != "" {
+			channel = &ch
+		}
 	}
 	private := rc.PrivateClusterConfig != nil && rc.PrivateClusterConfig.EnablePrivateNodes
 	if rc.NetworkConfig != nil && rc.NetworkConfig.DefaultEnablePrivateNodes != nil {
@@ -254,6 +357,11 @@ func (e *Emulator) createCluster(w http.ResponseWriter, c *call) {
 		created: e.now(), status: "PROVISIONING", locations: locations,
 		initialVersion: version, masterVersion: version, nodeVersion: version,
 		labels: maps.Clone(rc.ResourceLabels), privateNodes: private,
+		network: rc.Network, subnetwork: rc.Subnetwork, logging: rc.LoggingService, monitoring: rc.MonitoringService,
+		channel: channel, echo: clusterEcho,
+	}
+	if len(cl.echo) == 0 {
+		cl.echo = nil
 	}
 	cl.fingerprint = fingerprintOf(cl.labels)
 	total := 0
@@ -266,10 +374,13 @@ func (e *Emulator) createCluster(w http.ResponseWriter, c *call) {
 			return
 		}
 		seen[rp.Name] = true
-		p, aerr := e.newPool(cl, rp, "cluster.node_pools")
+		p, aerr := e.newPool(cl, rp, fmt.Sprintf("cluster.node_pools[%d]", i))
 		if aerr != nil {
 			writeAPIError(w, aerr)
 			return
+		}
+		if i < len(poolEchoes) {
+			p.echo, _ = poolEchoes[i].(map[string]any)
 		}
 		total += int(rp.InitialNodeCount) * len(p.locations)
 		cl.pools = append(cl.pools, p)
@@ -358,11 +469,49 @@ func (e *Emulator) newPool(cl *cluster, rp *reqNodePool, field string) (*nodePoo
 	if rc == nil {
 		rc = &reqNodeConfig{}
 	}
-	p := &nodePool{name: rp.Name, status: "PROVISIONING", locations: locations, initialCount: int(rp.InitialNodeCount), version: cl.nodeVersion}
+	p := &nodePool{name: rp.Name, status: "PROVISIONING", locations: locations, initialCount: int(rp.InitialNodeCount), version: cl.nodeVersion,
+		autoRepair: true, autoUpgrade: true, upgrade: upgradeSettings{maxSurge: 1, strategy: "SURGE"}, maxPods: 110}
+	if rp.Version != "" {
+		v, ok := e.resolveVersion(rp.Version)
+		if !ok || compareVersions(v, cl.masterVersion) > 0 {
+			return nil, badRequest("Invalid value for field '%s.version': %q. Give a supported version no newer than the master's %s.", field, rp.Version, cl.masterVersion)
+		}
+		p.version = v
+	}
+	if m := rp.Management; m != nil {
+		// Given, both are as sent; a release channel forcing auto-upgrade on
+		// is not modelled [INF].
+		p.autoRepair, p.autoUpgrade = m.AutoRepair, m.AutoUpgrade
+	}
+	if u := rp.UpgradeSettings; u != nil {
+		p.upgrade = upgradeSettings{maxSurge: int(u.MaxSurge), maxUnavailable: int(u.MaxUnavailable), strategy: u.Strategy}
+		if p.upgrade.strategy == "" || p.upgrade.strategy == "NODE_POOL_UPDATE_STRATEGY_UNSPECIFIED" {
+			p.upgrade.strategy = "SURGE"
+		}
+		switch {
+		case p.upgrade.strategy != "SURGE" && p.upgrade.strategy != "BLUE_GREEN" && p.upgrade.strategy != "SHORT_LIVED":
+			return nil, badRequest("Invalid value for field '%s.upgrade_settings.strategy': %q.", field, u.Strategy)
+		case p.upgrade.maxSurge < 0 || p.upgrade.maxUnavailable < 0:
+			return nil, badRequest("Invalid value for field '%s.upgrade_settings': max_surge and max_unavailable must not be negative.", field)
+		case p.upgrade.strategy == "SURGE" && p.upgrade.maxSurge == 0 && p.upgrade.maxUnavailable == 0:
+			// GKE documents that surge upgrades need one of the two above
+			// zero; the wording is a guess.
+			return nil, badRequest("Invalid value for field '%s.upgrade_settings': max_surge and max_unavailable cannot both be 0.", field)
+		}
+	}
+	if mp := rp.MaxPodsConstraint; mp != nil && mp.MaxPodsPerNode != 0 {
+		// 8 to 256 pods per node, GKE's documented range for VPC-native
+		// clusters.
+		if mp.MaxPodsPerNode < 8 || mp.MaxPodsPerNode > 256 {
+			return nil, badRequest("Invalid value for field '%s.max_pods_constraint.max_pods_per_node': %d. Give 8 to 256.", field, mp.MaxPodsPerNode)
+		}
+		p.maxPods = int(mp.MaxPodsPerNode)
+	}
 	cfg := nodeConfig{
 		machineType: rc.MachineType, diskGB: int(rc.DiskSizeGb), diskType: rc.DiskType, imageType: rc.ImageType,
 		spot: rc.Spot, preemptible: rc.Preemptible,
 		labels: maps.Clone(rc.Labels), resourceLabels: maps.Clone(rc.ResourceLabels),
+		oauthScopes: slices.Clone(rc.OauthScopes), serviceAccount: rc.ServiceAccount, metadata: maps.Clone(rc.Metadata),
 	}
 	if cfg.machineType == "" {
 		cfg.machineType = "e2-medium"
@@ -514,7 +663,8 @@ func (e *Emulator) dropMIGs(p *nodePool) {
 
 func (e *Emulator) updateCluster(w http.ResponseWriter, c *call) {
 	var req reqUpdateCluster
-	if aerr := decode(c.body, &req); aerr != nil {
+	_, aerr := decodeAs(c.body, "UpdateClusterRequest", &req)
+	if aerr != nil {
 		writeAPIError(w, aerr)
 		return
 	}
@@ -579,7 +729,8 @@ func (e *Emulator) deleteCluster(w http.ResponseWriter, c *call) {
 
 func (e *Emulator) setResourceLabels(w http.ResponseWriter, c *call) {
 	var req reqSetLabels
-	if aerr := decode(c.body, &req); aerr != nil {
+	_, aerr := decodeAs(c.body, "SetLabelsRequest", &req)
+	if aerr != nil {
 		writeAPIError(w, aerr)
 		return
 	}
@@ -667,7 +818,8 @@ func (e *Emulator) runningCluster(cl *cluster) *apiError {
 
 func (e *Emulator) createNodePool(w http.ResponseWriter, c *call) {
 	var req reqCreateNodePool
-	if aerr := decode(c.body, &req); aerr != nil {
+	echo, aerr := decodeAs(c.body, "CreateNodePoolRequest", &req)
+	if aerr != nil {
 		writeAPIError(w, aerr)
 		return
 	}
@@ -696,6 +848,7 @@ func (e *Emulator) createNodePool(w http.ResponseWriter, c *call) {
 		writeAPIError(w, aerr)
 		return
 	}
+	p.echo, _ = echo["nodePool"].(map[string]any)
 	n := int(req.NodePool.InitialNodeCount)
 	if aerr := e.checkQuota(c.project, e.regionOf(cl.location), nil, e.poolNeeds(p.cfg, p.locations, n)); aerr != nil {
 		writeAPIError(w, aerr)
@@ -757,7 +910,8 @@ func (e *Emulator) during(p *nodePool) {
 
 func (e *Emulator) setNodePoolSize(w http.ResponseWriter, c *call) {
 	var req reqSetSize
-	if aerr := decode(c.body, &req); aerr != nil {
+	_, aerr := decodeAs(c.body, "SetNodePoolSizeRequest", &req)
+	if aerr != nil {
 		writeAPIError(w, aerr)
 		return
 	}
@@ -807,7 +961,8 @@ func (e *Emulator) setNodePoolSize(w http.ResponseWriter, c *call) {
 
 func (e *Emulator) setNodePoolAutoscaling(w http.ResponseWriter, c *call) {
 	var req reqSetAutoscaling
-	if aerr := decode(c.body, &req); aerr != nil {
+	_, aerr := decodeAs(c.body, "SetNodePoolAutoscalingRequest", &req)
+	if aerr != nil {
 		writeAPIError(w, aerr)
 		return
 	}
@@ -840,7 +995,8 @@ func (e *Emulator) setNodePoolAutoscaling(w http.ResponseWriter, c *call) {
 
 func (e *Emulator) updateNodePool(w http.ResponseWriter, c *call) {
 	var req reqUpdateNodePool
-	if aerr := decode(c.body, &req); aerr != nil {
+	_, aerr := decodeAs(c.body, "UpdateNodePoolRequest", &req)
+	if aerr != nil {
 		writeAPIError(w, aerr)
 		return
 	}

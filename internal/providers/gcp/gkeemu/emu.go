@@ -346,6 +346,8 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, body []byte, x 
 		return e.serveAPI(w, r, body, x, containerRoute)
 	case strings.HasPrefix(p, "/compute/v1/"):
 		return e.serveAPI(w, r, body, x, computeRoute)
+	case strings.HasPrefix(p, serviceUsagePrefix):
+		return e.serveAPI(w, r, body, x, serviceUsageRoute)
 	}
 	writeError(w, http.StatusNotFound, "NOT_FOUND", "notFound", "The requested URL "+p+" was not found on this server.")
 	return false
@@ -371,8 +373,11 @@ type router func(e *Emulator, c *call) (handler func(e *Emulator, w http.Respons
 func (e *Emulator) serveAPI(w http.ResponseWriter, r *http.Request, body []byte, x *Exchange, route router) bool {
 	c := &call{r: r, body: body}
 	base := "/v1/"
-	if strings.HasPrefix(r.URL.EscapedPath(), "/compute/v1/") {
+	switch {
+	case strings.HasPrefix(r.URL.EscapedPath(), "/compute/v1/"):
 		base = "/compute/v1/"
+	case strings.HasPrefix(r.URL.EscapedPath(), serviceUsagePrefix):
+		base = serviceUsagePrefix
 	}
 	for _, s := range strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), base), "/") {
 		u, err := unescape(s)

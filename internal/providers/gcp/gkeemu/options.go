@@ -137,6 +137,8 @@ func DefaultOptions() Options {
 			{Name: "europe-west4", Zones: []string{"europe-west4-a", "europe-west4-b", "europe-west4-c"}},
 		},
 		MachineTypes: []MachineType{
+			// e2-medium is what a pool that names no machine type gets.
+			{Name: "e2-medium", CPUs: 2, MemoryMB: 4096},
 			{Name: "e2-standard-2", CPUs: 2, MemoryMB: 8192},
 			{Name: "e2-standard-4", CPUs: 4, MemoryMB: 16384},
 			{Name: "n1-standard-8", CPUs: 8, MemoryMB: 30720},

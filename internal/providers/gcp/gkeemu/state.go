@@ -33,6 +33,13 @@ type cluster struct {
 	endpoint       string
 	pools          []*nodePool // in creation order, as GKE lists them
 	etag           int
+	// network, subnetwork, logging, monitoring and channel are as created;
+	// "" is GKE's default, filled in when answering.
+	network, subnetwork string
+	logging, monitoring string
+	channel             *string
+	// echo are the accepted-and-returned fields, as the creator sent them.
+	echo map[string]any
 }
 
 func clusterKey(project, location, name string) string { return project + "/" + location + "/" + name }
@@ -68,6 +75,17 @@ type nodePool struct {
 	version      string
 	migs         []string // mig keys, one per location
 	etag         int
+	autoRepair   bool
+	autoUpgrade  bool
+	upgrade      upgradeSettings
+	maxPods      int
+	// echo are the accepted-and-returned fields, as the creator sent them.
+	echo map[string]any
+}
+
+type upgradeSettings struct {
+	maxSurge, maxUnavailable int
+	strategy                 string
 }
 
 type nodeConfig struct {
@@ -81,6 +99,9 @@ type nodeConfig struct {
 	labels         map[string]string
 	resourceLabels map[string]string
 	taints         []taint
+	oauthScopes    []string
+	serviceAccount string
+	metadata       map[string]string
 }
 
 type accelerator struct {

@@ -1,10 +1,9 @@
 package gkeemu
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +28,8 @@ type wCluster struct {
 	CurrentMasterVersion  string            `json:"currentMasterVersion"`
 	CurrentNodeVersion    string            `json:"currentNodeVersion,omitempty"`
 	CurrentNodeCount      int               `json:"currentNodeCount,omitempty"`
+	InitialNodeCount      int               `json:"initialNodeCount,omitempty"`
+	NodeConfig            *wNodeConfig      `json:"nodeConfig,omitempty"`
 	CreateTime            string            `json:"createTime"`
 	ResourceLabels        map[string]string `json:"resourceLabels,omitempty"`
 	LabelFingerprint      string            `json:"labelFingerprint"`
@@ -39,7 +40,15 @@ type wCluster struct {
 	Subnetwork            string            `json:"subnetwork"`
 	InstanceGroupUrls     []string          `json:"instanceGroupUrls,omitempty"`
 	ReleaseChannel        *wReleaseChannel  `json:"releaseChannel,omitempty"`
+	LoggingService        string            `json:"loggingService"`
+	MonitoringService     string            `json:"monitoringService"`
 	Etag                  string            `json:"etag"`
+	echo                  map[string]any
+}
+
+func (w wCluster) MarshalJSON() ([]byte, error) {
+	type plain wCluster
+	return withEcho(plain(w), w.echo)
 }
 
 type wMasterAuth struct {
@@ -59,7 +68,7 @@ type wNetworkConfig struct {
 }
 
 type wReleaseChannel struct {
-	Channel string `json:"channel"`
+	Channel string `json:"channel,omitempty"`
 }
 
 type wNodePool struct {
@@ -79,6 +88,12 @@ type wNodePool struct {
 	StatusMessage     string       `json:"statusMessage,omitempty"`
 	Conditions        []condition  `json:"conditions,omitempty"`
 	Etag              string       `json:"etag"`
+	echo              map[string]any
+}
+
+func (w wNodePool) MarshalJSON() ([]byte, error) {
+	type plain wNodePool
+	return withEcho(plain(w), w.echo)
 }
 
 type wNodeConfig struct {
@@ -132,8 +147,9 @@ type wMaxPods struct {
 }
 
 type wUpgrade struct {
-	MaxSurge int    `json:"maxSurge"`
-	Strategy string `json:"strategy"`
+	MaxSurge       int    `json:"maxSurge"`
+	MaxUnavailable int    `json:"maxUnavailable,omitempty"`
+	Strategy       string `json:"strategy"`
 }
 
 type wOperation struct {
@@ -187,10 +203,18 @@ func (e *Emulator) clusterJSON(c *cluster) wCluster {
 		SelfLink: e.clusterSelfLink(c), Status: c.status, StatusMessage: c.message,
 		InitialClusterVersion: c.initialVersion, CurrentMasterVersion: c.masterVersion,
 		CreateTime: stamp(c.created), LabelFingerprint: c.fingerprint,
-		Network: "default", Subnetwork: "default",
-		NetworkConfig:  &wNetworkConfig{Network: "projects/" + c.project.ID + "/global/networks/default", Subnetwork: "projects/" + c.project.ID + "/regions/" + e.regionOf(c.location) + "/subnetworks/default", DefaultEnablePrivateNodes: c.privateNodes},
-		ReleaseChannel: &wReleaseChannel{Channel: "REGULAR"},
-		Etag:           fingerprintOf([]any{c.key(), c.etag}),
+		Network: or(c.network, "default"), Subnetwork: or(c.subnetwork, "default"),
+		NetworkConfig:     &wNetworkConfig{Network: "projects/" + c.project.ID + "/global/networks/" + or(c.network, "default"), Subnetwork: "projects/" + c.project.ID + "/regions/" + e.regionOf(c.location) + "/subnetworks/" + or(c.subnetwork, "default"), DefaultEnablePrivateNodes: c.privateNodes},
+		ReleaseChannel:    &wReleaseChannel{Channel: "REGULAR"},
+		LoggingService:    or(c.logging, "logging.googleapis.com/kubernetes"),
+		MonitoringService: or(c.monitoring, "monitoring.googleapis.com/kubernetes"),
+		Etag:              fingerprintOf([]any{c.key(), c.etag}),
+		echo:              c.echo,
+	}
+	if c.channel != nil {
+		// UNSPECIFIED is a cluster on no channel: GKE answers an empty
+		// releaseChannel [INF].
+		w.ReleaseChannel.Channel = strings.TrimSuffix(*c.channel, "UNSPECIFIED")
 	}
 	if len(c.labels) > 0 {
 		w.ResourceLabels = c.labels
@@ -205,12 +229,36 @@ func (e *Emulator) clusterJSON(c *cluster) wCluster {
 	if c.status != "PROVISIONING" {
 		w.CurrentNodeVersion = c.nodeVersion
 	}
-	for _, p := range c.pools {
+	for i, p := range c.pools {
 		w.NodePools = append(w.NodePools, e.poolJSON(c, p))
+		if i == 0 {
+			// The deprecated cluster-level fields answer the first pool's
+			// (as real describe output shows them [INF]).
+			cfg := w.NodePools[0].Config
+			w.InitialNodeCount, w.NodeConfig = p.initialCount, &cfg
+		}
 		w.InstanceGroupUrls = append(w.InstanceGroupUrls, w.NodePools[len(w.NodePools)-1].InstanceGroupUrls...)
 		w.CurrentNodeCount += e.poolTarget(p) * len(p.locations)
 	}
 	return w
+}
+
+// podCIDRSize is the pod range per node GKE gives for a maximum of pods
+// per node: twice as many addresses as pods, rounded up to a power of two
+// (GKE's documentation of flexible pod CIDRs).
+func podCIDRSize(maxPods int) int {
+	size := 32
+	for n := 1; n < 2*maxPods; n *= 2 {
+		size--
+	}
+	return size
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func hostOf(endpoint string) string {
@@ -224,21 +272,26 @@ func hostOf(endpoint string) string {
 func (e *Emulator) poolJSON(c *cluster, p *nodePool) wNodePool {
 	w := wNodePool{
 		Name: p.name, InitialNodeCount: p.initialCount, Locations: p.locations,
-		Management:        wManagement{AutoRepair: true, AutoUpgrade: true},
-		MaxPodsConstraint: wMaxPods{MaxPodsPerNode: "110"},
-		PodIpv4CidrSize:   24,
-		UpgradeSettings:   wUpgrade{MaxSurge: 1, Strategy: "SURGE"},
+		Management:        wManagement{AutoRepair: p.autoRepair, AutoUpgrade: p.autoUpgrade},
+		MaxPodsConstraint: wMaxPods{MaxPodsPerNode: strconv.Itoa(p.maxPods)},
+		PodIpv4CidrSize:   podCIDRSize(p.maxPods),
+		UpgradeSettings:   wUpgrade{MaxSurge: p.upgrade.maxSurge, MaxUnavailable: p.upgrade.maxUnavailable, Strategy: p.upgrade.strategy},
+		echo:              p.echo,
 		SelfLink:          e.clusterSelfLink(c) + "/nodePools/" + p.name,
 		Version:           p.version, Status: p.status, StatusMessage: p.message, Conditions: p.conditions,
 		Etag: fingerprintOf([]any{c.key(), p.name, p.etag}),
 		Config: wNodeConfig{
 			MachineType: p.cfg.machineType, DiskSizeGb: p.cfg.diskGB, DiskType: p.cfg.diskType, ImageType: p.cfg.imageType,
 			Labels: p.cfg.labels, Spot: p.cfg.spot, Preemptible: p.cfg.preemptible,
-			OauthScopes:    []string{"https://www.googleapis.com/auth/cloud-platform"},
-			ServiceAccount: "default",
+			OauthScopes:    p.cfg.oauthScopes,
+			ServiceAccount: or(p.cfg.serviceAccount, "default"),
 			Metadata:       map[string]string{"disable-legacy-endpoints": "true"},
 		},
 	}
+	if len(w.Config.OauthScopes) == 0 {
+		w.Config.OauthScopes = []string{"https://www.googleapis.com/auth/cloud-platform"}
+	}
+	maps.Copy(w.Config.Metadata, p.cfg.metadata)
 	// GKE adds the provisioning model to every pool's resource labels (seen
 	// in recordings of real traffic).
 	rl := map[string]string{"goog-gke-node-pool-provisioning-model": "on-demand"}
@@ -307,22 +360,20 @@ type reqCluster struct {
 	InitialClusterVersion string            `json:"initialClusterVersion"`
 	ResourceLabels        map[string]string `json:"resourceLabels"`
 	NodePools             []reqNodePool     `json:"nodePools"`
+	NodeConfig            *reqNodeConfig    `json:"nodeConfig"`
 	PrivateClusterConfig  *struct {
-		EnablePrivateNodes    bool   `json:"enablePrivateNodes"`
-		EnablePrivateEndpoint bool   `json:"enablePrivateEndpoint"`
-		MasterIpv4CidrBlock   string `json:"masterIpv4CidrBlock"`
+		EnablePrivateNodes bool `json:"enablePrivateNodes"`
 	} `json:"privateClusterConfig"`
 	NetworkConfig *struct {
 		DefaultEnablePrivateNodes *bool `json:"defaultEnablePrivateNodes"`
 	} `json:"networkConfig"`
-	IPAllocationPolicy *struct {
-		UseIPAliases bool `json:"useIpAliases"`
-	} `json:"ipAllocationPolicy"`
 	ReleaseChannel *struct {
 		Channel string `json:"channel"`
 	} `json:"releaseChannel"`
-	Network    string `json:"network"`
-	Subnetwork string `json:"subnetwork"`
+	Network           string `json:"network"`
+	Subnetwork        string `json:"subnetwork"`
+	LoggingService    string `json:"loggingService"`
+	MonitoringService string `json:"monitoringService"`
 }
 
 type reqNodePool struct {
@@ -335,6 +386,14 @@ type reqNodePool struct {
 		AutoRepair  bool `json:"autoRepair"`
 		AutoUpgrade bool `json:"autoUpgrade"`
 	} `json:"management"`
+	UpgradeSettings *struct {
+		MaxSurge       flexInt `json:"maxSurge"`
+		MaxUnavailable flexInt `json:"maxUnavailable"`
+		Strategy       string  `json:"strategy"`
+	} `json:"upgradeSettings"`
+	MaxPodsConstraint *struct {
+		MaxPodsPerNode flexInt `json:"maxPodsPerNode"`
+	} `json:"maxPodsConstraint"`
 	Version string `json:"version"`
 }
 
@@ -367,7 +426,6 @@ type reqAutoscaling struct {
 	TotalMinNodeCount flexInt `json:"totalMinNodeCount"`
 	TotalMaxNodeCount flexInt `json:"totalMaxNodeCount"`
 	LocationPolicy    string  `json:"locationPolicy"`
-	Autoprovisioned   bool    `json:"autoprovisioned"`
 }
 
 type reqCreateNodePool struct {
@@ -415,21 +473,4 @@ type reqUpdateNodePool struct {
 		Taints []wTaint `json:"taints"`
 	} `json:"taints"`
 	Etag string `json:"etag"`
-}
-
-// decode reads a request body strictly, refusing a field the emulator does
-// not model as the service refuses one it does not know. (A real field the
-// emulator leaves out is refused too: a limit of the emulator, named in the
-// message.)
-func decode(body []byte, v any) *apiError {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		msg := err.Error()
-		if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-			return badRequest("Invalid JSON payload received. Unknown name %s: Cannot find field (or the emulator does not model it).", name)
-		}
-		return badRequest("Invalid JSON payload received. %s", strings.TrimPrefix(msg, "json: "))
-	}
-	return nil
 }
