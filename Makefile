@@ -18,7 +18,7 @@ build:
 
 # The tests run with the race detector: the suite takes about a minute on
 # two cores, and the agent is concurrent (loop, outbox, socket, ops).
-test: kube chromium awscli
+test: kube chromium awscli googleapis
 	$(GO) test -race $(TESTFLAGS) ./...
 
 # kube: the Kubernetes control plane the tests start (internal/testutil/kubeplane),
@@ -39,6 +39,18 @@ awscli:
 	@test -x /usr/bin/aws || { \
 	  if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends awscli; \
 	  else echo "the EKS emulator's client suite needs the AWS CLI: sudo apt-get install awscli"; exit 1; fi; }
+
+.PHONY: googleapis
+# googleapis: the GKE emulator's Node client suite runs Google's googleapis
+# package and its auth library as shipped, from npm, into a cache outside the
+# clone; Node itself comes from Debian when missing. (gcloud, the other GKE
+# client, is on the machine image: google-cloud-cli.)
+NPM_CACHE ?= $(HOME)/.cache/fleet-agent/npm
+googleapis:
+	@command -v npm >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm; \
+	  else echo "the GKE emulator's Node client suite needs Node and npm: sudo apt-get install nodejs npm"; exit 1; fi; }
+	@test -d $(NPM_CACHE)/node_modules/googleapis || npm install --prefix $(NPM_CACHE) --no-audit --no-fund googleapis@188.0.0
 
 .PHONY: kube
 kube:
