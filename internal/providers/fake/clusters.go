@@ -30,7 +30,7 @@ func (f *Fake) newOp(kind string, steps int) *Operation {
 }
 
 // settleCluster finishes the cluster's operation and its pools' when they
-// are due, and reports whether the cluster still exists. Called with mu held.
+// are due, and reports whether the cluster still exists. Called with the lock held.
 func (f *Fake) settleCluster(c *ClusterRecord) bool {
 	if c.Op != nil && f.finished(c.Op) {
 		switch c.Op.Kind {
@@ -71,8 +71,10 @@ func observe(op *Operation) {
 // Advance moves every operation one step, for tests that drive time by
 // hand rather than by reading.
 func (f *Fake) Advance() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return err
+	}
+	defer f.unlock()
 	for _, id := range sortedKeys(f.st.Clusters) {
 		c := f.st.Clusters[id]
 		observe(c.Op)
@@ -86,7 +88,7 @@ func (f *Fake) Advance() error {
 
 // find looks a cluster up for an account: by ID when the ref has one, else
 // by name within the account's project. Seeded clusters are visible to
-// every account. Called with mu held.
+// every account. Called with the lock held.
 func (f *Fake) find(a account, ref providers.ClusterRef) *ClusterRecord {
 	visible := func(c *ClusterRecord) bool {
 		return (c.Seeded || c.Project == a.Project) && (ref.Location == "" || c.Location == ref.Location)
@@ -176,8 +178,10 @@ func (f *Fake) EnsureCluster(ctx context.Context, acct providers.Account, spec p
 	if err != nil {
 		return providers.Cluster{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return providers.Cluster{}, err
+	}
+	defer f.unlock()
 	c, err := f.ensureCluster(a, spec)
 	if err != nil {
 		return providers.Cluster{}, finish(err)
@@ -263,8 +267,10 @@ func (f *Fake) GetCluster(ctx context.Context, acct providers.Account, ref provi
 	}
 	// Runs after the unlock: the pools' Nodes follow what this saw.
 	defer f.syncNodesQuiet(ctx)
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return providers.Cluster{}, err
+	}
+	defer f.unlock()
 	return f.observeCluster(a, ref, finish)
 }
 
@@ -291,8 +297,10 @@ func (f *Fake) DeleteCluster(ctx context.Context, acct providers.Account, ref pr
 	if err != nil {
 		return providers.Cluster{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return providers.Cluster{}, err
+	}
+	defer f.unlock()
 	c := f.findSettled(a, ref)
 	if c == nil {
 		return providers.Cluster{}, finish(providers.NotFoundf("", "cluster %s not found", ref))
@@ -320,34 +328,37 @@ func (f *Fake) ReadAdoptable(ctx context.Context, acct providers.Account, adoptI
 	if loc, name, ok := strings.Cut(adoptID, "/"); ok {
 		ref = providers.ClusterRef{Location: loc, Name: name}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return providers.Cluster{}, err
+	}
+	defer f.unlock()
 	return f.observeCluster(a, ref, finish)
 }
 
 // SeedAdoptable adds a cluster made by someone else, running, with its own
 // node pools. Seeding the same location and name again returns the first.
 func (f *Fake) SeedAdoptable(s SeedCluster) (providers.Cluster, error) {
+	if err := f.lock(); err != nil {
+		return providers.Cluster{}, err
+	}
+	defer f.unlock()
 	c, err := f.seed(s)
 	if err != nil {
 		return providers.Cluster{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.persist(); err != nil {
 		return providers.Cluster{}, err
 	}
 	return f.view(c), nil
 }
 
+// seed adds a seeded cluster. Called with the lock held.
 func (f *Fake) seed(s SeedCluster) (*ClusterRecord, error) {
 	probe := f.cfg
 	probe.Adoptable, probe.Faults = []SeedCluster{s}, nil
 	if err := probe.validate(); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	for _, c := range f.st.Clusters {
 		if c.Seeded && c.Location == s.Location && c.Name == s.Name {
 			return c, nil
@@ -388,8 +399,10 @@ func (f *Fake) ListClusters(ctx context.Context, acct providers.Account, labelKe
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return nil, err
+	}
+	defer f.unlock()
 	var out []providers.Cluster
 	for _, id := range sortedKeys(f.st.Clusters) {
 		c := f.st.Clusters[id]

@@ -36,6 +36,9 @@ import (
 type Config struct {
 	// StatePath is the JSON file the fake keeps its provider-side truth in,
 	// so that it survives a restart of the agent. Empty keeps it in memory.
+	// It is one cloud account: several fakes (agents, processes) may share
+	// it, each call reading and writing it under the exclusive lock of
+	// `<statePath>.lock`.
 	StatePath string `yaml:"statePath"`
 	Steps     Steps  `yaml:"steps"`
 	// StepEvery, when set, also advances an operation one step per interval

@@ -98,8 +98,10 @@ func (f *Fake) InjectFault(ft Fault) error {
 	if ft.Count == 0 {
 		ft.Count = 1
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return err
+	}
+	defer f.unlock()
 	f.st.Faults = append(f.st.Faults, ft)
 	return f.persist()
 }
@@ -128,13 +130,15 @@ func (f *Fake) AddLatency(method string, n int, d time.Duration) error {
 
 // ClearFaults disarms every fault.
 func (f *Fake) ClearFaults() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return err
+	}
+	defer f.unlock()
 	f.st.Faults = nil
 	return f.persist()
 }
 
-// takeFault consumes the first armed fault for method. Called with mu held.
+// takeFault consumes the first armed fault for method. Called with the lock held.
 func (f *Fake) takeFault(method string) (*Fault, error) {
 	for i := range f.st.Faults {
 		ft := &f.st.Faults[i]

@@ -142,8 +142,10 @@ func (f *Fake) EnsureNodePool(ctx context.Context, acct providers.Account, clust
 	if err != nil {
 		return providers.NodePool{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return providers.NodePool{}, err
+	}
+	defer f.unlock()
 	p, err := f.ensureNodePool(a, cluster, spec)
 	if err != nil {
 		return providers.NodePool{}, finish(err)
@@ -217,8 +219,10 @@ func (f *Fake) GetNodePool(ctx context.Context, acct providers.Account, cluster 
 	}
 	// Runs after the unlock: the pools' Nodes follow what this saw.
 	defer f.syncNodesQuiet(ctx)
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return providers.NodePool{}, err
+	}
+	defer f.unlock()
 	var view providers.NodePool
 	c := f.findSettled(a, cluster)
 	if c == nil {
@@ -245,8 +249,10 @@ func (f *Fake) ResizeNodePool(ctx context.Context, acct providers.Account, clust
 	if err != nil {
 		return providers.NodePool{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return providers.NodePool{}, err
+	}
+	defer f.unlock()
 	c, err := f.runningCluster(a, cluster)
 	if err != nil {
 		return providers.NodePool{}, finish(err)
@@ -279,8 +285,10 @@ func (f *Fake) ListNodePools(ctx context.Context, acct providers.Account, cluste
 	}
 	// Runs after the unlock: the pools' Nodes follow what this saw.
 	defer f.syncNodesQuiet(ctx)
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return nil, err
+	}
+	defer f.unlock()
 	c := f.findSettled(a, cluster)
 	if c == nil {
 		return nil, finish(providers.NotFoundf("", "cluster %s not found", cluster))
@@ -305,8 +313,10 @@ func (f *Fake) DeleteNodePool(ctx context.Context, acct providers.Account, clust
 	if err != nil {
 		return providers.NodePool{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return providers.NodePool{}, err
+	}
+	defer f.unlock()
 	c := f.findSettled(a, cluster)
 	if c == nil {
 		return providers.NodePool{}, finish(providers.NotFoundf("", "cluster %s not found", cluster))
