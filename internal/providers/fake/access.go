@@ -40,10 +40,10 @@ func (f *Fake) Credentials(ctx context.Context, acct providers.Account, cluster 
 		return providers.Credential{}, err
 	}
 	defer f.unlock()
-	c := f.findSettled(a, cluster)
+	c, err := f.mustFind(a, cluster)
 	switch {
-	case c == nil:
-		return providers.Credential{}, finish(providers.NotFoundf("", "cluster %s not found", cluster))
+	case err != nil:
+		return providers.Credential{}, finish(err)
 	case c.Status != providers.ClusterRunning && c.Status != providers.ClusterUpdating:
 		return providers.Credential{}, finish(providers.Errorf("", providers.Conflict, providers.None, "cluster %s is %s; its API is not up", cluster, c.Status))
 	}
@@ -82,9 +82,9 @@ func (f *Fake) RevokeAccess(ctx context.Context, acct providers.Account, cluster
 		return err
 	}
 	defer f.unlock()
-	c := f.findSettled(a, cluster)
-	if c == nil {
-		return finish(providers.NotFoundf("", "cluster %s not found", cluster))
+	c, err := f.mustFind(a, cluster)
+	if err != nil {
+		return finish(err)
 	}
 	delete(f.st.Grants, c.ID)
 	for k, ic := range f.st.Credentials {

@@ -87,42 +87,70 @@ func (f *Fake) Advance() error {
 }
 
 // find looks a cluster up for an account: by ID when the ref has one, else
-// by name within the account's project. Seeded clusters are visible to
-// every account. Called with the lock held.
-func (f *Fake) find(a account, ref providers.ClusterRef) *ClusterRecord {
+// by name within the account's project (and the ref's location, when it
+// has one). Seeded clusters are visible to every account. It returns every
+// cluster that matches (two or more only with `names: duplicate`). Called
+// with the lock held.
+func (f *Fake) find(a account, ref providers.ClusterRef) []*ClusterRecord {
 	visible := func(c *ClusterRecord) bool {
 		return (c.Seeded || c.Project == a.Project) && (ref.Location == "" || c.Location == ref.Location)
 	}
 	if ref.ID != "" {
 		if c := f.st.Clusters[ref.ID]; c != nil && visible(c) && (ref.Name == "" || c.Name == ref.Name) {
-			return c
+			return []*ClusterRecord{c}
 		}
 		return nil
 	}
+	var hits []*ClusterRecord
 	for _, id := range sortedKeys(f.st.Clusters) {
 		c := f.st.Clusters[id]
 		if c.Name == ref.Name && !c.Seeded && c.Project == a.Project && visible(c) {
-			return c
+			hits = append(hits, c)
 		}
 	}
-	if ref.Location != "" {
-		for _, id := range sortedKeys(f.st.Clusters) {
-			if c := f.st.Clusters[id]; c.Seeded && c.Name == ref.Name && c.Location == ref.Location {
-				return c
-			}
+	if len(hits) > 0 || ref.Location == "" {
+		return hits
+	}
+	for _, id := range sortedKeys(f.st.Clusters) {
+		if c := f.st.Clusters[id]; c.Seeded && c.Name == ref.Name && c.Location == ref.Location {
+			return []*ClusterRecord{c}
 		}
 	}
 	return nil
 }
 
 // findSettled finds a cluster and brings its operations up to date; nil
-// when it does not exist (any more).
-func (f *Fake) findSettled(a account, ref providers.ClusterRef) *ClusterRecord {
-	c := f.find(a, ref)
-	if c == nil || !f.settleCluster(c) {
-		return nil
+// when it does not exist (any more). A name that two clusters carry is a
+// Conflict naming both ids, as the DOKS adapter answers: only an id tells
+// them apart.
+func (f *Fake) findSettled(a account, ref providers.ClusterRef) (*ClusterRecord, error) {
+	var live []*ClusterRecord
+	for _, c := range f.find(a, ref) {
+		if f.settleCluster(c) {
+			live = append(live, c)
+		}
 	}
-	return c
+	switch len(live) {
+	case 0:
+		return nil, nil
+	case 1:
+		return live[0], nil
+	}
+	ids := make([]string, len(live))
+	for i, c := range live {
+		ids[i] = c.ID
+	}
+	return nil, providers.Errorf("", providers.Conflict, providers.None, "%d clusters named %s in %s (%s): name the one meant by its id, or delete the extra ones",
+		len(live), ref.Name, live[0].Location, strings.Join(ids, ", "))
+}
+
+// mustFind is findSettled with a missing cluster as NotFound.
+func (f *Fake) mustFind(a account, ref providers.ClusterRef) (*ClusterRecord, error) {
+	c, err := f.findSettled(a, ref)
+	if err == nil && c == nil {
+		err = providers.NotFoundf("", "cluster %s not found", ref)
+	}
+	return c, err
 }
 
 func endpointOf(id string) string { return "https://" + id[:8] + ".k8s.fake.invalid" }
@@ -210,9 +238,22 @@ func (f *Fake) ensureCluster(a account, spec providers.ClusterSpec) (*ClusterRec
 	if !slices.Contains(f.cfg.Versions, version) {
 		return nil, providers.Invalidf("", "version", "version %q is not offered (offered: %s)", version, strings.Join(f.cfg.Versions, ", "))
 	}
-	c := f.findSettled(a, providers.ClusterRef{Name: spec.Name})
+	var c *ClusterRecord
+	if f.cfg.Names != NamesDuplicate {
+		// A DOKS-like account never looks: every create makes a cluster.
+		var err error
+		if c, err = f.findSettled(a, providers.ClusterRef{Name: spec.Name}); err != nil {
+			return nil, err
+		}
+	}
+	if c != nil && f.cfg.Names == NamesConflict {
+		e := providers.Errorf("", providers.Conflict, providers.None, "cluster %s already exists in %s (id %s)", spec.Name, c.Location, c.ID)
+		e.Reason = "alreadyExists"
+		return nil, e
+	}
 	if c == nil {
 		c = &ClusterRecord{
+			CreatedAt:    f.clock.Now(),
 			ID:           f.nextID("cluster", a.Project+"/"+spec.Name),
 			Project:      a.Project,
 			Location:     spec.Location,
@@ -275,7 +316,10 @@ func (f *Fake) GetCluster(ctx context.Context, acct providers.Account, ref provi
 }
 
 func (f *Fake) observeCluster(a account, ref providers.ClusterRef, finish func(error) error) (providers.Cluster, error) {
-	c := f.findSettled(a, ref)
+	c, err := f.findSettled(a, ref)
+	if err != nil {
+		return providers.Cluster{}, finish(err)
+	}
 	if c != nil {
 		observe(c.Op)
 		if !f.settleCluster(c) {
@@ -301,9 +345,9 @@ func (f *Fake) DeleteCluster(ctx context.Context, acct providers.Account, ref pr
 		return providers.Cluster{}, err
 	}
 	defer f.unlock()
-	c := f.findSettled(a, ref)
-	if c == nil {
-		return providers.Cluster{}, finish(providers.NotFoundf("", "cluster %s not found", ref))
+	c, err := f.mustFind(a, ref)
+	if err != nil {
+		return providers.Cluster{}, finish(err)
 	}
 	if c.Status != providers.ClusterDeleting {
 		c.Status = providers.ClusterDeleting

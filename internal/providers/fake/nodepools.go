@@ -16,9 +16,9 @@ const defaultDiskGiB = 100
 // is running. A cluster still being made, upgraded or deleted is busy
 // (Conflict), as on the real providers.
 func (f *Fake) runningCluster(a account, ref providers.ClusterRef) (*ClusterRecord, error) {
-	c := f.findSettled(a, ref)
-	if c == nil {
-		return nil, providers.NotFoundf("", "cluster %s not found", ref)
+	c, err := f.mustFind(a, ref)
+	if err != nil {
+		return nil, err
 	}
 	if c.Status != providers.ClusterRunning {
 		return nil, providers.Errorf("", providers.Conflict, providers.None, "cluster %s is %s", ref, c.Status)
@@ -224,14 +224,13 @@ func (f *Fake) GetNodePool(ctx context.Context, acct providers.Account, cluster 
 	}
 	defer f.unlock()
 	var view providers.NodePool
-	c := f.findSettled(a, cluster)
-	if c == nil {
-		err = providers.NotFoundf("", "cluster %s not found", cluster)
-	} else if p := c.NodePools[name]; p == nil {
-		err = providers.NotFoundf("", "node pool %s not found in cluster %s", name, cluster)
-	} else {
-		observe(p.Op)
-		if f.settlePool(c, p) {
+	c, err := f.mustFind(a, cluster)
+	if err == nil {
+		p := c.NodePools[name]
+		if p != nil {
+			observe(p.Op)
+		}
+		if p != nil && f.settlePool(c, p) {
 			view = poolView(p)
 		} else {
 			err = providers.NotFoundf("", "node pool %s not found in cluster %s", name, cluster)
@@ -289,9 +288,9 @@ func (f *Fake) ListNodePools(ctx context.Context, acct providers.Account, cluste
 		return nil, err
 	}
 	defer f.unlock()
-	c := f.findSettled(a, cluster)
-	if c == nil {
-		return nil, finish(providers.NotFoundf("", "cluster %s not found", cluster))
+	c, err := f.mustFind(a, cluster)
+	if err != nil {
+		return nil, finish(err)
 	}
 	out := []providers.NodePool{}
 	for _, name := range sortedKeys(c.NodePools) {
@@ -317,9 +316,9 @@ func (f *Fake) DeleteNodePool(ctx context.Context, acct providers.Account, clust
 		return providers.NodePool{}, err
 	}
 	defer f.unlock()
-	c := f.findSettled(a, cluster)
-	if c == nil {
-		return providers.NodePool{}, finish(providers.NotFoundf("", "cluster %s not found", cluster))
+	c, err := f.mustFind(a, cluster)
+	if err != nil {
+		return providers.NodePool{}, finish(err)
 	}
 	p := c.NodePools[name]
 	if p == nil {

@@ -42,6 +42,7 @@ type ClusterRecord struct {
 	Project      string                     `json:"project"`
 	Location     string                     `json:"location"`
 	Name         string                     `json:"name"`
+	CreatedAt    time.Time                  `json:"createdAt,omitzero"`
 	PrivateNodes bool                       `json:"privateNodes,omitempty"`
 	Version      string                     `json:"version"`
 	NodeVersion  string                     `json:"nodeVersion"`
