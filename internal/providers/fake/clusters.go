@@ -435,7 +435,7 @@ func (f *Fake) seed(s SeedCluster) (*ClusterRecord, error) {
 }
 
 // ListClusters lists the account's clusters (seeded ones included) that
-// carry the label key. A listing is a look, but not at one operation: it
+// carry the label key; with listLag, as they were that long ago. A listing is a look, but not at one operation: it
 // settles what is due without moving any operation a step, so a sweep does
 // not speed up the clusters it looks at.
 func (f *Fake) ListClusters(ctx context.Context, acct providers.Account, labelKey string) ([]providers.Cluster, error) {
@@ -462,6 +462,9 @@ func (f *Fake) ListClusters(ctx context.Context, acct providers.Account, labelKe
 	}
 	if err := f.persist(); err != nil {
 		return nil, err
+	}
+	if f.cfg.ListLag > 0 {
+		return f.laggedClusters(a, labelKey), finish(nil)
 	}
 	slices.SortFunc(out, func(x, y providers.Cluster) int { return strings.Compare(x.Ref.String(), y.Ref.String()) })
 	return out, finish(nil)

@@ -180,6 +180,7 @@ func (f *Fake) reload(lf *os.File) error {
 
 // persist writes the state when there is a file. Called with the lock held.
 func (f *Fake) persist() error {
+	f.record()
 	if f.cfg.StatePath == "" {
 		return nil
 	}

@@ -276,7 +276,9 @@ func (f *Fake) ResizeNodePool(ctx context.Context, acct providers.Account, clust
 }
 
 // ListNodePools lists a cluster's pools by name; each listed pool's
-// operation moves one step.
+// operation moves one step. With listLag it answers the pools as they were
+// that long ago (none for a cluster newer than that, the last ones for a
+// cluster gone since).
 func (f *Fake) ListNodePools(ctx context.Context, acct providers.Account, cluster providers.ClusterRef) ([]providers.NodePool, error) {
 	a, finish, err := f.call(ctx, "ListNodePools", &acct)
 	if err != nil {
@@ -288,20 +290,32 @@ func (f *Fake) ListNodePools(ctx context.Context, acct providers.Account, cluste
 		return nil, err
 	}
 	defer f.unlock()
-	c, err := f.mustFind(a, cluster)
+	c, err := f.findSettled(a, cluster)
 	if err != nil {
 		return nil, finish(err)
 	}
 	out := []providers.NodePool{}
-	for _, name := range sortedKeys(c.NodePools) {
-		p := c.NodePools[name]
-		observe(p.Op)
-		if f.settlePool(c, p) {
-			out = append(out, poolView(p))
+	if c != nil {
+		for _, name := range sortedKeys(c.NodePools) {
+			p := c.NodePools[name]
+			observe(p.Op)
+			if f.settlePool(c, p) {
+				out = append(out, poolView(p))
+			}
 		}
 	}
 	if err := f.persist(); err != nil {
 		return nil, err
+	}
+	if f.cfg.ListLag > 0 {
+		// The pools' operations moved on what they are now; the answer is
+		// what the listing showed listLag ago.
+		if pools, ok := f.laggedPools(a, cluster, c); ok {
+			return pools, finish(nil)
+		}
+	}
+	if c == nil {
+		return nil, finish(providers.NotFoundf("", "cluster %s not found", cluster))
 	}
 	return out, finish(nil)
 }

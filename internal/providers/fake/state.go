@@ -34,6 +34,9 @@ type State struct {
 	// cluster id; RevokeAccess removes them.
 	Grants map[string]Grant `json:"grants"`
 	Faults []Fault          `json:"faults,omitempty"`
+	// History is what the listings showed of each cluster and from when,
+	// by cluster id, kept only with listLag (see record).
+	History map[string][]ListEntry `json:"history,omitempty"`
 }
 
 // ClusterRecord is one cluster.
