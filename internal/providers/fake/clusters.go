@@ -202,7 +202,7 @@ func addToken(tokens []string, t string) []string {
 // EnsureCluster creates a cluster or converges the one of the same name in
 // the account's project.
 func (f *Fake) EnsureCluster(ctx context.Context, acct providers.Account, spec providers.ClusterSpec) (providers.Cluster, error) {
-	a, finish, err := f.call(ctx, "EnsureCluster", &acct)
+	a, blank, finish, err := f.callFault(ctx, "EnsureCluster", &acct)
 	if err != nil {
 		return providers.Cluster{}, err
 	}
@@ -216,6 +216,9 @@ func (f *Fake) EnsureCluster(ctx context.Context, acct providers.Account, spec p
 	}
 	if err := f.persist(); err != nil {
 		return providers.Cluster{}, err
+	}
+	if blank {
+		return providers.Cluster{}, finish(nil)
 	}
 	return f.view(c), finish(nil)
 }

@@ -240,32 +240,40 @@ func deriveID(s string) string {
 // whether to fail (and whether to act first). The returned func turns the
 // method's own result error into the one the caller sees.
 func (f *Fake) call(ctx context.Context, method string, acct *providers.Account) (account, func(error) error, error) {
+	a, _, finish, err := f.callFault(ctx, method, acct)
+	return a, finish, err
+}
+
+// callFault is call that also says whether the answer must lose its
+// object (a doneWithoutObject fault fired: the method acts, then answers
+// success with a zero value).
+func (f *Fake) callFault(ctx context.Context, method string, acct *providers.Account) (account, bool, func(error) error, error) {
 	if err := ctx.Err(); err != nil {
-		return account{}, nil, &providers.Error{Op: method, Class: providers.Unavailable, SideEffect: providers.None, Message: "cancelled before the call", Err: err}
+		return account{}, false, nil, &providers.Error{Op: method, Class: providers.Unavailable, SideEffect: providers.None, Message: "cancelled before the call", Err: err}
 	}
 	if err := f.lock(); err != nil {
-		return account{}, nil, opErr(method, err)
+		return account{}, false, nil, opErr(method, err)
 	}
 	f.calls[method]++
 	ft, err := f.takeFault(method)
 	f.unlock()
 	if err != nil {
-		return account{}, nil, err
+		return account{}, false, nil, err
 	}
 	if ft != nil {
 		if err := f.wait(ctx, method, ft.Latency); err != nil {
-			return account{}, nil, err
+			return account{}, false, nil, err
 		}
 	}
 	var a account
 	if acct != nil {
 		if a, err = f.authorize(ctx, method, *acct); err != nil {
-			return account{}, nil, err
+			return account{}, false, nil, err
 		}
 	}
 	failing := ft != nil && (ft.Class != "" || ft.Drop)
 	if failing && !ft.acts() {
-		return account{}, nil, ft.err(method)
+		return account{}, false, nil, ft.err(method)
 	}
 	finish := func(err error) error {
 		if err == nil && failing {
@@ -273,7 +281,7 @@ func (f *Fake) call(ctx context.Context, method string, acct *providers.Account)
 		}
 		return opErr(method, err)
 	}
-	return a, finish, nil
+	return a, ft != nil && ft.DoneWithoutObject, finish, nil
 }
 
 // opErr names the method in an error that does not name one yet.

@@ -138,7 +138,7 @@ func poolView(p *NodePoolRecord) providers.NodePool {
 
 // EnsureNodePool creates a node pool or converges the one of the same name.
 func (f *Fake) EnsureNodePool(ctx context.Context, acct providers.Account, cluster providers.ClusterRef, spec providers.NodePoolSpec) (providers.NodePool, error) {
-	a, finish, err := f.call(ctx, "EnsureNodePool", &acct)
+	a, blank, finish, err := f.callFault(ctx, "EnsureNodePool", &acct)
 	if err != nil {
 		return providers.NodePool{}, err
 	}
@@ -152,6 +152,9 @@ func (f *Fake) EnsureNodePool(ctx context.Context, acct providers.Account, clust
 	}
 	if err := f.persist(); err != nil {
 		return providers.NodePool{}, err
+	}
+	if blank {
+		return providers.NodePool{}, finish(nil)
 	}
 	return poolView(p), finish(nil)
 }
