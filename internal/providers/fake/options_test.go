@@ -40,7 +40,10 @@ func TestDoneWithoutObject(t *testing.T) {
 				p, err := f.EnsureNodePool(t.Context(), acct, ref, spec)
 				return p.Name, p.ID, err
 			},
-			made: func(t *testing.T, f *fake.Fake) error { _, err := f.GetNodePool(t.Context(), acct, ref, "p"); return err },
+			made: func(t *testing.T, f *fake.Fake) error {
+				_, err := f.GetNodePool(t.Context(), acct, ref, "p")
+				return err
+			},
 		},
 	}
 	for _, tc := range cases {
