@@ -33,6 +33,7 @@ func (f *Fake) newOp(kind string, steps int) *Operation {
 // are due, and reports whether the cluster still exists. Called with the lock held.
 func (f *Fake) settleCluster(c *ClusterRecord) bool {
 	if c.Op != nil && f.finished(c.Op) {
+		f.settled(c.ID, c.Op)
 		switch c.Op.Kind {
 		case "delete":
 			delete(f.st.Clusters, c.ID)
@@ -53,6 +54,7 @@ func (f *Fake) settlePool(c *ClusterRecord, p *NodePoolRecord) bool {
 	if p.Op == nil || !f.finished(p.Op) {
 		return true
 	}
+	f.settled(c.ID, p.Op)
 	if p.Op.Kind == "delete" {
 		delete(c.NodePools, p.Name)
 		return false

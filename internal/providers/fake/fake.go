@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -48,6 +49,9 @@ type Fake struct {
 	gen     uint64
 	known   bool
 	existed bool
+	// settledAt is when the operations settled since the last write
+	// finished, by cluster id, for listLag's history (see settled).
+	settledAt map[string]time.Time
 }
 
 // Option changes how a Fake is made.
@@ -153,6 +157,8 @@ func (f *Fake) lockQuiet() {
 
 // unlock releases what lock took.
 func (f *Fake) unlock() {
+	// What settled without a write is forgotten with it.
+	clear(f.settledAt)
 	if f.lockFile != nil {
 		f.lockFile.Close() // releases the flock
 		f.lockFile = nil

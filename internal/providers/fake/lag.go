@@ -47,6 +47,42 @@ func sameShown(a, b ListEntry) bool {
 	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
 
+// settled notes that an operation of a cluster (or of one of its pools)
+// finished, and when on the clock: with stepEvery, when its steps ran out,
+// which may be before the call that saw it; else now. Called with the lock
+// held.
+func (f *Fake) settled(clusterID string, op *Operation) {
+	if f.cfg.ListLag <= 0 {
+		return
+	}
+	at := f.clock.Now()
+	if f.cfg.StepEvery > 0 && op.Observed < op.Steps {
+		if t := op.AcceptedAt.Add(time.Duration(op.Steps-op.Observed) * f.cfg.StepEvery); t.Before(at) {
+			at = t
+		}
+	}
+	if f.settledAt == nil {
+		f.settledAt = map[string]time.Time{}
+	}
+	if t, ok := f.settledAt[clusterID]; !ok || at.After(t) {
+		f.settledAt[clusterID] = at
+	}
+}
+
+// changedAt is when a change of a cluster's listing happened: when the
+// operations it settled since the last write finished, else now; never
+// before the entry it follows.
+func (f *Fake) changedAt(id string, h []ListEntry, now time.Time) time.Time {
+	at, ok := f.settledAt[id]
+	if !ok {
+		at = now
+	}
+	if len(h) > 0 && at.Before(h[len(h)-1].At) {
+		at = h[len(h)-1].At
+	}
+	return at
+}
+
 // record notes what changed in the listings since the last write and
 // prunes what the window no longer needs. Called by persist, with the lock
 // held; nothing without listLag.
@@ -55,6 +91,7 @@ func (f *Fake) record() {
 	if lag <= 0 {
 		return
 	}
+	defer clear(f.settledAt)
 	now := f.clock.Now()
 	if f.st.History == nil {
 		f.st.History = map[string][]ListEntry{}
@@ -67,14 +104,14 @@ func (f *Fake) record() {
 			f.st.History[id] = []ListEntry{f.entryOf(c, c.CreatedAt)}
 			continue
 		}
-		if e := f.entryOf(c, now); !sameShown(h[len(h)-1], e) {
+		if e := f.entryOf(c, f.changedAt(id, h, now)); !sameShown(h[len(h)-1], e) {
 			f.st.History[id] = append(h, e)
 		}
 	}
 	horizon := now.Add(-lag)
 	for id, h := range f.st.History {
 		if f.st.Clusters[id] == nil && !h[len(h)-1].Gone {
-			h = append(h, ListEntry{At: now, Gone: true})
+			h = append(h, ListEntry{At: f.changedAt(id, h, now), Gone: true})
 		}
 		// Keep the entry in force at the horizon and every later one.
 		if i := entryAt(h, horizon); i > 0 {

@@ -187,3 +187,49 @@ func pool(t *testing.T, f *fake.Fake, cluster, name string) {
 		t.Fatalf("EnsureNodePool %s/%s: %v", cluster, name, err)
 	}
 }
+
+// TestListLagFromWhenItHappened: an operation the clock finishes (stepEvery)
+// changes the lists from when its steps ran out, not from when a read
+// first saw it done.
+func TestListLagFromWhenItHappened(t *testing.T) {
+	cases := []struct {
+		// read is how long after the delete the first read happens; the
+		// delete takes 10 steps, one a second of the clock and one per
+		// read; the lists lag 3s.
+		read   time.Duration
+		listed bool
+	}{
+		{read: 8 * time.Second, listed: true},  // not done yet (8s and the read's own step)
+		{read: 12 * time.Second, listed: true}, // done at 10s, seen at 12s: listed until 13s
+		{read: 13 * time.Second, listed: false},
+		{read: 60 * time.Second, listed: false}, // done long before it was seen
+	}
+	for _, tc := range cases {
+		t.Run(tc.read.String(), func(t *testing.T) {
+			clk := clock.NewFake(epoch)
+			cfg := config(t)
+			cfg.Steps = fake.Steps{Delete: 10}
+			cfg.StepEvery = time.Second
+			cfg.ListLag = 3 * time.Second
+			f := open(t, cfg, clk)
+			ensure(t, f, "a")
+			ref := providers.ClusterRef{Location: "fake-east", Name: "a"}
+			clk.Advance(time.Minute)
+			if _, err := f.DeleteCluster(t.Context(), acct, ref); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(tc.read)
+			_, err := f.GetCluster(t.Context(), acct, ref)
+			if done := providers.ClassOf(err) == providers.NotFound; done != (tc.read >= 9*time.Second) {
+				t.Fatalf("GetCluster %s after the delete: %v", tc.read, err)
+			}
+			l, err := f.ListClusters(t.Context(), acct, lagLabel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if listed := len(l) == 1; listed != tc.listed {
+				t.Errorf("read %s after the delete: listed %v, want %v", tc.read, listed, tc.listed)
+			}
+		})
+	}
+}
