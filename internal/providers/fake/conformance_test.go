@@ -12,7 +12,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	variants := []struct {
+	type variant struct {
 		name    string
 		mutate  func(*fake.Config)
 		advance func(*clock.Fake, *fake.Fake) func()
@@ -20,7 +20,8 @@ func TestConformance(t *testing.T) {
 		// without are cases that cannot hold under the variant's options by
 		// their nature (see below); every other case runs unchanged.
 		without []string
-	}{
+	}
+	variants := []variant{
 		{name: "default", opts: conformance.Options{ZeroNodes: true, Spot: true}},
 		{name: "noZeroNodesNoSpot", mutate: func(c *fake.Config) { c.ZeroNodes, c.Spot = false, false }},
 		{name: "synchronous", mutate: func(c *fake.Config) { c.Steps = fake.Steps{} }, opts: conformance.Options{ZeroNodes: true, Spot: true}},
@@ -50,13 +51,7 @@ func TestConformance(t *testing.T) {
 	// or a Conflict. That is the option, not a defect; TestNames holds it.
 	twice := []string{"CreateIdempotent", "ModeNeverChangesInPlace", "UpgradeInPlace"}
 	variants = append(variants,
-		struct {
-			name    string
-			mutate  func(*fake.Config)
-			advance func(*clock.Fake, *fake.Fake) func()
-			opts    conformance.Options
-			without []string
-		}{
+		variant{
 			// Lists lag 3s behind; the clock moves 250s a step, so every case
 			// that waits sees the lists catch up, as a caller that polls does.
 			name: "listLag",
@@ -70,20 +65,8 @@ func TestConformance(t *testing.T) {
 			},
 			opts: conformance.Options{ZeroNodes: true, Spot: true},
 		},
-		struct {
-			name    string
-			mutate  func(*fake.Config)
-			advance func(*clock.Fake, *fake.Fake) func()
-			opts    conformance.Options
-			without []string
-		}{name: "namesConflict", mutate: func(c *fake.Config) { c.Names = fake.NamesConflict }, opts: conformance.Options{ZeroNodes: true, Spot: true}, without: twice},
-		struct {
-			name    string
-			mutate  func(*fake.Config)
-			advance func(*clock.Fake, *fake.Fake) func()
-			opts    conformance.Options
-			without []string
-		}{name: "namesDuplicate", mutate: func(c *fake.Config) { c.Names = fake.NamesDuplicate }, opts: conformance.Options{ZeroNodes: true, Spot: true}, without: twice},
+		variant{name: "namesConflict", mutate: func(c *fake.Config) { c.Names = fake.NamesConflict }, opts: conformance.Options{ZeroNodes: true, Spot: true}, without: twice},
+		variant{name: "namesDuplicate", mutate: func(c *fake.Config) { c.Names = fake.NamesDuplicate }, opts: conformance.Options{ZeroNodes: true, Spot: true}, without: twice},
 	)
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
