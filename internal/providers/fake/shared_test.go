@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/clock"
 	"github.com/fleet-agent/fleet-agent/internal/providers"
@@ -211,4 +212,53 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return string(l.b)
+}
+
+// BenchmarkSharedAccount: the cost of one read (GetCluster) with the state
+// in memory (the floor), in a file one agent uses (the lock, no reload),
+// and in a file two agents use in turn (the lock and a reload each call),
+// with 50 clusters in the account. It reports each against the floor
+// measured in the same run as x-memory.
+func BenchmarkSharedAccount(b *testing.B) {
+	ctx := context.Background()
+	setup := func(b *testing.B, path string, n int) []*fake.Fake {
+		cfg := fake.DefaultConfig()
+		cfg.StatePath = path
+		cfg.Steps = fake.Steps{}
+		var fs []*fake.Fake
+		for range n {
+			f, err := fake.New(cfg, nil, fake.WithClock(clock.NewFake(epoch)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			fs = append(fs, f)
+		}
+		a := account("bench", "team-a", "")
+		for i := range 50 {
+			if _, err := fs[0].EnsureCluster(ctx, a, providers.ClusterSpec{Name: fmt.Sprintf("c-%d", i), Location: "fake-east"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return fs
+	}
+	read := func(b *testing.B, fs []*fake.Fake) time.Duration {
+		a := account("bench", "team-a", "")
+		ref := providers.ClusterRef{Location: "fake-east", Name: "c-7"}
+		start := time.Now()
+		for i := range b.N {
+			if _, err := fs[i%len(fs)].GetCluster(ctx, a, ref); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	floor := read(b, setup(b, "", 1))
+	for _, tc := range []struct {
+		name   string
+		agents int
+	}{{"oneAgent", 1}, {"twoAgents", 2}} {
+		took := read(b, setup(b, filepath.Join(b.TempDir(), tc.name+".json"), tc.agents))
+		b.ReportMetric(float64(took)/float64(floor), tc.name+"-x-memory")
+	}
+	b.ReportMetric(float64(floor.Nanoseconds())/float64(b.N), "memory-ns/read")
 }
