@@ -36,12 +36,14 @@ func (f *Fake) Credentials(ctx context.Context, acct providers.Account, cluster 
 	if err := f.syncNodes(ctx); err != nil {
 		return providers.Credential{}, finish(err)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c := f.findSettled(a, cluster)
+	if err := f.lock(); err != nil {
+		return providers.Credential{}, err
+	}
+	defer f.unlock()
+	c, err := f.mustFind(a, cluster)
 	switch {
-	case c == nil:
-		return providers.Credential{}, finish(providers.NotFoundf("", "cluster %s not found", cluster))
+	case err != nil:
+		return providers.Credential{}, finish(err)
 	case c.Status != providers.ClusterRunning && c.Status != providers.ClusterUpdating:
 		return providers.Credential{}, finish(providers.Errorf("", providers.Conflict, providers.None, "cluster %s is %s; its API is not up", cluster, c.Status))
 	}
@@ -76,11 +78,13 @@ func (f *Fake) RevokeAccess(ctx context.Context, acct providers.Account, cluster
 	if err != nil {
 		return err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c := f.findSettled(a, cluster)
-	if c == nil {
-		return finish(providers.NotFoundf("", "cluster %s not found", cluster))
+	if err := f.lock(); err != nil {
+		return err
+	}
+	defer f.unlock()
+	c, err := f.mustFind(a, cluster)
+	if err != nil {
+		return finish(err)
 	}
 	delete(f.st.Grants, c.ID)
 	for k, ic := range f.st.Credentials {
@@ -99,8 +103,8 @@ func (f *Fake) RevokeAccess(ctx context.Context, acct providers.Account, cluster
 // issued by this fake for this endpoint, not revoked, not expired on the
 // injected clock, and the cluster still there.
 func (f *Fake) Accepts(cred providers.Credential) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.lockQuiet()
+	defer f.unlock()
 	ic, ok := f.st.Credentials[tokenHash(cred.Token)]
 	if !ok || ic.Revoked || !f.clock.Now().Before(ic.ExpiresAt) {
 		return false
@@ -114,8 +118,8 @@ func (f *Fake) Accepts(cred providers.Credential) bool {
 
 // HasAccess reports whether the fake holds access granted inside a cluster.
 func (f *Fake) HasAccess(clusterID string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.lockQuiet()
+	defer f.unlock()
 	_, ok := f.st.Grants[clusterID]
 	return ok
 }

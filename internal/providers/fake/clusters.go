@@ -30,9 +30,10 @@ func (f *Fake) newOp(kind string, steps int) *Operation {
 }
 
 // settleCluster finishes the cluster's operation and its pools' when they
-// are due, and reports whether the cluster still exists. Called with mu held.
+// are due, and reports whether the cluster still exists. Called with the lock held.
 func (f *Fake) settleCluster(c *ClusterRecord) bool {
 	if c.Op != nil && f.finished(c.Op) {
+		f.settled(c.ID, c.Op)
 		switch c.Op.Kind {
 		case "delete":
 			delete(f.st.Clusters, c.ID)
@@ -53,6 +54,7 @@ func (f *Fake) settlePool(c *ClusterRecord, p *NodePoolRecord) bool {
 	if p.Op == nil || !f.finished(p.Op) {
 		return true
 	}
+	f.settled(c.ID, p.Op)
 	if p.Op.Kind == "delete" {
 		delete(c.NodePools, p.Name)
 		return false
@@ -71,8 +73,10 @@ func observe(op *Operation) {
 // Advance moves every operation one step, for tests that drive time by
 // hand rather than by reading.
 func (f *Fake) Advance() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return err
+	}
+	defer f.unlock()
 	for _, id := range sortedKeys(f.st.Clusters) {
 		c := f.st.Clusters[id]
 		observe(c.Op)
@@ -85,42 +89,70 @@ func (f *Fake) Advance() error {
 }
 
 // find looks a cluster up for an account: by ID when the ref has one, else
-// by name within the account's project. Seeded clusters are visible to
-// every account. Called with mu held.
-func (f *Fake) find(a account, ref providers.ClusterRef) *ClusterRecord {
+// by name within the account's project (and the ref's location, when it
+// has one). Seeded clusters are visible to every account. It returns every
+// cluster that matches (two or more only with `names: duplicate`). Called
+// with the lock held.
+func (f *Fake) find(a account, ref providers.ClusterRef) []*ClusterRecord {
 	visible := func(c *ClusterRecord) bool {
 		return (c.Seeded || c.Project == a.Project) && (ref.Location == "" || c.Location == ref.Location)
 	}
 	if ref.ID != "" {
 		if c := f.st.Clusters[ref.ID]; c != nil && visible(c) && (ref.Name == "" || c.Name == ref.Name) {
-			return c
+			return []*ClusterRecord{c}
 		}
 		return nil
 	}
+	var hits []*ClusterRecord
 	for _, id := range sortedKeys(f.st.Clusters) {
 		c := f.st.Clusters[id]
 		if c.Name == ref.Name && !c.Seeded && c.Project == a.Project && visible(c) {
-			return c
+			hits = append(hits, c)
 		}
 	}
-	if ref.Location != "" {
-		for _, id := range sortedKeys(f.st.Clusters) {
-			if c := f.st.Clusters[id]; c.Seeded && c.Name == ref.Name && c.Location == ref.Location {
-				return c
-			}
+	if len(hits) > 0 || ref.Location == "" {
+		return hits
+	}
+	for _, id := range sortedKeys(f.st.Clusters) {
+		if c := f.st.Clusters[id]; c.Seeded && c.Name == ref.Name && c.Location == ref.Location {
+			return []*ClusterRecord{c}
 		}
 	}
 	return nil
 }
 
 // findSettled finds a cluster and brings its operations up to date; nil
-// when it does not exist (any more).
-func (f *Fake) findSettled(a account, ref providers.ClusterRef) *ClusterRecord {
-	c := f.find(a, ref)
-	if c == nil || !f.settleCluster(c) {
-		return nil
+// when it does not exist (any more). A name that two clusters carry is a
+// Conflict naming both ids, as the DOKS adapter answers: only an id tells
+// them apart.
+func (f *Fake) findSettled(a account, ref providers.ClusterRef) (*ClusterRecord, error) {
+	var live []*ClusterRecord
+	for _, c := range f.find(a, ref) {
+		if f.settleCluster(c) {
+			live = append(live, c)
+		}
 	}
-	return c
+	switch len(live) {
+	case 0:
+		return nil, nil
+	case 1:
+		return live[0], nil
+	}
+	ids := make([]string, len(live))
+	for i, c := range live {
+		ids[i] = c.ID
+	}
+	return nil, providers.Errorf("", providers.Conflict, providers.None, "%d clusters named %s in %s (%s): name the one meant by its id, or delete the extra ones",
+		len(live), ref.Name, live[0].Location, strings.Join(ids, ", "))
+}
+
+// mustFind is findSettled with a missing cluster as NotFound.
+func (f *Fake) mustFind(a account, ref providers.ClusterRef) (*ClusterRecord, error) {
+	c, err := f.findSettled(a, ref)
+	if err == nil && c == nil {
+		err = providers.NotFoundf("", "cluster %s not found", ref)
+	}
+	return c, err
 }
 
 func endpointOf(id string) string { return "https://" + id[:8] + ".k8s.fake.invalid" }
@@ -172,18 +204,23 @@ func addToken(tokens []string, t string) []string {
 // EnsureCluster creates a cluster or converges the one of the same name in
 // the account's project.
 func (f *Fake) EnsureCluster(ctx context.Context, acct providers.Account, spec providers.ClusterSpec) (providers.Cluster, error) {
-	a, finish, err := f.call(ctx, "EnsureCluster", &acct)
+	a, blank, finish, err := f.callFault(ctx, "EnsureCluster", &acct)
 	if err != nil {
 		return providers.Cluster{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return providers.Cluster{}, err
+	}
+	defer f.unlock()
 	c, err := f.ensureCluster(a, spec)
 	if err != nil {
 		return providers.Cluster{}, finish(err)
 	}
 	if err := f.persist(); err != nil {
 		return providers.Cluster{}, err
+	}
+	if blank {
+		return providers.Cluster{}, finish(nil)
 	}
 	return f.view(c), finish(nil)
 }
@@ -206,9 +243,22 @@ func (f *Fake) ensureCluster(a account, spec providers.ClusterSpec) (*ClusterRec
 	if !slices.Contains(f.cfg.Versions, version) {
 		return nil, providers.Invalidf("", "version", "version %q is not offered (offered: %s)", version, strings.Join(f.cfg.Versions, ", "))
 	}
-	c := f.findSettled(a, providers.ClusterRef{Name: spec.Name})
+	var c *ClusterRecord
+	if f.cfg.Names != NamesDuplicate {
+		// A DOKS-like account never looks: every create makes a cluster.
+		var err error
+		if c, err = f.findSettled(a, providers.ClusterRef{Name: spec.Name}); err != nil {
+			return nil, err
+		}
+	}
+	if c != nil && f.cfg.Names == NamesConflict {
+		e := providers.Errorf("", providers.Conflict, providers.None, "cluster %s already exists in %s (id %s)", spec.Name, c.Location, c.ID)
+		e.Reason = "alreadyExists"
+		return nil, e
+	}
 	if c == nil {
 		c = &ClusterRecord{
+			CreatedAt:    f.clock.Now(),
 			ID:           f.nextID("cluster", a.Project+"/"+spec.Name),
 			Project:      a.Project,
 			Location:     spec.Location,
@@ -263,13 +313,18 @@ func (f *Fake) GetCluster(ctx context.Context, acct providers.Account, ref provi
 	}
 	// Runs after the unlock: the pools' Nodes follow what this saw.
 	defer f.syncNodesQuiet(ctx)
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return providers.Cluster{}, err
+	}
+	defer f.unlock()
 	return f.observeCluster(a, ref, finish)
 }
 
 func (f *Fake) observeCluster(a account, ref providers.ClusterRef, finish func(error) error) (providers.Cluster, error) {
-	c := f.findSettled(a, ref)
+	c, err := f.findSettled(a, ref)
+	if err != nil {
+		return providers.Cluster{}, finish(err)
+	}
 	if c != nil {
 		observe(c.Op)
 		if !f.settleCluster(c) {
@@ -291,11 +346,13 @@ func (f *Fake) DeleteCluster(ctx context.Context, acct providers.Account, ref pr
 	if err != nil {
 		return providers.Cluster{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c := f.findSettled(a, ref)
-	if c == nil {
-		return providers.Cluster{}, finish(providers.NotFoundf("", "cluster %s not found", ref))
+	if err := f.lock(); err != nil {
+		return providers.Cluster{}, err
+	}
+	defer f.unlock()
+	c, err := f.mustFind(a, ref)
+	if err != nil {
+		return providers.Cluster{}, finish(err)
 	}
 	if c.Status != providers.ClusterDeleting {
 		c.Status = providers.ClusterDeleting
@@ -320,34 +377,37 @@ func (f *Fake) ReadAdoptable(ctx context.Context, acct providers.Account, adoptI
 	if loc, name, ok := strings.Cut(adoptID, "/"); ok {
 		ref = providers.ClusterRef{Location: loc, Name: name}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return providers.Cluster{}, err
+	}
+	defer f.unlock()
 	return f.observeCluster(a, ref, finish)
 }
 
 // SeedAdoptable adds a cluster made by someone else, running, with its own
 // node pools. Seeding the same location and name again returns the first.
 func (f *Fake) SeedAdoptable(s SeedCluster) (providers.Cluster, error) {
+	if err := f.lock(); err != nil {
+		return providers.Cluster{}, err
+	}
+	defer f.unlock()
 	c, err := f.seed(s)
 	if err != nil {
 		return providers.Cluster{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.persist(); err != nil {
 		return providers.Cluster{}, err
 	}
 	return f.view(c), nil
 }
 
+// seed adds a seeded cluster. Called with the lock held.
 func (f *Fake) seed(s SeedCluster) (*ClusterRecord, error) {
 	probe := f.cfg
 	probe.Adoptable, probe.Faults = []SeedCluster{s}, nil
 	if err := probe.validate(); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	for _, c := range f.st.Clusters {
 		if c.Seeded && c.Location == s.Location && c.Name == s.Name {
 			return c, nil
@@ -380,7 +440,7 @@ func (f *Fake) seed(s SeedCluster) (*ClusterRecord, error) {
 }
 
 // ListClusters lists the account's clusters (seeded ones included) that
-// carry the label key. A listing is a look, but not at one operation: it
+// carry the label key; with listLag, as they were that long ago. A listing is a look, but not at one operation: it
 // settles what is due without moving any operation a step, so a sweep does
 // not speed up the clusters it looks at.
 func (f *Fake) ListClusters(ctx context.Context, acct providers.Account, labelKey string) ([]providers.Cluster, error) {
@@ -388,8 +448,10 @@ func (f *Fake) ListClusters(ctx context.Context, acct providers.Account, labelKe
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return nil, err
+	}
+	defer f.unlock()
 	var out []providers.Cluster
 	for _, id := range sortedKeys(f.st.Clusters) {
 		c := f.st.Clusters[id]
@@ -405,6 +467,9 @@ func (f *Fake) ListClusters(ctx context.Context, acct providers.Account, labelKe
 	}
 	if err := f.persist(); err != nil {
 		return nil, err
+	}
+	if f.cfg.ListLag > 0 {
+		return f.laggedClusters(a, labelKey), finish(nil)
 	}
 	slices.SortFunc(out, func(x, y providers.Cluster) int { return strings.Compare(x.Ref.String(), y.Ref.String()) })
 	return out, finish(nil)

@@ -28,14 +28,41 @@ import (
 //	    token: secret://fake-token  # [none]: accounts' token must resolve to the same value
 //	    adoptable: [{ name: theirs, location: fake-east, version: "1.34",
 //	                  nodePools: [{ name: default, machineType: fake-cpu-4, nodeCount: 2 }] }]
-//	    faults: [{ method: EnsureCluster, count: 1, class: unavailable, sideEffect: done }]
+//	    faults: [{ method: EnsureCluster, count: 1, class: unavailable, sideEffect: done },
+//	             { method: EnsureNodePool, doneWithoutObject: true }]
+//	    names: converge       # [converge] | duplicate (DOKS) | conflict (GKE, EKS)
+//	    listLag: 0s           # [0]: lists answer the account as it was this long ago
 //
 // adoptable clusters are added to the state when it has none of that
 // location and name; faults only when the state file is new, so that a
 // restart does not fire them again.
+//
+// names says what a second create of a name in the account's project does:
+// converge converges the cluster that has it; duplicate (DOKS, which never
+// looks) makes another cluster of the name with a new id, after which a
+// read by name without an id finds two and answers a Conflict naming both;
+// conflict (GKE, EKS) refuses with a Conflict, reason "alreadyExists", and
+// a read by name still finds the first. Node pool names stay converging
+// under every value (the clouds key pools by name within a cluster).
+//
+// listLag makes ListClusters and ListNodePools eventually consistent: they
+// answer the account as it was listLag ago on the fake's clock, so a
+// cluster made less than listLag ago is not listed yet and one gone less
+// than listLag ago still is. GetCluster, GetNodePool and the other reads by
+// name or id are current. The fake keeps what it listed of each cluster and
+// when (State.History), pruned to what the window needs and at most
+// maxHistory entries per cluster; every user of one state file should set
+// the same listLag.
+//
+// A fault with doneWithoutObject makes EnsureCluster or EnsureNodePool do
+// its work and answer success with an empty object (no id, no name), as a
+// 2xx whose body the client cannot read.
 type Config struct {
 	// StatePath is the JSON file the fake keeps its provider-side truth in,
 	// so that it survives a restart of the agent. Empty keeps it in memory.
+	// It is one cloud account: several fakes (agents, processes) may share
+	// it, each call reading and writing it under the exclusive lock of
+	// `<statePath>.lock`.
 	StatePath string `yaml:"statePath"`
 	Steps     Steps  `yaml:"steps"`
 	// StepEvery, when set, also advances an operation one step per interval
@@ -57,7 +84,33 @@ type Config struct {
 	// Kube backs the clusters by a real API server (KubeConfig); nil: the
 	// clusters have no API.
 	Kube *KubeConfig `yaml:"kube"`
+	// Names is what a create meets when its name is taken in the account's
+	// project: converge it (NamesConverge, the default), make another
+	// cluster of that name (NamesDuplicate) or refuse (NamesConflict).
+	Names Names `yaml:"names"`
+	// ListLag makes ListClusters and ListNodePools answer the account as it
+	// was that long ago on the injected clock, as an eventually consistent
+	// list does; reads by name are current. 0: lists are current.
+	ListLag time.Duration `yaml:"listLag"`
 }
+
+// Names is how an account treats a second create of a name.
+type Names string
+
+// The ways. Each is one cloud's.
+const (
+	// NamesConverge: EnsureCluster of a name in use converges that cluster
+	// (what the adapters make of every cloud when they can see the name).
+	NamesConverge Names = "converge"
+	// NamesDuplicate: like DOKS, a create never looks, so a second create
+	// of a name in use makes a second cluster with a new id; a read by name
+	// then finds two and answers a Conflict naming both ids.
+	NamesDuplicate Names = "duplicate"
+	// NamesConflict: like GKE and EKS, a create of a name in use is refused
+	// with a Conflict (reason "alreadyExists"); a read by name finds the
+	// cluster that holds it.
+	NamesConflict Names = "conflict"
+)
 
 // Steps are how many observations (GetCluster, GetNodePool, ListNodePools,
 // ReadAdoptable, or Fake.Advance) an operation takes to finish. 0 finishes it
@@ -131,6 +184,7 @@ func DefaultConfig() Config {
 		},
 		ZeroNodes: true,
 		Spot:      true,
+		Names:     NamesConverge,
 	}
 }
 
@@ -150,6 +204,16 @@ func (c *Config) validate() error {
 	}
 	if c.StepEvery < 0 {
 		return fmt.Errorf("stepEvery: must not be negative")
+	}
+	switch c.Names {
+	case "":
+		c.Names = NamesConverge
+	case NamesConverge, NamesDuplicate, NamesConflict:
+	default:
+		return fmt.Errorf("names: %q is not %s, %s or %s", c.Names, NamesConverge, NamesDuplicate, NamesConflict)
+	}
+	if c.ListLag < 0 {
+		return fmt.Errorf("listLag: must not be negative")
 	}
 	if len(c.Versions) == 0 {
 		return fmt.Errorf("versions: at least one is needed")

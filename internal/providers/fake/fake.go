@@ -3,7 +3,9 @@
 // the substrate can tell: operations are asynchronous, node pool shapes
 // never change in place, credentials expire, and clusters made by someone
 // else can be adopted. Its truth lives in a small JSON file written
-// atomically, so it survives a kill -9 of the agent; operations advance per
+// atomically, so it survives a kill -9 of the agent, and that file is one
+// cloud account that several agents (processes) may share at once, each
+// call holding the account's file lock; operations advance per
 // observation or on an injected clock, never on wall time; and tests can
 // inject faults, read the truth and count calls.
 package fake
@@ -12,8 +14,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"os"
 	"sync"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -32,9 +37,21 @@ type Fake struct {
 	// kube is the API server the clusters are (Config.Kube); nil: none.
 	kube *kube
 
-	mu    sync.Mutex
-	st    State
-	calls map[string]int
+	// mu guards what follows; with a state file, lock also holds the
+	// account's file lock (lockFile) and reloads st from the file.
+	mu       sync.Mutex
+	st       State
+	calls    map[string]int
+	lockFile *os.File
+	// gen is the generation of the state file st was read at or written
+	// as; known is false until it was read once; existed says whether the
+	// file was there.
+	gen     uint64
+	known   bool
+	existed bool
+	// settledAt is when the operations settled since the last write
+	// finished, by cluster id, for listLag's history (see settled).
+	settledAt map[string]time.Time
 }
 
 // Option changes how a Fake is made.
@@ -50,18 +67,10 @@ func New(cfg Config, secrets providers.SecretResolver, opts ...Option) (*Fake, e
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("fake: %w", err)
 	}
-	f := &Fake{cfg: cfg, secrets: secrets, clock: clock.Real{}, calls: map[string]int{}}
+	f := &Fake{cfg: cfg, secrets: secrets, clock: clock.Real{}, calls: map[string]int{}, st: newState()}
 	for _, o := range opts {
 		o(f)
 	}
-	st, existed := newState(), false
-	if cfg.StatePath != "" {
-		var err error
-		if st, existed, err = load(cfg.StatePath); err != nil {
-			return nil, err
-		}
-	}
-	f.st = st
 	if cfg.Kube != nil && f.kube == nil {
 		k, err := cfg.Kube.open()
 		if err != nil {
@@ -69,7 +78,13 @@ func New(cfg Config, secrets providers.SecretResolver, opts ...Option) (*Fake, e
 		}
 		f.kube = k
 	}
-	if !existed {
+	// One locked section, so that two agents starting on one account agree
+	// on whether the file was new and seed each adoptable cluster once.
+	if err := f.lock(); err != nil {
+		return nil, err
+	}
+	defer f.unlock()
+	if !f.existed {
 		for _, ft := range cfg.Faults {
 			if ft.Count == 0 {
 				ft.Count = 1
@@ -82,8 +97,6 @@ func New(cfg Config, secrets providers.SecretResolver, opts ...Option) (*Fake, e
 			return nil, err
 		}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.persist(); err != nil {
 		return nil, err
 	}
@@ -107,16 +120,92 @@ func Factory(opts ...Option) providers.Factory {
 	}
 }
 
-// persist writes the state when there is a file. Called with mu held.
-func (f *Fake) persist() error {
+// lock takes the fake's mutex and, with a state file, the account's
+// exclusive lock, and brings the state in memory up to the file (another
+// user of the account may have written it). Every call that reads or
+// writes the state holds it; unlock releases both. On an error nothing is
+// held.
+func (f *Fake) lock() error {
+	f.mu.Lock()
 	if f.cfg.StatePath == "" {
 		return nil
 	}
-	if err := save(f.cfg.StatePath, &f.st); err != nil {
+	lf, err := lockAccount(f.cfg.StatePath)
+	if err == nil {
+		if err = f.reload(lf); err != nil {
+			lf.Close()
+		}
+	}
+	if err != nil {
+		f.mu.Unlock()
+		// The fake's own disk failing is not the provider's answer; nothing
+		// was done.
+		return &providers.Error{Class: providers.Unavailable, SideEffect: providers.None, Message: "fake state not read", Err: err}
+	}
+	f.lockFile = lf
+	return nil
+}
+
+// lockQuiet is lock for the reads that cannot report an error (Snapshot,
+// Accepts, Review): when the account cannot be locked or read they answer
+// from the state this Fake last knew.
+func (f *Fake) lockQuiet() {
+	if err := f.lock(); err != nil {
+		f.mu.Lock()
+	}
+}
+
+// unlock releases what lock took.
+func (f *Fake) unlock() {
+	// What settled without a write is forgotten with it.
+	clear(f.settledAt)
+	if f.lockFile != nil {
+		f.lockFile.Close() // releases the flock
+		f.lockFile = nil
+	}
+	f.mu.Unlock()
+}
+
+// reload reads the state file unless the state in memory is already the
+// generation the lock file holds. Called with the account locked.
+func (f *Fake) reload(lf *os.File) error {
+	gen, err := readGeneration(lf)
+	if err != nil {
+		return err
+	}
+	if f.known && gen == f.gen {
+		return nil
+	}
+	st, existed, err := load(f.cfg.StatePath)
+	if err != nil {
+		return err
+	}
+	f.st, f.gen, f.known, f.existed = st, gen, true, existed
+	return nil
+}
+
+// persist writes the state when there is a file. Called with the lock held.
+func (f *Fake) persist() error {
+	f.record()
+	if f.cfg.StatePath == "" {
+		return nil
+	}
+	err := errors.New("the account is not locked") // a bug of the fake, said rather than written unlocked
+	gen := f.gen + 1
+	if f.lockFile != nil {
+		// The generation first: a kill between the two costs the other users
+		// one needless reload, where the other order would let them keep a
+		// stale state.
+		if err = writeGeneration(f.lockFile, gen); err == nil {
+			err = save(f.cfg.StatePath, &f.st)
+		}
+	}
+	if err != nil {
 		// The fake's own disk failing is not the provider's answer; say that
 		// nothing is known of what happened.
 		return &providers.Error{Class: providers.Unavailable, SideEffect: providers.Maybe, Message: "fake state not written", Err: err}
 	}
+	f.gen, f.existed = gen, true
 	return nil
 }
 
@@ -130,8 +219,8 @@ func (f *Fake) Calls(method string) int {
 
 // Snapshot returns a deep copy of the provider-side truth.
 func (f *Fake) Snapshot() State {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.lockQuiet()
+	defer f.unlock()
 	return f.st.clone()
 }
 
@@ -139,7 +228,7 @@ func (f *Fake) Snapshot() State {
 func (f *Fake) Config() Config { return f.cfg }
 
 // nextID derives the next id from the sequence and what it names, so the
-// same calls in the same order give the same ids. Called with mu held.
+// same calls in the same order give the same ids. Called with the lock held.
 func (f *Fake) nextID(kind, what string) string {
 	f.st.Seq++
 	return deriveID(fmt.Sprintf("%s:%s:%d", kind, what, f.st.Seq))
@@ -157,30 +246,40 @@ func deriveID(s string) string {
 // whether to fail (and whether to act first). The returned func turns the
 // method's own result error into the one the caller sees.
 func (f *Fake) call(ctx context.Context, method string, acct *providers.Account) (account, func(error) error, error) {
+	a, _, finish, err := f.callFault(ctx, method, acct)
+	return a, finish, err
+}
+
+// callFault is call that also says whether the answer must lose its
+// object (a doneWithoutObject fault fired: the method acts, then answers
+// success with a zero value).
+func (f *Fake) callFault(ctx context.Context, method string, acct *providers.Account) (account, bool, func(error) error, error) {
 	if err := ctx.Err(); err != nil {
-		return account{}, nil, &providers.Error{Op: method, Class: providers.Unavailable, SideEffect: providers.None, Message: "cancelled before the call", Err: err}
+		return account{}, false, nil, &providers.Error{Op: method, Class: providers.Unavailable, SideEffect: providers.None, Message: "cancelled before the call", Err: err}
 	}
-	f.mu.Lock()
+	if err := f.lock(); err != nil {
+		return account{}, false, nil, opErr(method, err)
+	}
 	f.calls[method]++
 	ft, err := f.takeFault(method)
-	f.mu.Unlock()
+	f.unlock()
 	if err != nil {
-		return account{}, nil, err
+		return account{}, false, nil, err
 	}
 	if ft != nil {
 		if err := f.wait(ctx, method, ft.Latency); err != nil {
-			return account{}, nil, err
+			return account{}, false, nil, err
 		}
 	}
 	var a account
 	if acct != nil {
 		if a, err = f.authorize(ctx, method, *acct); err != nil {
-			return account{}, nil, err
+			return account{}, false, nil, err
 		}
 	}
 	failing := ft != nil && (ft.Class != "" || ft.Drop)
 	if failing && !ft.acts() {
-		return account{}, nil, ft.err(method)
+		return account{}, false, nil, ft.err(method)
 	}
 	finish := func(err error) error {
 		if err == nil && failing {
@@ -188,7 +287,7 @@ func (f *Fake) call(ctx context.Context, method string, acct *providers.Account)
 		}
 		return opErr(method, err)
 	}
-	return a, finish, nil
+	return a, ft != nil && ft.DoneWithoutObject, finish, nil
 }
 
 // opErr names the method in an error that does not name one yet.

@@ -28,6 +28,11 @@ type Fault struct {
 	// Drop makes the call act and then lose its answer: the caller gets an
 	// error that carries no class, as a reset connection would.
 	Drop bool `yaml:"drop" json:"drop,omitempty"`
+	// DoneWithoutObject makes EnsureCluster or EnsureNodePool do its work
+	// and answer success with an empty object (no id, no name), as a 2xx
+	// whose body the client cannot read: the caller knows it happened but
+	// not what was made.
+	DoneWithoutObject bool `yaml:"doneWithoutObject" json:"doneWithoutObject,omitempty"`
 	// Latency delays the call on the injected clock (or until the context
 	// ends) before anything else.
 	Latency time.Duration `yaml:"latency" json:"latency,omitempty"`
@@ -55,11 +60,19 @@ func (f Fault) validate() error {
 	if f.Class != "" && f.Drop {
 		return fmt.Errorf("a fault either fails (class) or drops the answer, not both")
 	}
+	if f.DoneWithoutObject {
+		switch {
+		case f.Method != "EnsureCluster" && f.Method != "EnsureNodePool":
+			return fmt.Errorf("doneWithoutObject is for method EnsureCluster or EnsureNodePool, not %q", f.Method)
+		case f.Class != "" || f.Drop:
+			return fmt.Errorf("a fault with doneWithoutObject succeeds: it takes no class and no drop")
+		}
+	}
 	if f.RetryAfter < 0 || f.Latency < 0 {
 		return fmt.Errorf("durations must not be negative")
 	}
-	if f.Class == "" && !f.Drop && f.Latency == 0 {
-		return fmt.Errorf("a fault needs a class, drop or latency")
+	if f.Class == "" && !f.Drop && f.Latency == 0 && !f.DoneWithoutObject {
+		return fmt.Errorf("a fault needs a class, drop, doneWithoutObject or latency")
 	}
 	return nil
 }
@@ -98,8 +111,10 @@ func (f *Fake) InjectFault(ft Fault) error {
 	if ft.Count == 0 {
 		ft.Count = 1
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return err
+	}
+	defer f.unlock()
 	f.st.Faults = append(f.st.Faults, ft)
 	return f.persist()
 }
@@ -116,6 +131,12 @@ func (f *Fake) DropNextResponse(method string, n int) error {
 	return f.InjectFault(Fault{Method: method, Count: n, Drop: true})
 }
 
+// AnswerWithoutObject makes the next n calls of method (EnsureCluster or
+// EnsureNodePool) act and answer success with an empty object.
+func (f *Fake) AnswerWithoutObject(method string, n int) error {
+	return f.InjectFault(Fault{Method: method, Count: n, DoneWithoutObject: true})
+}
+
 // RateLimit throttles the next n calls of method, asking for retryAfter.
 func (f *Fake) RateLimit(method string, n int, retryAfter time.Duration) error {
 	return f.InjectFault(Fault{Method: method, Count: n, Class: providers.Throttled, SideEffect: providers.None, RetryAfter: retryAfter})
@@ -128,13 +149,15 @@ func (f *Fake) AddLatency(method string, n int, d time.Duration) error {
 
 // ClearFaults disarms every fault.
 func (f *Fake) ClearFaults() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return err
+	}
+	defer f.unlock()
 	f.st.Faults = nil
 	return f.persist()
 }
 
-// takeFault consumes the first armed fault for method. Called with mu held.
+// takeFault consumes the first armed fault for method. Called with the lock held.
 func (f *Fake) takeFault(method string) (*Fault, error) {
 	for i := range f.st.Faults {
 		ft := &f.st.Faults[i]

@@ -91,8 +91,8 @@ func (f *Fake) Review(token string) (user string, ok bool) {
 	if f.kube == nil {
 		return "", false
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.lockQuiet()
+	defer f.unlock()
 	return f.st.review(token, f.clock.Now())
 }
 
@@ -116,7 +116,7 @@ type desiredNode struct {
 	gpus   int
 }
 
-// desiredNodes lists the Nodes the node pools have now. Called with mu held.
+// desiredNodes lists the Nodes the node pools have now. Called with the lock held.
 func (f *Fake) desiredNodes() map[string]desiredNode {
 	out := map[string]desiredNode{}
 	for _, c := range f.st.Clusters {
@@ -161,9 +161,9 @@ func (f *Fake) syncNodes(ctx context.Context) error {
 	if f.kube == nil {
 		return nil
 	}
-	f.mu.Lock()
+	f.lockQuiet()
 	want := f.desiredNodes()
-	f.mu.Unlock()
+	f.unlock()
 	k := f.kube
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -20,7 +20,14 @@ import (
 // needs it (most tests here need no API server), stopped by TestMain.
 var shared = kubeplane.Lazy{LogLines: 40}
 
-func TestMain(m *testing.M) { os.Exit(shared.Run(m)) }
+func TestMain(m *testing.M) {
+	// The test binary run again as one of several agents sharing an
+	// account (TestSharedAccountProcesses).
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(sharedAccountChild())
+	}
+	os.Exit(shared.Run(m))
+}
 
 func kube(t *testing.T) *kubeplane.Plane { t.Helper(); return shared.Plane(t) }
 

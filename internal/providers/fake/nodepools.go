@@ -16,9 +16,9 @@ const defaultDiskGiB = 100
 // is running. A cluster still being made, upgraded or deleted is busy
 // (Conflict), as on the real providers.
 func (f *Fake) runningCluster(a account, ref providers.ClusterRef) (*ClusterRecord, error) {
-	c := f.findSettled(a, ref)
-	if c == nil {
-		return nil, providers.NotFoundf("", "cluster %s not found", ref)
+	c, err := f.mustFind(a, ref)
+	if err != nil {
+		return nil, err
 	}
 	if c.Status != providers.ClusterRunning {
 		return nil, providers.Errorf("", providers.Conflict, providers.None, "cluster %s is %s", ref, c.Status)
@@ -138,18 +138,23 @@ func poolView(p *NodePoolRecord) providers.NodePool {
 
 // EnsureNodePool creates a node pool or converges the one of the same name.
 func (f *Fake) EnsureNodePool(ctx context.Context, acct providers.Account, cluster providers.ClusterRef, spec providers.NodePoolSpec) (providers.NodePool, error) {
-	a, finish, err := f.call(ctx, "EnsureNodePool", &acct)
+	a, blank, finish, err := f.callFault(ctx, "EnsureNodePool", &acct)
 	if err != nil {
 		return providers.NodePool{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return providers.NodePool{}, err
+	}
+	defer f.unlock()
 	p, err := f.ensureNodePool(a, cluster, spec)
 	if err != nil {
 		return providers.NodePool{}, finish(err)
 	}
 	if err := f.persist(); err != nil {
 		return providers.NodePool{}, err
+	}
+	if blank {
+		return providers.NodePool{}, finish(nil)
 	}
 	return poolView(p), finish(nil)
 }
@@ -217,17 +222,18 @@ func (f *Fake) GetNodePool(ctx context.Context, acct providers.Account, cluster 
 	}
 	// Runs after the unlock: the pools' Nodes follow what this saw.
 	defer f.syncNodesQuiet(ctx)
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return providers.NodePool{}, err
+	}
+	defer f.unlock()
 	var view providers.NodePool
-	c := f.findSettled(a, cluster)
-	if c == nil {
-		err = providers.NotFoundf("", "cluster %s not found", cluster)
-	} else if p := c.NodePools[name]; p == nil {
-		err = providers.NotFoundf("", "node pool %s not found in cluster %s", name, cluster)
-	} else {
-		observe(p.Op)
-		if f.settlePool(c, p) {
+	c, err := f.mustFind(a, cluster)
+	if err == nil {
+		p := c.NodePools[name]
+		if p != nil {
+			observe(p.Op)
+		}
+		if p != nil && f.settlePool(c, p) {
 			view = poolView(p)
 		} else {
 			err = providers.NotFoundf("", "node pool %s not found in cluster %s", name, cluster)
@@ -245,8 +251,10 @@ func (f *Fake) ResizeNodePool(ctx context.Context, acct providers.Account, clust
 	if err != nil {
 		return providers.NodePool{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := f.lock(); err != nil {
+		return providers.NodePool{}, err
+	}
+	defer f.unlock()
 	c, err := f.runningCluster(a, cluster)
 	if err != nil {
 		return providers.NodePool{}, finish(err)
@@ -271,7 +279,9 @@ func (f *Fake) ResizeNodePool(ctx context.Context, acct providers.Account, clust
 }
 
 // ListNodePools lists a cluster's pools by name; each listed pool's
-// operation moves one step.
+// operation moves one step. With listLag it answers the pools as they were
+// that long ago (none for a cluster newer than that, the last ones for a
+// cluster gone since).
 func (f *Fake) ListNodePools(ctx context.Context, acct providers.Account, cluster providers.ClusterRef) ([]providers.NodePool, error) {
 	a, finish, err := f.call(ctx, "ListNodePools", &acct)
 	if err != nil {
@@ -279,22 +289,36 @@ func (f *Fake) ListNodePools(ctx context.Context, acct providers.Account, cluste
 	}
 	// Runs after the unlock: the pools' Nodes follow what this saw.
 	defer f.syncNodesQuiet(ctx)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c := f.findSettled(a, cluster)
-	if c == nil {
-		return nil, finish(providers.NotFoundf("", "cluster %s not found", cluster))
+	if err := f.lock(); err != nil {
+		return nil, err
+	}
+	defer f.unlock()
+	c, err := f.findSettled(a, cluster)
+	if err != nil {
+		return nil, finish(err)
 	}
 	out := []providers.NodePool{}
-	for _, name := range sortedKeys(c.NodePools) {
-		p := c.NodePools[name]
-		observe(p.Op)
-		if f.settlePool(c, p) {
-			out = append(out, poolView(p))
+	if c != nil {
+		for _, name := range sortedKeys(c.NodePools) {
+			p := c.NodePools[name]
+			observe(p.Op)
+			if f.settlePool(c, p) {
+				out = append(out, poolView(p))
+			}
 		}
 	}
 	if err := f.persist(); err != nil {
 		return nil, err
+	}
+	if f.cfg.ListLag > 0 {
+		// The pools' operations moved on what they are now; the answer is
+		// what the listing showed listLag ago.
+		if pools, ok := f.laggedPools(a, cluster, c); ok {
+			return pools, finish(nil)
+		}
+	}
+	if c == nil {
+		return nil, finish(providers.NotFoundf("", "cluster %s not found", cluster))
 	}
 	return out, finish(nil)
 }
@@ -305,11 +329,13 @@ func (f *Fake) DeleteNodePool(ctx context.Context, acct providers.Account, clust
 	if err != nil {
 		return providers.NodePool{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c := f.findSettled(a, cluster)
-	if c == nil {
-		return providers.NodePool{}, finish(providers.NotFoundf("", "cluster %s not found", cluster))
+	if err := f.lock(); err != nil {
+		return providers.NodePool{}, err
+	}
+	defer f.unlock()
+	c, err := f.mustFind(a, cluster)
+	if err != nil {
+		return providers.NodePool{}, finish(err)
 	}
 	p := c.NodePools[name]
 	if p == nil {

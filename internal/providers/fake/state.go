@@ -1,10 +1,14 @@
 package fake
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/providers"
@@ -30,6 +34,9 @@ type State struct {
 	// cluster id; RevokeAccess removes them.
 	Grants map[string]Grant `json:"grants"`
 	Faults []Fault          `json:"faults,omitempty"`
+	// History is what the listings showed of each cluster and from when,
+	// by cluster id, kept only with listLag (see record).
+	History map[string][]ListEntry `json:"history,omitempty"`
 }
 
 // ClusterRecord is one cluster.
@@ -38,6 +45,7 @@ type ClusterRecord struct {
 	Project      string                     `json:"project"`
 	Location     string                     `json:"location"`
 	Name         string                     `json:"name"`
+	CreatedAt    time.Time                  `json:"createdAt,omitzero"`
 	PrivateNodes bool                       `json:"privateNodes,omitempty"`
 	Version      string                     `json:"version"`
 	NodeVersion  string                     `json:"nodeVersion"`
@@ -168,4 +176,68 @@ func (st *State) clone() State {
 		panic(err)
 	}
 	return out
+}
+
+// The state file is one cloud account, and several agents (processes,
+// installations) may use it at once: every call reads it and writes it back
+// under an exclusive flock(2) of the sibling `<statePath>.lock`. The lock is
+// on the sibling because save renames a new file over the state file, and a
+// lock on a file that has been renamed away guards nothing.
+//
+// The lock file also holds a generation, a big-endian uint64 that every
+// write bumps before it renames: a user whose last read or write was that
+// generation has the state in memory already and need not parse the file
+// again, so a single user pays for the lock and not for a reload per call.
+// A writer killed between the bump and the rename costs the others one
+// needless reload, never a stale read.
+
+// lockPath is the account's lock file.
+func lockPath(statePath string) string { return statePath + ".lock" }
+
+// lockAccount opens the lock file and takes its exclusive lock, waiting for
+// the other users. Closing the file releases the lock (as does the death of
+// the process).
+func lockAccount(statePath string) (*os.File, error) {
+	// The provider's truth may be opened before anything else made its
+	// directory (a plan before the agent's first run).
+	if err := os.MkdirAll(filepath.Dir(statePath), 0o700); err != nil {
+		return nil, err
+	}
+	lf, err := os.OpenFile(lockPath(statePath), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = syscall.Flock(int(lf.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("locking %s: %w", lf.Name(), err)
+	}
+	return lf, nil
+}
+
+// readGeneration reads the generation a locked lock file holds; a new
+// (empty) lock file is generation 0.
+func readGeneration(lf *os.File) (uint64, error) {
+	var b [8]byte
+	n, err := lf.ReadAt(b[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	if n < len(b) {
+		return 0, nil
+	}
+	return binary.BigEndian.Uint64(b[:]), nil
+}
+
+// writeGeneration records a new generation in a locked lock file.
+func writeGeneration(lf *os.File, gen uint64) error {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], gen)
+	_, err := lf.WriteAt(b[:], 0)
+	return err
 }
