@@ -1,14 +1,15 @@
 package main
 
 import (
+	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
-	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/crashtest"
 )
 
@@ -24,13 +25,15 @@ func TestTwoInstallationsShareAnAccount(t *testing.T) {
 	step := crashtest.Step{Pools: []crashtest.Pool{{Name: "gpu", Flavors: []crashtest.Flavor{{Name: "h100", MachineType: "fake-h100x8", Nodes: 1}}}}}
 
 	a := prod.start()
-	a, _ = prod.waitConverged(a, step, prod.push(step, 0), "prod")
+	prodHead := prod.push(step, 0)
+	a, _ = prod.waitConverged(a, step, prodHead, "prod")
 	b := staging.start()
 	b, _ = staging.waitConverged(b, step, staging.push(step, 0), "staging")
 	// Each agent's sweep runs at its start: prod's sees staging's cluster.
 	a.stop(t)
 	a = prod.start()
-	a, _ = prod.waitConverged(a, step, prod.push(step, 1), "prod after a restart")
+	a, _ = prod.waitConverged(a, step, prodHead, "prod after a restart")
+	waitLog(t, a, "a cluster of another fleet-agent installation")
 
 	prodInst, stagingInst := installationOf(t, prod), installationOf(t, staging)
 	if prodInst == stagingInst {
@@ -50,7 +53,8 @@ func TestTwoInstallationsShareAnAccount(t *testing.T) {
 	// And prod's sweep once more, after staging's teardown.
 	a.stop(t)
 	a = prod.start()
-	a, _ = prod.waitConverged(a, step, prod.push(step, 2), "prod after staging's prune")
+	a, _ = prod.waitConverged(a, step, prodHead, "prod after staging's prune")
+	waitLog(t, a, "substrate sweep: done")
 	a.stop(t)
 	b.stop(t)
 
@@ -69,8 +73,18 @@ func TestTwoInstallationsShareAnAccount(t *testing.T) {
 			t.Errorf("%s: %+v", w.world.dir, f.Problems)
 		}
 	}
-	if !strings.Contains(a.logs(), "another fleet-agent installation") {
-		t.Errorf("prod's sweep did not report staging's cluster:\n%s", a.logs())
+}
+
+// waitLog waits until the child's log holds text (its sweep runs at its
+// start, a moment after the socket answers).
+func waitLog(t *testing.T, c *child, text string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(c.logs(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent never logged %q:\n%s", text, c.logs())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -88,14 +102,17 @@ func newTrialWorldSharing(t *testing.T, shared string) *trialWorld {
 	return w
 }
 
+// installationOf asks a running agent its installation, as status shows it.
 func installationOf(t *testing.T, w *trialWorld) string {
 	t.Helper()
-	s, err := state.Open(w.state, state.Options{ReadOnly: true})
-	if err != nil {
+	var st agent.StatusView
+	if err := agent.NewClient(w.socket).Do(t.Context(), "GET", "/v1/status", nil, &st); err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	return s.Installation()
+	if st.Installation == "" {
+		t.Fatal("status shows no installation")
+	}
+	return st.Installation
 }
 
 // clustersByInstallation reads the shared account's clusters (not being
