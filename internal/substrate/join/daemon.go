@@ -309,7 +309,7 @@ func (d *daemon) ensureClient(c nodeConfig) {
 	}
 	var tc *tls.Config
 	if len(c.pins) > 0 {
-		tc = pinnedTLS(c.pins)
+		tc = pinnedTLS(c.pins, c.joinURL.Hostname())
 	} else {
 		tc = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: d.o.RootCAs, ClientSessionCache: tls.NewLRUClientSessionCache(4)}
 	}
