@@ -109,8 +109,13 @@ type heartbeatRequest struct {
 }
 
 // ServeHTTP answers one request. Every request spends an attempt of its
-// source address first and gets it back if it succeeds: a source that
-// failed too often is refused before anything else is looked at.
+// source address first and gets it back if it succeeds. A source with no
+// attempt left is refused 429 for anything but a request that succeeds: a
+// node daemon's heartbeat with its valid key, or a join with a valid token,
+// is served from a budget of its own (it spends nothing, as successes never
+// do), so that a neighbour on the same address that spends the bucket
+// cannot shut the node out; everything else is answered 429 without a word
+// about why it failed.
 func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	src := sourceOf(r.RemoteAddr)
 	route := "other"
@@ -125,17 +130,8 @@ func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// From here the handler accounts for the connection's attempts.
 	markServed(r.Context())
 	b, ok, wait := l.limiter.take(src)
-	if !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
-		// Closed after the answer: the source's next connection is closed
-		// as accepted while it has no attempt left, before any handshake.
-		w.Header().Set("Connection", "close")
-		l.answerRefusal(w, refuse(CodeRateLimited))
-		l.metrics.Refused(route, CodeRateLimited)
-		if let, held := l.quiet.let(CodeRateLimited + " " + src); let {
-			l.log.Warn().Str("route", route).Str("source", src).Str("code", CodeRateLimited).Int("heldBack", held).
-				Msg("join listener: a source address failed too often and is refused for now (one line per address every 10 s)")
-		}
+	if !ok && route == "other" {
+		l.rateLimited(w, route, src, wait)
 		return
 	}
 	var pool, node string
@@ -149,14 +145,24 @@ func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = refuse(CodeNotFound)
 	}
 	if err == nil {
-		l.limiter.give(b)
+		if ok {
+			l.limiter.give(b)
+		}
 		return
+	}
+	if !ok {
+		if _, isRefusal := errorsAsRefusal(err); isRefusal {
+			l.rateLimited(w, route, src, wait)
+			return
+		}
 	}
 	ref, isRefusal := errorsAsRefusal(err)
 	if !isRefusal {
 		// The agent's own trouble (the state file): not the caller's
 		// failure, so its attempt is given back.
-		l.limiter.give(b)
+		if ok {
+			l.limiter.give(b)
+		}
 		l.log.Error().Err(err).Str("route", route).Str("source", src).Str("pool", clip(pool, 128)).Str("node", clip(node, 253)).
 			Msg("join listener: cannot answer; the node daemon will retry")
 		ref = refuse(CodeUnavailable)
@@ -173,6 +179,20 @@ func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ev = ev.Str("pool", clip(pool, 128)).Str("node", clip(node, 253))
 	}
 	ev.Msg("join listener refused a request: " + ref.Reason)
+}
+
+// rateLimited answers 429 to a source with no attempt left.
+func (l *Listener) rateLimited(w http.ResponseWriter, route, src string, wait time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+	// Closed after the answer (there is no keep-alive anyway): the source's
+	// next connection is on probation while it has no attempt left.
+	w.Header().Set("Connection", "close")
+	l.answerRefusal(w, refuse(CodeRateLimited))
+	l.metrics.Refused(route, CodeRateLimited)
+	if let, held := l.quiet.let(CodeRateLimited + " " + src); let {
+		l.log.Warn().Str("route", route).Str("source", src).Str("code", CodeRateLimited).Int("heldBack", held).
+			Msg("join listener: a source address failed too often and is refused for now, but for requests that succeed (one line per address every 10 s)")
+	}
 }
 
 // clip cuts what a caller sent before it is logged.
@@ -247,7 +267,8 @@ func (l *Listener) Serve(ctx context.Context, cfg config.Join) error {
 // cfg's certificate and key, which are read again when they change on disk
 // (a renewed certificate needs no restart), or plain HTTP with insecure.
 func (l *Listener) ServeOn(ctx context.Context, ln net.Listener, cfg config.Join) error {
-	lim := &connLimit{Listener: ln, perSource: l.limits.ConnsPerSource, total: l.limits.MaxConns, bySource: map[string]int{},
+	lim := &connLimit{Listener: ln, perSource: l.limits.ConnsPerSource, total: l.limits.MaxConns, probation: l.limits.ProbationConns,
+		bySource: map[string]int{}, onProbation: map[string][]*countedConn{},
 		admit:   l.limiter.allows,
 		refused: l.refusedConn,
 		closed: func(src string, served bool) {
