@@ -31,6 +31,9 @@ func newNode(t *testing.T, pool, joinURL string, pins ...string) *node {
 
 func (n *node) options(name string, o DaemonOptions) DaemonOptions {
 	o.ConfigDir, o.TokenFile, o.StateDir, o.NodeName = n.configDir, n.tokenFile, n.stateDir, name
+	if o.PodTokenFile == "" {
+		o.PodTokenFile = filepath.Join(n.dir, "pod", "token") // none: the Secret token joins
+	}
 	o.Log = zerolog.New(n.logs).Level(zerolog.DebugLevel)
 	o.OnStatus = n.st.add
 	return o
@@ -326,4 +329,19 @@ func TestDaemonPinnedCAChecksTheHost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDaemonFirstBeatAtOnce: after a join the daemon beats at once, not a
+// heartbeat period later (here an hour, which the daemon caps at a minute:
+// before, the node was first seen connected a minute after its join).
+func TestDaemonFirstBeatAtOnce(t *testing.T) {
+	f := newFixture(t, clock.Real{})
+	f.serve(t, "127.0.0.1:0", nil, ListenerOptions{HeartbeatEvery: time.Hour})
+	n := newNode(t, "pool_a", f.url)
+	writeToken(t, n.tokenFile, f.mint(t, "pool_a", "n1"))
+	runDaemon(t, n.options("n1", DaemonOptions{}))
+	_, i := n.st.wait(t, 0, PhaseJoined, 5*time.Second)
+	joined := time.Now()
+	n.st.wait(t, i, PhaseConnected, 5*time.Second)
+	t.Logf("the first heartbeat %s after the join", time.Since(joined).Round(time.Millisecond))
 }

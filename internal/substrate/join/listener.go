@@ -95,7 +95,10 @@ func NewListener(o ListenerOptions) *Listener {
 type joinRequest struct {
 	PoolID   string `json:"poolId"`
 	NodeName string `json:"nodeName"`
-	Token    string `json:"token"`
+	// Token is the pool's Secret token; PodToken the daemon's projected
+	// Pod token (tried first; the Secret token is the fallback).
+	Token    string `json:"token,omitempty"`
+	PodToken string `json:"podToken,omitempty"`
 }
 
 type joinAnswer struct {
@@ -219,15 +222,38 @@ func (l *Listener) join(w http.ResponseWriter, r *http.Request) (pool, node stri
 	if err := l.decode(w, r, &req); err != nil {
 		return "", "", err
 	}
-	key, err := l.store.Join(r.Context(), req.PoolID, req.NodeName, req.Token)
-	if err != nil {
-		return req.PoolID, req.NodeName, err
+	var key string
+	how := "the pool's join token"
+	ev := l.log.Info()
+	if req.PodToken != "" {
+		var id PodIdentity
+		key, id, err = l.store.JoinPod(r.Context(), req.PoolID, req.NodeName, req.PodToken)
+		switch {
+		case err == nil:
+			how = "its Pod's token"
+			ev = ev.Str("pod", id.PodName).Str("podUID", id.PodUID)
+		case errors.Is(err, ErrCannotReview) && req.Token != "":
+			l.log.Warn().Err(err).Str("pool", req.PoolID).Str("node", req.NodeName).
+				Msg("join listener: the Pod token cannot be reviewed; trying the pool's join token")
+		case errors.Is(err, ErrCannotReview):
+			l.log.Warn().Err(err).Str("pool", req.PoolID).Str("node", req.NodeName).
+				Msg("join listener: the Pod token cannot be reviewed, and no join token came with it")
+			return req.PoolID, req.NodeName, refuse(CodeUnavailable)
+		default:
+			return req.PoolID, req.NodeName, err
+		}
+	}
+	if key == "" {
+		key, err = l.store.Join(r.Context(), req.PoolID, req.NodeName, req.Token)
+		if err != nil {
+			return req.PoolID, req.NodeName, err
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(joinAnswer{NodeKey: key, HeartbeatEvery: l.every.String()})
 	l.metrics.Joined(req.PoolID)
-	l.log.Info().Str("pool", req.PoolID).Str("node", req.NodeName).Str("source", sourceOf(r.RemoteAddr)).Msg("a node daemon joined")
+	ev.Str("pool", req.PoolID).Str("node", req.NodeName).Str("source", sourceOf(r.RemoteAddr)).Msg("a node daemon joined with " + how)
 	return req.PoolID, req.NodeName, nil
 }
 
