@@ -84,6 +84,10 @@ const secretFileMode int32 = 0o400
 // the daemon reads (join.DefaultTokenFile).
 var joinDir = path.Dir(join.DefaultTokenFile)
 
+// podTokenDir is where the Pod's projected token is mounted
+// (join.DefaultPodTokenFile).
+var podTokenDir = path.Dir(join.DefaultPodTokenFile)
+
 // claimObject is the claim ConfigMap, created (never applied) so that an
 // existing one, another deployment's, is refused by the API server itself.
 func claimObject(poolID, pool, tenant string) *corev1.ConfigMap {
@@ -168,6 +172,7 @@ func daemonSetApply(poolID string, d *config.NodeDaemon) *appsv1ac.DaemonSetAppl
 			WithVolumeMounts(
 				corev1ac.VolumeMount().WithName("config").WithMountPath(configDir).WithReadOnly(true),
 				corev1ac.VolumeMount().WithName("join").WithMountPath(joinDir).WithReadOnly(true),
+				corev1ac.VolumeMount().WithName("pod-token").WithMountPath(podTokenDir).WithReadOnly(true),
 				corev1ac.VolumeMount().WithName("state").WithMountPath(stateDir),
 			).
 			WithResources(corev1ac.ResourceRequirements().WithRequests(corev1.ResourceList{
@@ -176,6 +181,12 @@ func daemonSetApply(poolID string, d *config.NodeDaemon) *appsv1ac.DaemonSetAppl
 		WithVolumes(
 			corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName)),
 			corev1ac.Volume().WithName("join").WithSecret(corev1ac.SecretVolumeSource().WithSecretName(SecretName).WithOptional(true).WithDefaultMode(secretFileMode)),
+			// The Pod's own token for joining (join.PodAudience, not the
+			// API's audience: it opens nothing in the cluster), renewed by
+			// the kubelet; the API token itself is not mounted.
+			corev1ac.Volume().WithName("pod-token").WithProjected(corev1ac.ProjectedVolumeSource().WithDefaultMode(secretFileMode).
+				WithSources(corev1ac.VolumeProjection().WithServiceAccountToken(corev1ac.ServiceAccountTokenProjection().
+					WithAudience(join.PodAudience).WithExpirationSeconds(join.PodTokenSeconds).WithPath(path.Base(join.DefaultPodTokenFile))))),
 			corev1ac.Volume().WithName("state").WithHostPath(corev1ac.HostPathVolumeSource().WithPath(stateDir).WithType(hostPathType)),
 		)
 	if d.RuntimeClass != "" {

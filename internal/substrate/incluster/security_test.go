@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleet-agent/fleet-agent/internal/substrate/join"
 )
 
 // TestDaemonSetLeastPrivilege: the node daemon's Pod, as the apply leaves
@@ -62,7 +64,7 @@ func TestDaemonSetLeastPrivilege(t *testing.T) {
 			}
 		}
 	}
-	hostPaths := 0
+	hostPaths, projected := 0, 0
 	for _, v := range spec.Volumes {
 		switch {
 		case v.HostPath != nil:
@@ -78,6 +80,22 @@ func TestDaemonSetLeastPrivilege(t *testing.T) {
 			if v.Projected.DefaultMode == nil || *v.Projected.DefaultMode != 0o400 {
 				t.Errorf("the projected volume %s: defaultMode %v, want 0400", v.Name, v.Projected.DefaultMode)
 			}
+			if len(v.Projected.Sources) != 1 || v.Projected.Sources[0].ServiceAccountToken == nil {
+				t.Fatalf("the projected volume %s: %+v", v.Name, v.Projected.Sources)
+			}
+			sat := v.Projected.Sources[0].ServiceAccountToken
+			if sat.Audience != join.PodAudience || sat.ExpirationSeconds == nil || *sat.ExpirationSeconds > 3600 || v.Name+"/"+sat.Path != "pod-token/token" {
+				t.Errorf("the Pod token: audience %q, expiry %v, path %s", sat.Audience, sat.ExpirationSeconds, sat.Path)
+			}
+			projected++
+		}
+	}
+	if projected != 1 {
+		t.Errorf("%d projected Pod tokens, want 1", projected)
+	}
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if m.Name == "pod-token" && m.MountPath+"/token" != join.DefaultPodTokenFile {
+			t.Errorf("the Pod token is mounted at %s, the daemon reads %s", m.MountPath, join.DefaultPodTokenFile)
 		}
 	}
 	if hostPaths != 1 {
