@@ -2,6 +2,7 @@ package join
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -223,5 +224,50 @@ func TestProbation(t *testing.T) {
 	// a4 is cut at probationLife, not at the 5 s header timeout.
 	if !closedWithin(a4, probationLife+time.Second) {
 		t.Fatal("an idle connection on probation outlived probationLife")
+	}
+}
+
+// TestProbationHandshakesOneAtATime: a connection not on probation takes
+// the base config at once; on probation, one handshake holds the slot, a
+// second waits and gives up at the end of its life, and the slot is free
+// again once the first handshake ends or its connection closes.
+func TestProbationHandshakesOneAtATime(t *testing.T) {
+	h := newProbationHandshakes()
+	base := &tls.Config{MinVersion: tls.VersionTLS12}
+	get := h.configFor(base)
+	conn := func(life time.Duration) *countedConn {
+		a, b := net.Pipe()
+		t.Cleanup(func() { a.Close(); b.Close() })
+		cl := &connLimit{bySource: map[string]int{}, onProbation: map[string][]*countedConn{}, closed: func(string, bool) {}}
+		cl.open, cl.bySource["x"] = 1, 1
+		cc := &countedConn{Conn: a, owner: cl, src: "x"}
+		if life > 0 {
+			cc.until = time.Now().Add(life)
+		}
+		return cc
+	}
+	if c, err := get(&tls.ClientHelloInfo{Conn: conn(0)}); c != nil || err != nil {
+		t.Fatalf("not on probation: %v %v", c, err)
+	}
+	first := conn(time.Second)
+	c1, err := get(&tls.ClientHelloInfo{Conn: first})
+	if err != nil || c1 == nil || c1.VerifyConnection == nil {
+		t.Fatalf("the first: %v %v", c1, err)
+	}
+	start := time.Now()
+	if _, err := get(&tls.ClientHelloInfo{Conn: conn(200 * time.Millisecond)}); err != errProbationBusy {
+		t.Fatalf("the second while the first holds the slot: %v", err)
+	}
+	if el := time.Since(start); el < 150*time.Millisecond {
+		t.Fatalf("the second gave up after %s, before its life ended", el)
+	}
+	_ = c1.VerifyConnection(tls.ConnectionState{}) // the first handshake ends
+	third := conn(time.Second)
+	if _, err := get(&tls.ClientHelloInfo{Conn: third}); err != nil {
+		t.Fatalf("after the first handshake ended: %v", err)
+	}
+	_ = third.Close() // closed mid-handshake: the slot is freed
+	if _, err := get(&tls.ClientHelloInfo{Conn: conn(time.Second)}); err != nil {
+		t.Fatalf("after a connection holding the slot closed: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package join
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"hash/maphash"
 	"net"
 	"net/netip"
@@ -426,6 +427,8 @@ type countedConn struct {
 	probation bool
 	at        time.Time // accepted
 	until     time.Time // on probation: when its reads are cut
+	relMu     sync.Mutex
+	release   func() // the probation handshake slot it holds, if any
 }
 
 // A connection on probation has probationLife for its handshake and its
@@ -439,6 +442,62 @@ const (
 	probationLife  = time.Second
 	probationGrace = 250 * time.Millisecond
 )
+
+// probationHandshakes lets one TLS handshake of a connection on probation
+// run at a time, across all sources: they are the costly step (a key
+// exchange and a signature each), and a rate-limited source could
+// otherwise have the listener make them as fast as it sends ClientHellos,
+// taking the CPU the other sources' handshakes need. A node daemon's
+// handshake waits behind at most its own source's few (the per-source
+// cap), each a millisecond or two; the wait ends with the connection's
+// probationLife.
+type probationHandshakes struct{ slot chan struct{} }
+
+func newProbationHandshakes() *probationHandshakes {
+	return &probationHandshakes{slot: make(chan struct{}, 1)}
+}
+
+// configFor is the listener's GetConfigForClient: nil (the base config)
+// for a connection not on probation; for one on probation, the base config
+// once the slot is taken, released when the handshake ends (or the
+// connection closes first).
+func (h *probationHandshakes) configFor(base *tls.Config) func(*tls.ClientHelloInfo) (*tls.Config, error) {
+	return func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
+		cc, ok := hi.Conn.(*countedConn)
+		if !ok || cc.until.IsZero() {
+			return nil, nil
+		}
+		ctx := hi.Context()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		t := time.NewTimer(time.Until(cc.until))
+		defer t.Stop()
+		select {
+		case h.slot <- struct{}{}:
+		case <-t.C:
+			return nil, errProbationBusy
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		var once sync.Once
+		release := func() { once.Do(func() { <-h.slot }) }
+		cc.setRelease(release)
+		c := base.Clone()
+		c.GetConfigForClient = nil
+		c.VerifyConnection = func(tls.ConnectionState) error { release(); return nil }
+		return c, nil
+	}
+}
+
+var errProbationBusy = errors.New("join listener: a handshake on probation waited its whole life for its turn")
+
+// setRelease records what to release when the connection closes.
+func (c *countedConn) setRelease(f func()) {
+	c.relMu.Lock()
+	c.release = f
+	c.relMu.Unlock()
+}
 
 // SetReadDeadline is the server's, cut to probationLife on probation.
 func (c *countedConn) SetReadDeadline(t time.Time) error {
@@ -458,7 +517,15 @@ func (c *countedConn) SetDeadline(t time.Time) error {
 
 func (c *countedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.owner.release(c) })
+	c.once.Do(func() {
+		c.relMu.Lock()
+		rel := c.release
+		c.relMu.Unlock()
+		if rel != nil {
+			rel()
+		}
+		c.owner.release(c)
+	})
 	return err
 }
 

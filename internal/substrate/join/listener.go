@@ -336,7 +336,9 @@ func (l *Listener) ServeOn(ctx context.Context, ln net.Listener, cfg config.Join
 			_ = ln.Close()
 			return err
 		}
-		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: kp.get, NextProtos: []string{"http/1.1"}}
+		base := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: kp.get, NextProtos: []string{"http/1.1"}}
+		srv.TLSConfig = base.Clone()
+		srv.TLSConfig.GetConfigForClient = newProbationHandshakes().configFor(base)
 	}
 	stopped := make(chan struct{})
 	go func() {
