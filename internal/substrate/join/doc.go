@@ -14,6 +14,12 @@
 // secrets of 256 random bits: there is nothing to guess, so nothing a slow
 // hash would protect). They are compared in constant time.
 //
+// A daemon that has its Pod's projected token (audience PodAudience) joins
+// with it first (Store.JoinPod): a Reviewer asks the pool's cluster which
+// Pod and Node the token is of, and the node key is issued for that Node
+// only. The pool's token above is the fallback where no review can be made
+// (podtoken.go says when).
+//
 // # Heartbeats
 //
 // A node is connected while a heartbeat came within ConnectedWithin (90 s).
