@@ -76,9 +76,17 @@ func podLabels(poolID string) map[string]string {
 	return l
 }
 
+// secretFileMode is the mode of the files of the Secret and the token the
+// node daemon reads: its user's only.
+const secretFileMode int32 = 0o400
+
 // joinDir is where the join Secret is mounted: its key token is the file
 // the daemon reads (join.DefaultTokenFile).
 var joinDir = path.Dir(join.DefaultTokenFile)
+
+// podTokenDir is where the Pod's projected token is mounted
+// (join.DefaultPodTokenFile).
+var podTokenDir = path.Dir(join.DefaultPodTokenFile)
 
 // claimObject is the claim ConfigMap, created (never applied) so that an
 // existing one, another deployment's, is refused by the API server itself.
@@ -117,24 +125,54 @@ func secretApply(poolID, token string, serial uint64) *corev1ac.SecretApplyConfi
 // pool id, through GPU taints, its Node name from the downward API, the
 // join Secret mounted optional (so that its Pods keep running once it is
 // deleted, and start before it exists).
+//
+// Its Pod runs with the least it needs. It is not privileged, cannot gain
+// privileges (no setuid, no file capabilities), holds no Linux capability,
+// runs under the runtime's default seccomp profile, shares none of the
+// host's namespaces (its network is the Pod's: it only dials the join
+// listener), gets no token for the Kubernetes API, and cannot write its
+// own image (a read-only root file system). Its Secret files are 0400.
+//
+// What it still takes from the host, and why:
+//   - the directory /var/lib/fleet-node (a hostPath, the only one, created
+//     by the kubelet), where it keeps its node key so that a restarted Pod
+//     heartbeats instead of needing a join token again;
+//   - user 0 inside the container. That directory is created by the
+//     kubelet owned by root with mode 0755, and a hostPath gets no fsGroup,
+//     so another user could not write it. With every capability dropped,
+//     user 0 has no power beyond owning that directory and reading its own
+//     mounts (no CAP_DAC_OVERRIDE, CAP_CHOWN, CAP_SYS_ADMIN...), and the
+//     host's other files are not mounted. A runtime with user namespaces
+//     (hostUsers: false) would map it to an unprivileged host user; it is
+//     not set because not every provider's node image supports it yet.
 func daemonSetApply(poolID string, d *config.NodeDaemon) *appsv1ac.DaemonSetApplyConfiguration {
 	var tolerations []*corev1ac.TolerationApplyConfiguration
 	for _, r := range GPUResources {
 		tolerations = append(tolerations, corev1ac.Toleration().WithKey(string(r)).WithOperator(corev1.TolerationOpExists))
 	}
 	hostPathType := corev1.HostPathDirectoryOrCreate
+	seccomp := corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)
 	spec := corev1ac.PodSpec().
+		WithSecurityContext(corev1ac.PodSecurityContext().WithSeccompProfile(seccomp)).
 		WithNodeSelector(map[string]string{providers.LabelSubstratePool: poolID}).
 		WithTolerations(tolerations...).
 		WithAutomountServiceAccountToken(false).
 		WithContainers(corev1ac.Container().
 			WithName("fleet-node").
 			WithImage(d.Image).
+			WithSecurityContext(corev1ac.SecurityContext().
+				WithRunAsUser(0). // said, not left to the image: see above
+				WithPrivileged(false).
+				WithAllowPrivilegeEscalation(false).
+				WithReadOnlyRootFilesystem(true).
+				WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+				WithSeccompProfile(seccomp)).
 			WithEnv(corev1ac.EnvVar().WithName(join.NodeNameEnv).
 				WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("spec.nodeName")))).
 			WithVolumeMounts(
 				corev1ac.VolumeMount().WithName("config").WithMountPath(configDir).WithReadOnly(true),
 				corev1ac.VolumeMount().WithName("join").WithMountPath(joinDir).WithReadOnly(true),
+				corev1ac.VolumeMount().WithName("pod-token").WithMountPath(podTokenDir).WithReadOnly(true),
 				corev1ac.VolumeMount().WithName("state").WithMountPath(stateDir),
 			).
 			WithResources(corev1ac.ResourceRequirements().WithRequests(corev1.ResourceList{
@@ -142,7 +180,13 @@ func daemonSetApply(poolID string, d *config.NodeDaemon) *appsv1ac.DaemonSetAppl
 			}))).
 		WithVolumes(
 			corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName)),
-			corev1ac.Volume().WithName("join").WithSecret(corev1ac.SecretVolumeSource().WithSecretName(SecretName).WithOptional(true)),
+			corev1ac.Volume().WithName("join").WithSecret(corev1ac.SecretVolumeSource().WithSecretName(SecretName).WithOptional(true).WithDefaultMode(secretFileMode)),
+			// The Pod's own token for joining (join.PodAudience, not the
+			// API's audience: it opens nothing in the cluster), renewed by
+			// the kubelet; the API token itself is not mounted.
+			corev1ac.Volume().WithName("pod-token").WithProjected(corev1ac.ProjectedVolumeSource().WithDefaultMode(secretFileMode).
+				WithSources(corev1ac.VolumeProjection().WithServiceAccountToken(corev1ac.ServiceAccountTokenProjection().
+					WithAudience(join.PodAudience).WithExpirationSeconds(join.PodTokenSeconds).WithPath(path.Base(join.DefaultPodTokenFile))))),
 			corev1ac.Volume().WithName("state").WithHostPath(corev1ac.HostPathVolumeSource().WithPath(stateDir).WithType(hostPathType)),
 		)
 	if d.RuntimeClass != "" {

@@ -85,10 +85,13 @@ type Status struct {
 type DaemonOptions struct {
 	ConfigDir string // DefaultConfigDir
 	TokenFile string // DefaultTokenFile
-	StateDir  string // DefaultStateDir
-	NodeName  string // required: the Node this daemon runs on
-	Log       zerolog.Logger
-	Clock     clock.Clock
+	// PodTokenFile is the Pod's projected token (DefaultPodTokenFile),
+	// sent first when it is there.
+	PodTokenFile string
+	StateDir     string // DefaultStateDir
+	NodeName     string // required: the Node this daemon runs on
+	Log          zerolog.Logger
+	Clock        clock.Clock
 	// Redactor learns the token and the node key as they are read, so the
 	// log behind it can never show them; nil: none.
 	Redactor *secrets.Redactor
@@ -157,6 +160,9 @@ func RunDaemon(ctx context.Context, o DaemonOptions) error {
 	}
 	if o.TokenFile == "" {
 		o.TokenFile = DefaultTokenFile
+	}
+	if o.PodTokenFile == "" {
+		o.PodTokenFile = DefaultPodTokenFile
 	}
 	if o.StateDir == "" {
 		o.StateDir = DefaultStateDir
@@ -309,7 +315,7 @@ func (d *daemon) ensureClient(c nodeConfig) {
 	}
 	var tc *tls.Config
 	if len(c.pins) > 0 {
-		tc = pinnedTLS(c.pins)
+		tc = pinnedTLS(c.pins, c.joinURL.Hostname())
 	} else {
 		tc = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: d.o.RootCAs, ClientSessionCache: tls.NewLRUClientSessionCache(4)}
 	}
@@ -410,7 +416,15 @@ func (d *daemon) busy(c nodeConfig, what string, a answer, ceiling time.Duration
 func (d *daemon) join(ctx context.Context, c nodeConfig) time.Duration {
 	raw, err := os.ReadFile(d.o.TokenFile)
 	token := strings.TrimSpace(string(raw))
-	if err != nil || token == "" {
+	// The Pod's token is the one the agent checks first (with the
+	// cluster): the Secret's, when there is one, goes with it as the
+	// fallback where the agent cannot review it.
+	podRaw, podErr := os.ReadFile(d.o.PodTokenFile)
+	podToken := strings.TrimSpace(string(podRaw))
+	if podErr != nil && !errors.Is(podErr, fs.ErrNotExist) {
+		d.log.Warn().Err(podErr).Str("file", d.o.PodTokenFile).Msg("cannot read the Pod's token; joining with the join token alone")
+	}
+	if (err != nil || token == "") && podToken == "" {
 		why := "no file there yet"
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			why = err.Error()
@@ -418,19 +432,25 @@ func (d *daemon) join(ctx context.Context, c nodeConfig) time.Duration {
 			why = "the file is empty"
 		}
 		d.say(Status{Phase: PhaseWaitingForToken, Message: fmt.Sprintf(
-			"waiting for the join token at %s (%s): the agent writes it to the Secret %s (key token) while this Node (%s) waits to join pool %s",
-			d.o.TokenFile, why, secretName, d.o.NodeName, c.poolID)})
+			"waiting for the join token at %s (%s): the agent writes it to the Secret %s (key token) while this Node (%s) waits to join pool %s; nor is there a Pod token at %s (the DaemonSet's projected volume)",
+			d.o.TokenFile, why, secretName, d.o.NodeName, c.poolID, d.o.PodTokenFile)})
 		return d.o.Poll
 	}
 	if d.o.Redactor != nil {
-		d.o.Redactor.Add(token)
+		if token != "" {
+			d.o.Redactor.Add(token)
+		}
+		if podToken != "" {
+			d.o.Redactor.Add(podToken)
+		}
 	}
-	tokenHash := hashOf(token)
+	tokenHash := hashOf(podToken + " " + token)
 	if tokenHash == d.refused && d.clock.Now().Sub(d.refusedAt) < d.o.MaxBackoff {
-		// The same token again: wait for the Secret to change.
+		// The same tokens again: wait for the Secret (or the kubelet's
+		// renewed Pod token) to change.
 		return d.o.Poll
 	}
-	a, err := d.call(ctx, c, JoinPath, joinRequest{PoolID: c.poolID, NodeName: d.o.NodeName, Token: token}, "")
+	a, err := d.call(ctx, c, JoinPath, joinRequest{PoolID: c.poolID, NodeName: d.o.NodeName, Token: token, PodToken: podToken}, "")
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0
@@ -453,7 +473,19 @@ func (d *daemon) join(ctx context.Context, c nodeConfig) time.Duration {
 			msg += fmt.Sprintf("; the node key could not be kept in %s (%v): a restart will need a join token again", d.o.StateDir, err)
 		}
 		d.say(Status{Phase: PhaseJoined, Message: msg})
-		return every(k)
+		// The first heartbeat at once: the agent counts the node connected
+		// from it, not a whole period later.
+		return 0
+	}
+	if code := a.refusal.Code; code == CodePodTokenRefused || code == CodePodOtherNode {
+		d.refused, d.refusedAt = tokenHash, d.clock.Now()
+		wait := d.backoff()
+		d.say(Status{Phase: PhaseRefused, Code: a.refusal.Code, Retry: wait, Message: fmt.Sprintf(
+			"the agent refused this Pod's token (at %s) for Node %s: %s (%s); the DaemonSet mounts it (audience %s) and the kubelet renews it; this daemon tries again when it changes",
+			d.o.PodTokenFile, d.o.NodeName, a.refusal.Reason, a.refusal.Code, PodAudience)})
+		return wait
+	}
+	switch a.status {
 	case http.StatusUnauthorized:
 		d.refused, d.refusedAt = tokenHash, d.clock.Now()
 		wait := d.backoff()

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,9 @@ func newNode(t *testing.T, pool, joinURL string, pins ...string) *node {
 
 func (n *node) options(name string, o DaemonOptions) DaemonOptions {
 	o.ConfigDir, o.TokenFile, o.StateDir, o.NodeName = n.configDir, n.tokenFile, n.stateDir, name
+	if o.PodTokenFile == "" {
+		o.PodTokenFile = filepath.Join(n.dir, "pod", "token") // none: the Secret token joins
+	}
 	o.Log = zerolog.New(n.logs).Level(zerolog.DebugLevel)
 	o.OnStatus = n.st.add
 	return o
@@ -274,4 +278,70 @@ func TestDaemonRefusals(t *testing.T) {
 			t.Fatalf("no Node name: %s", st.Message)
 		}
 	})
+}
+
+// TestDaemonPinnedCAChecksTheHost: with a pinned CA, the listener's
+// certificate must also be for the host of joinURL, an IP address as much as
+// a name: a certificate the CA gave to another address or name does not get
+// the token. (Before, with an IP host no name was checked at all, so any
+// certificate of the CA collected the token.)
+func TestDaemonPinnedCAChecksTheHost(t *testing.T) {
+	dir := t.TempDir()
+	ca := newCert(t, dir, "ca", nil, true)
+	ip := func(s string) []net.IP { return []net.IP{net.ParseIP(s)} }
+	cases := []struct {
+		name  string
+		dns   []string
+		ips   []net.IP
+		host  string // of joinURL; the listener is on 127.0.0.1
+		join  bool
+		chain string // in the refusal
+	}{
+		{"the IP dialled", nil, ip("127.0.0.1"), "127.0.0.1", true, ""},
+		{"another IP", nil, ip("127.0.0.2"), "127.0.0.1", false, "127.0.0.1"},
+		{"a name, dialled by IP", []string{"join.example"}, nil, "127.0.0.1", false, "127.0.0.1"},
+		{"the IP written as a name", []string{"127.0.0.1"}, nil, "127.0.0.1", false, "127.0.0.1"},
+		{"the name dialled", []string{"localhost"}, nil, "localhost", true, ""},
+		{"another name", []string{"join.example"}, ip("127.0.0.1"), "localhost", false, "localhost"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			leaf := newCertFor(t, dir, "leaf"+strconv.Itoa(i), ca, false, tc.dns, tc.ips)
+			f := newFixture(t, clock.Real{})
+			f.serve(t, "127.0.0.1:0", leaf, ListenerOptions{HeartbeatEvery: 50 * time.Millisecond})
+			_, port, _ := net.SplitHostPort(f.addr)
+			n := newNode(t, "pool_a", "https://"+net.JoinHostPort(tc.host, port)+"/", ca.pin)
+			writeToken(t, n.tokenFile, f.mint(t, "pool_a", "n1"))
+			runDaemon(t, n.options("n1", DaemonOptions{}))
+			if tc.join {
+				n.st.wait(t, 0, PhaseConnected, 5*time.Second)
+				return
+			}
+			st, _ := n.st.wait(t, 0, PhasePinMismatch, 5*time.Second)
+			if !strings.Contains(st.Message, "does not vouch") || !strings.Contains(st.Message, tc.chain) {
+				t.Errorf("the refusal does not say the certificate is not for %s: %s", tc.chain, st.Message)
+			}
+			if n.st.count(PhaseJoined) != 0 {
+				t.Fatal("joined through a listener whose certificate is for another host")
+			}
+			if nodes, _ := f.store.Joined(t.Context(), "pool_a"); len(nodes) != 0 {
+				t.Fatal("the token reached a listener whose certificate is for another host, and was used")
+			}
+		})
+	}
+}
+
+// TestDaemonFirstBeatAtOnce: after a join the daemon beats at once, not a
+// heartbeat period later (here an hour, which the daemon caps at a minute:
+// before, the node was first seen connected a minute after its join).
+func TestDaemonFirstBeatAtOnce(t *testing.T) {
+	f := newFixture(t, clock.Real{})
+	f.serve(t, "127.0.0.1:0", nil, ListenerOptions{HeartbeatEvery: time.Hour})
+	n := newNode(t, "pool_a", f.url)
+	writeToken(t, n.tokenFile, f.mint(t, "pool_a", "n1"))
+	runDaemon(t, n.options("n1", DaemonOptions{}))
+	_, i := n.st.wait(t, 0, PhaseJoined, 5*time.Second)
+	joined := time.Now()
+	n.st.wait(t, i, PhaseConnected, 5*time.Second)
+	t.Logf("the first heartbeat %s after the join", time.Since(joined).Round(time.Millisecond))
 }

@@ -14,6 +14,12 @@
 // secrets of 256 random bits: there is nothing to guess, so nothing a slow
 // hash would protect). They are compared in constant time.
 //
+// A daemon that has its Pod's projected token (audience PodAudience) joins
+// with it first (Store.JoinPod): a Reviewer asks the pool's cluster which
+// Pod and Node the token is of, and the node key is issued for that Node
+// only. The pool's token above is the fallback where no review can be made
+// (podtoken.go says when).
+//
 // # Heartbeats
 //
 // A node is connected while a heartbeat came within ConnectedWithin (90 s).
@@ -30,9 +36,14 @@
 // bucket before anything is checked and gives it back when it succeeds, so
 // only failures spend it (Limits says the numbers); a connection that ends
 // before any request (a failed handshake, headers too slow, nothing sent)
-// spends one too. An address with nothing left is answered 429 and its new
-// connections are closed as they are accepted, before the TLS handshake,
-// the costliest step. Connections are capped per source and in all, every
+// spends one too. An address with nothing left is on probation: a few
+// connections at once, a second each, and only requests that succeed (a
+// valid node key, a valid join token) are served, the rest answered 429.
+// A neighbour on the node's own address (another pod, a host behind the
+// same NAT) that spends the bucket therefore cannot shut the node out,
+// while an attacker still gets one failure per FailureEvery. Past
+// MaxSources, new addresses share one of 256 overflow buckets by a keyed
+// hash, not one bucket for all. Connections are capped per source and in all, every
 // read and write has a deadline, headers and bodies are capped, only the two
 // routes exist, HTTP/2 is off, and a refused request is logged (never with
 // its token or key; repeated 429s and closed connections as one line per

@@ -175,6 +175,12 @@ type testCert struct {
 // chain) and its key under dir.
 func newCert(t *testing.T, dir, name string, ca *testCert, isCA bool) *testCert {
 	t.Helper()
+	return newCertFor(t, dir, name, ca, isCA, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")})
+}
+
+// newCertFor is newCert for the names and addresses given.
+func newCertFor(t *testing.T, dir, name string, ca *testCert, isCA bool, dns []string, ips []net.IP) *testCert {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -187,8 +193,8 @@ func newCert(t *testing.T, dir, name string, ca *testCert, isCA bool) *testCert 
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:     dns,
+		IPAddresses:  ips,
 	}
 	if isCA {
 		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true

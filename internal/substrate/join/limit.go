@@ -3,6 +3,8 @@ package join
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"hash/maphash"
 	"net"
 	"net/netip"
 	"sync"
@@ -36,8 +38,20 @@ type Limits struct {
 	// FailureEvery is how often a spent attempt comes back (default 3 s).
 	FailureEvery time.Duration
 	// MaxSources is how many source addresses have their own bucket
-	// (default 16384); past it, new addresses share one.
+	// (default 16384); past it, a new address shares one of overflowBuckets
+	// buckets, picked by a keyed hash of the address (the key drawn at
+	// start, so an attacker cannot choose whom it shares with).
 	MaxSources int
+	// ProbationConns is how many connections at once a source with no
+	// attempt left may still have open (default 8): its neighbours on the
+	// same address (pods of one Node, hosts behind one NAT) can spend the
+	// address's bucket, and a node daemon's valid request must still get
+	// through. Such a connection has a second for its handshake and its
+	// request; the request is served only if it succeeds (a valid node
+	// key, a valid join), else answered 429; a new connection past the cap
+	// closes the oldest of them that has not reached the handler and is
+	// older than a quarter second, so idle ones cannot hold the places.
+	ProbationConns int
 	// ConnsPerSource and MaxConns cap the open connections of one source
 	// address and of all (defaults 64 and 2048); a connection past either
 	// is closed as it is accepted.
@@ -59,7 +73,7 @@ type Limits struct {
 // DefaultLimits are the limits of a listener in production.
 func DefaultLimits() Limits {
 	return Limits{FailureBurst: 20, FailureEvery: 3 * time.Second, MaxSources: 16384,
-		ConnsPerSource: 64, MaxConns: 2048, MaxHeaderBytes: 8 << 10, MaxBodyBytes: 4 << 10,
+		ProbationConns: 8, ConnsPerSource: 64, MaxConns: 2048, MaxHeaderBytes: 8 << 10, MaxBodyBytes: 4 << 10,
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
 }
 
@@ -78,6 +92,7 @@ func (l Limits) withDefaults() Limits {
 	pick(&l.FailureBurst, d.FailureBurst)
 	pickD(&l.FailureEvery, d.FailureEvery)
 	pick(&l.MaxSources, d.MaxSources)
+	pick(&l.ProbationConns, d.ProbationConns)
 	pick(&l.ConnsPerSource, d.ConnsPerSource)
 	pick(&l.MaxConns, d.MaxConns)
 	pick(&l.MaxHeaderBytes, d.MaxHeaderBytes)
@@ -118,12 +133,19 @@ type limiter struct {
 	burst      float64
 	every      time.Duration
 	maxSources int
+	seed       maphash.Seed
 
 	mu        sync.Mutex
 	buckets   map[string]*bucket
-	overflow  bucket
+	overflow  [overflowBuckets]bucket
 	lastSweep time.Time
 }
+
+// overflowBuckets is how many buckets the addresses past MaxSources share:
+// an attacker that filled the table shares its bucket with one in 256 of
+// the newcomers, not with all of them (and their valid requests pass
+// whatever the bucket holds).
+const overflowBuckets = 256
 
 type bucket struct {
 	tokens float64
@@ -131,8 +153,17 @@ type bucket struct {
 }
 
 func newLimiter(c clock.Clock, l Limits) *limiter {
-	return &limiter{clock: c, burst: float64(l.FailureBurst), every: l.FailureEvery, maxSources: l.MaxSources,
-		buckets: map[string]*bucket{}, overflow: bucket{tokens: float64(l.FailureBurst), at: c.Now()}}
+	lim := &limiter{clock: c, burst: float64(l.FailureBurst), every: l.FailureEvery, maxSources: l.MaxSources,
+		seed: maphash.MakeSeed(), buckets: map[string]*bucket{}}
+	for i := range lim.overflow {
+		lim.overflow[i] = bucket{tokens: lim.burst, at: c.Now()}
+	}
+	return lim
+}
+
+// overflowOf is the overflow bucket src shares, past MaxSources.
+func (l *limiter) overflowOf(src string) int {
+	return int(maphash.String(l.seed, src) % overflowBuckets)
 }
 
 func (l *limiter) refill(b *bucket, now time.Time) {
@@ -145,7 +176,7 @@ func (l *limiter) refill(b *bucket, now time.Time) {
 // bucketOf returns src's bucket; the caller holds mu. Past maxSources the
 // buckets that refilled to full (the same as none) are dropped, at most once
 // a second so that a flood of new addresses cannot make every request pay a
-// sweep; when none can go, new addresses share the overflow bucket.
+// sweep; when none can go, a new address shares an overflow bucket.
 func (l *limiter) bucketOf(src string, now time.Time) *bucket {
 	if b, ok := l.buckets[src]; ok {
 		return b
@@ -160,7 +191,7 @@ func (l *limiter) bucketOf(src string, now time.Time) *bucket {
 		}
 	}
 	if len(l.buckets) >= l.maxSources {
-		return &l.overflow
+		return &l.overflow[l.overflowOf(src)]
 	}
 	b := &bucket{tokens: l.burst, at: now}
 	l.buckets[src] = b
@@ -256,12 +287,15 @@ func (s *sampler) let(key string) (bool, int) {
 }
 
 // connLimit closes, as they are accepted, the connections past the per
-// source and the total caps, and those of a source with no attempt left;
-// it tells when a connection closes whether a request on it reached the
-// handler (the handler accounts for those itself).
+// source and the total caps; a source with no attempt left keeps at most
+// probation connections open, a new one closing the oldest of them that no
+// request reached yet (Limits.ProbationConns says why). It tells when a
+// connection closes whether a request on it reached the handler (the
+// handler accounts for those itself).
 type connLimit struct {
 	net.Listener
 	perSource, total int
+	probation        int
 	admit            func(src string) bool
 	refused          func(src, code string)
 	closed           func(src string, served bool)
@@ -269,6 +303,9 @@ type connLimit struct {
 	mu       sync.Mutex
 	open     int
 	bySource map[string]int
+	// onProbation are the open connections of each source with no attempt
+	// left, oldest first.
+	onProbation map[string][]*countedConn
 }
 
 func (c *connLimit) Accept() (net.Conn, error) {
@@ -278,11 +315,7 @@ func (c *connLimit) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		src := sourceOf(conn.RemoteAddr().String())
-		if !c.admit(src) {
-			_ = conn.Close()
-			c.refused(src, CodeRateLimited)
-			continue
-		}
+		limited := !c.admit(src)
 		c.mu.Lock()
 		if c.open >= c.total || c.bySource[src] >= c.perSource {
 			c.mu.Unlock()
@@ -290,10 +323,76 @@ func (c *connLimit) Accept() (net.Conn, error) {
 			c.refused(src, CodeTooManyConnections)
 			continue
 		}
+		now := time.Now()
+		cc := &countedConn{Conn: conn, owner: c, src: src, at: now}
+		var evict *countedConn
+		if limited {
+			list := c.onProbation[src]
+			if len(list) >= c.probation {
+				evict = evictable(list, now)
+				if evict == nil {
+					// All are being served: short, and bounded by the
+					// request timeouts.
+					c.mu.Unlock()
+					_ = conn.Close()
+					c.refused(src, CodeRateLimited)
+					continue
+				}
+				c.dropProbation(evict)
+			}
+			cc.probation, cc.until = true, now.Add(probationLife)
+			_ = conn.SetReadDeadline(cc.until)
+			c.onProbation[src] = append(c.onProbation[src], cc)
+		}
 		c.open++
 		c.bySource[src]++
 		c.mu.Unlock()
-		return &countedConn{Conn: conn, owner: c, src: src}, nil
+		if evict != nil {
+			_ = evict.Close()
+			c.refused(src, CodeRateLimited)
+		}
+		return cc, nil
+	}
+}
+
+// evictable is the probation connection a new one takes the place of: one
+// whose client has gone already (a connection closed by its client sits in
+// the accept queue and on the list until the server reads its end, and a
+// burst of them must not fill the places; the socket is peeked, nothing
+// read), else the oldest past probationGrace that no request reached yet;
+// nil when all are alive and too young or being served.
+func evictable(list []*countedConn, now time.Time) *countedConn {
+	for _, o := range list {
+		if !o.served.Load() && peerGone(o.Conn) {
+			return o
+		}
+	}
+	for _, o := range list {
+		if !o.served.Load() && now.Sub(o.at) >= probationGrace {
+			return o
+		}
+	}
+	return nil
+}
+
+// dropProbation takes cc off its source's probation list; the caller holds
+// mu.
+func (c *connLimit) dropProbation(cc *countedConn) {
+	if !cc.probation {
+		return
+	}
+	cc.probation = false
+	list := c.onProbation[cc.src]
+	for i, o := range list {
+		if o == cc {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(c.onProbation, cc.src)
+	} else {
+		c.onProbation[cc.src] = list
 	}
 }
 
@@ -303,6 +402,7 @@ func (c *connLimit) release(cc *countedConn) {
 	if c.bySource[cc.src]--; c.bySource[cc.src] <= 0 {
 		delete(c.bySource, cc.src)
 	}
+	c.dropProbation(cc)
 	c.mu.Unlock()
 	c.closed(cc.src, cc.served.Load())
 }
@@ -322,11 +422,110 @@ type countedConn struct {
 	src    string
 	served atomic.Bool
 	once   sync.Once
+	// probation is set while it is on its source's probation list (under
+	// the owner's mu).
+	probation bool
+	at        time.Time // accepted
+	until     time.Time // on probation: when its reads are cut
+	relMu     sync.Mutex
+	release   func() // the probation handshake slot it holds, if any
+}
+
+// A connection on probation has probationLife for its handshake and its
+// request (its reads are cut then, whatever the server's timeouts): a node
+// daemon needs milliseconds, and an idle one holds its place no longer.
+// For probationGrace it is safe from being closed for a newer one, time for
+// a handshake and a request over a wide-area network, so that a flood of
+// new connections cannot close a node daemon's before its request arrives,
+// while an idle one loses its place to the next arrival after that.
+const (
+	probationLife  = time.Second
+	probationGrace = 250 * time.Millisecond
+)
+
+// probationHandshakes lets one TLS handshake of a connection on probation
+// run at a time, across all sources: they are the costly step (a key
+// exchange and a signature each), and a rate-limited source could
+// otherwise have the listener make them as fast as it sends ClientHellos,
+// taking the CPU the other sources' handshakes need. A node daemon's
+// handshake waits behind at most its own source's few (the per-source
+// cap), each a millisecond or two; the wait ends with the connection's
+// probationLife.
+type probationHandshakes struct{ slot chan struct{} }
+
+func newProbationHandshakes() *probationHandshakes {
+	return &probationHandshakes{slot: make(chan struct{}, 1)}
+}
+
+// configFor is the listener's GetConfigForClient: nil (the base config)
+// for a connection not on probation; for one on probation, the base config
+// once the slot is taken, released when the handshake ends (or the
+// connection closes first).
+func (h *probationHandshakes) configFor(base *tls.Config) func(*tls.ClientHelloInfo) (*tls.Config, error) {
+	return func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
+		cc, ok := hi.Conn.(*countedConn)
+		if !ok || cc.until.IsZero() {
+			return nil, nil
+		}
+		ctx := hi.Context()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		t := time.NewTimer(time.Until(cc.until))
+		defer t.Stop()
+		select {
+		case h.slot <- struct{}{}:
+		case <-t.C:
+			return nil, errProbationBusy
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		var once sync.Once
+		release := func() { once.Do(func() { <-h.slot }) }
+		cc.setRelease(release)
+		c := base.Clone()
+		c.GetConfigForClient = nil
+		c.VerifyConnection = func(tls.ConnectionState) error { release(); return nil }
+		return c, nil
+	}
+}
+
+var errProbationBusy = errors.New("join listener: a handshake on probation waited its whole life for its turn")
+
+// setRelease records what to release when the connection closes.
+func (c *countedConn) setRelease(f func()) {
+	c.relMu.Lock()
+	c.release = f
+	c.relMu.Unlock()
+}
+
+// SetReadDeadline is the server's, cut to probationLife on probation.
+func (c *countedConn) SetReadDeadline(t time.Time) error {
+	if !c.until.IsZero() && (t.IsZero() || t.After(c.until)) {
+		t = c.until
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetDeadline is the server's, its reads cut to probationLife on probation.
+func (c *countedConn) SetDeadline(t time.Time) error {
+	if err := c.Conn.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return c.SetReadDeadline(t)
 }
 
 func (c *countedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.owner.release(c) })
+	c.once.Do(func() {
+		c.relMu.Lock()
+		rel := c.release
+		c.relMu.Unlock()
+		if rel != nil {
+			rel()
+		}
+		c.owner.release(c)
+	})
 	return err
 }
 

@@ -95,7 +95,10 @@ func NewListener(o ListenerOptions) *Listener {
 type joinRequest struct {
 	PoolID   string `json:"poolId"`
 	NodeName string `json:"nodeName"`
-	Token    string `json:"token"`
+	// Token is the pool's Secret token; PodToken the daemon's projected
+	// Pod token (tried first; the Secret token is the fallback).
+	Token    string `json:"token,omitempty"`
+	PodToken string `json:"podToken,omitempty"`
 }
 
 type joinAnswer struct {
@@ -109,8 +112,13 @@ type heartbeatRequest struct {
 }
 
 // ServeHTTP answers one request. Every request spends an attempt of its
-// source address first and gets it back if it succeeds: a source that
-// failed too often is refused before anything else is looked at.
+// source address first and gets it back if it succeeds. A source with no
+// attempt left is refused 429 for anything but a request that succeeds: a
+// node daemon's heartbeat with its valid key, or a join with a valid token,
+// is served from a budget of its own (it spends nothing, as successes never
+// do), so that a neighbour on the same address that spends the bucket
+// cannot shut the node out; everything else is answered 429 without a word
+// about why it failed.
 func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	src := sourceOf(r.RemoteAddr)
 	route := "other"
@@ -125,17 +133,8 @@ func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// From here the handler accounts for the connection's attempts.
 	markServed(r.Context())
 	b, ok, wait := l.limiter.take(src)
-	if !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
-		// Closed after the answer: the source's next connection is closed
-		// as accepted while it has no attempt left, before any handshake.
-		w.Header().Set("Connection", "close")
-		l.answerRefusal(w, refuse(CodeRateLimited))
-		l.metrics.Refused(route, CodeRateLimited)
-		if let, held := l.quiet.let(CodeRateLimited + " " + src); let {
-			l.log.Warn().Str("route", route).Str("source", src).Str("code", CodeRateLimited).Int("heldBack", held).
-				Msg("join listener: a source address failed too often and is refused for now (one line per address every 10 s)")
-		}
+	if !ok && route == "other" {
+		l.rateLimited(w, route, src, wait)
 		return
 	}
 	var pool, node string
@@ -149,14 +148,24 @@ func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = refuse(CodeNotFound)
 	}
 	if err == nil {
-		l.limiter.give(b)
+		if ok {
+			l.limiter.give(b)
+		}
 		return
+	}
+	if !ok {
+		if _, isRefusal := errorsAsRefusal(err); isRefusal {
+			l.rateLimited(w, route, src, wait)
+			return
+		}
 	}
 	ref, isRefusal := errorsAsRefusal(err)
 	if !isRefusal {
 		// The agent's own trouble (the state file): not the caller's
 		// failure, so its attempt is given back.
-		l.limiter.give(b)
+		if ok {
+			l.limiter.give(b)
+		}
 		l.log.Error().Err(err).Str("route", route).Str("source", src).Str("pool", clip(pool, 128)).Str("node", clip(node, 253)).
 			Msg("join listener: cannot answer; the node daemon will retry")
 		ref = refuse(CodeUnavailable)
@@ -173,6 +182,20 @@ func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ev = ev.Str("pool", clip(pool, 128)).Str("node", clip(node, 253))
 	}
 	ev.Msg("join listener refused a request: " + ref.Reason)
+}
+
+// rateLimited answers 429 to a source with no attempt left.
+func (l *Listener) rateLimited(w http.ResponseWriter, route, src string, wait time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+	// Closed after the answer (there is no keep-alive anyway): the source's
+	// next connection is on probation while it has no attempt left.
+	w.Header().Set("Connection", "close")
+	l.answerRefusal(w, refuse(CodeRateLimited))
+	l.metrics.Refused(route, CodeRateLimited)
+	if let, held := l.quiet.let(CodeRateLimited + " " + src); let {
+		l.log.Warn().Str("route", route).Str("source", src).Str("code", CodeRateLimited).Int("heldBack", held).
+			Msg("join listener: a source address failed too often and is refused for now, but for requests that succeed (one line per address every 10 s)")
+	}
 }
 
 // clip cuts what a caller sent before it is logged.
@@ -199,15 +222,38 @@ func (l *Listener) join(w http.ResponseWriter, r *http.Request) (pool, node stri
 	if err := l.decode(w, r, &req); err != nil {
 		return "", "", err
 	}
-	key, err := l.store.Join(r.Context(), req.PoolID, req.NodeName, req.Token)
-	if err != nil {
-		return req.PoolID, req.NodeName, err
+	var key string
+	how := "the pool's join token"
+	ev := l.log.Info()
+	if req.PodToken != "" {
+		var id PodIdentity
+		key, id, err = l.store.JoinPod(r.Context(), req.PoolID, req.NodeName, req.PodToken)
+		switch {
+		case err == nil:
+			how = "its Pod's token"
+			ev = ev.Str("pod", id.PodName).Str("podUID", id.PodUID)
+		case errors.Is(err, ErrCannotReview) && req.Token != "":
+			l.log.Warn().Err(err).Str("pool", req.PoolID).Str("node", req.NodeName).
+				Msg("join listener: the Pod token cannot be reviewed; trying the pool's join token")
+		case errors.Is(err, ErrCannotReview):
+			l.log.Warn().Err(err).Str("pool", req.PoolID).Str("node", req.NodeName).
+				Msg("join listener: the Pod token cannot be reviewed, and no join token came with it")
+			return req.PoolID, req.NodeName, refuse(CodeUnavailable)
+		default:
+			return req.PoolID, req.NodeName, err
+		}
+	}
+	if key == "" {
+		key, err = l.store.Join(r.Context(), req.PoolID, req.NodeName, req.Token)
+		if err != nil {
+			return req.PoolID, req.NodeName, err
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(joinAnswer{NodeKey: key, HeartbeatEvery: l.every.String()})
 	l.metrics.Joined(req.PoolID)
-	l.log.Info().Str("pool", req.PoolID).Str("node", req.NodeName).Str("source", sourceOf(r.RemoteAddr)).Msg("a node daemon joined")
+	ev.Str("pool", req.PoolID).Str("node", req.NodeName).Str("source", sourceOf(r.RemoteAddr)).Msg("a node daemon joined with " + how)
 	return req.PoolID, req.NodeName, nil
 }
 
@@ -247,7 +293,8 @@ func (l *Listener) Serve(ctx context.Context, cfg config.Join) error {
 // cfg's certificate and key, which are read again when they change on disk
 // (a renewed certificate needs no restart), or plain HTTP with insecure.
 func (l *Listener) ServeOn(ctx context.Context, ln net.Listener, cfg config.Join) error {
-	lim := &connLimit{Listener: ln, perSource: l.limits.ConnsPerSource, total: l.limits.MaxConns, bySource: map[string]int{},
+	lim := &connLimit{Listener: ln, perSource: l.limits.ConnsPerSource, total: l.limits.MaxConns, probation: l.limits.ProbationConns,
+		bySource: map[string]int{}, onProbation: map[string][]*countedConn{},
 		admit:   l.limiter.allows,
 		refused: l.refusedConn,
 		closed: func(src string, served bool) {
@@ -289,7 +336,9 @@ func (l *Listener) ServeOn(ctx context.Context, ln net.Listener, cfg config.Join
 			_ = ln.Close()
 			return err
 		}
-		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: kp.get, NextProtos: []string{"http/1.1"}}
+		base := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: kp.get, NextProtos: []string{"http/1.1"}}
+		srv.TLSConfig = base.Clone()
+		srv.TLSConfig.GetConfigForClient = newProbationHandshakes().configFor(base)
 	}
 	stopped := make(chan struct{})
 	go func() {

@@ -121,10 +121,11 @@ func request(l *Listener, src, path, body, bearer string) *httptest.ResponseReco
 }
 
 // TestRateLimit: failures spend a source's bucket (20, then one every 3 s),
-// successes do not; a limited source is refused before anything is checked,
-// even with a good token, and that changes nothing; other sources are not
-// touched; an IPv6 /64 is one source; 429s are logged once per source per
-// 10 s.
+// successes do not; a limited source is refused 429 for anything but a
+// request that succeeds (a good token still joins: it is served from a
+// budget of its own, and gives nothing back to the source's bucket); other
+// sources are not touched; an IPv6 /64 is one source; 429s are logged once
+// per source per 10 s.
 func TestRateLimit(t *testing.T) {
 	clk := clock.NewFake(t0)
 	f := newFixture(t, clk)
@@ -138,23 +139,25 @@ func TestRateLimit(t *testing.T) {
 			t.Fatalf("failure %d: %d", i+1, w.Code)
 		}
 	}
-	w := request(l, "192.0.2.1:5000", JoinPath, good, "")
+	w := request(l, "192.0.2.1:5000", JoinPath, bad, "")
 	if w.Code != 429 || w.Header().Get("Retry-After") != "3" || w.Header().Get("Connection") != "close" || !strings.Contains(w.Body.String(), CodeRateLimited) {
 		t.Fatalf("the 21st: %d %q %s", w.Code, w.Header().Get("Retry-After"), w.Body)
 	}
-	if nodes, _ := f.store.Joined(t.Context(), "pool_a"); len(nodes) != 0 {
-		t.Fatal("a rate-limited join joined")
+	if w := request(l, "192.0.2.1:5000", JoinPath, good, ""); w.Code != 200 {
+		t.Fatalf("a good join from a limited source: %d %s", w.Code, w.Body)
+	}
+	if nodes, _ := f.store.Joined(t.Context(), "pool_a"); len(nodes) != 1 {
+		t.Fatalf("joined: %v", nodes)
+	}
+	if w := request(l, a, JoinPath, bad, ""); w.Code != 429 {
+		t.Fatalf("after the good join, still limited: %d", w.Code)
 	}
 	if w := request(l, b, JoinPath, bad, ""); w.Code != 401 {
 		t.Fatalf("another source: %d", w.Code)
 	}
-	clk.Advance(3 * time.Second)
-	if w := request(l, a, JoinPath, good, ""); w.Code != 200 {
-		t.Fatalf("after 3 s: %d %s", w.Code, w.Body)
-	}
-	// That success gave its attempt back: one failure, then limited.
+	clk.Advance(3 * time.Second) // one attempt back
 	if w := request(l, a, JoinPath, bad, ""); w.Code != 401 {
-		t.Fatalf("after a success: %d", w.Code)
+		t.Fatalf("after 3 s: %d", w.Code)
 	}
 	for range 5 {
 		if w := request(l, a, JoinPath, bad, ""); w.Code != 429 {
@@ -170,7 +173,7 @@ func TestRateLimit(t *testing.T) {
 			t.Fatalf("10 s later, attempt %d: %d", i+1, w.Code)
 		}
 	}
-	if logs := f.logs.String(); strings.Count(logs, `"code":"rateLimited"`) != 2 || !strings.Contains(logs, `"heldBack":5`) {
+	if logs := f.logs.String(); strings.Count(logs, `"code":"rateLimited"`) != 2 || !strings.Contains(logs, `"heldBack":6`) {
 		t.Fatalf("the second line: %s", logs)
 	}
 	// Successes never spend: a node beating from a busy NAT address.
@@ -196,25 +199,44 @@ func TestRateLimit(t *testing.T) {
 	if w := request(l, "[2001:db8:0:1::1]:1", JoinPath, bad, ""); w.Code != 401 {
 		t.Fatalf("another /64: %d", w.Code)
 	}
-	if f.metrics.refusedN("join "+CodeRateLimited) != 1+5+2+1 {
+	if f.metrics.refusedN("join "+CodeRateLimited) != 1+1+5+2+1 {
 		t.Fatalf("429s counted: %v", f.metrics)
 	}
 }
 
 // TestLimiterSources: past MaxSources, buckets that refilled are dropped,
-// and new sources share one bucket when none can go.
+// and when none can go a new source shares one of the overflow buckets,
+// picked by a keyed hash: sources that hash elsewhere keep their attempts.
 func TestLimiterSources(t *testing.T) {
 	clk := clock.NewFake(t0)
 	lim := newLimiter(clk, Limits{FailureBurst: 2, FailureEvery: time.Second, MaxSources: 2})
 	spend := func(src string) bool { _, ok, _ := lim.take(src); return ok }
 	spend("a")
 	spend("b")
-	// Full: c and d share the overflow bucket of 2.
-	if !spend("c") || !spend("d") || spend("c") {
-		t.Fatal("the overflow bucket")
+	// Full: c spends its overflow bucket; d, which hashes to another one,
+	// is not touched; e, hashing to c's, shares it.
+	d, e := "", ""
+	for i := 0; d == "" || e == ""; i++ {
+		src := fmt.Sprintf("192.0.2.%d", i)
+		if lim.overflowOf(src) == lim.overflowOf("c") {
+			if e == "" && src != "c" {
+				e = src
+			}
+		} else if d == "" {
+			d = src
+		}
 	}
-	clk.Advance(2 * time.Second) // a and b refilled: swept for e
-	if !spend("e") || len(lim.buckets) != 1 {
+	if !spend("c") || !spend("c") || spend("c") {
+		t.Fatal("the overflow bucket of c")
+	}
+	if !spend(d) || !spend(d) {
+		t.Fatal("a newcomer in another overflow bucket was limited with c")
+	}
+	if spend(e) {
+		t.Fatal("a newcomer in c's overflow bucket had attempts of its own")
+	}
+	clk.Advance(2 * time.Second) // a and b refilled: swept for f
+	if !spend("f") || len(lim.buckets) != 1 {
 		t.Fatalf("after the sweep: %d buckets", len(lim.buckets))
 	}
 	for _, c := range []struct{ in, want string }{
@@ -336,7 +358,7 @@ func TestServeRefusesABadCertificate(t *testing.T) {
 // TestFailedConnectionsSpend: a connection that ends before any request
 // (nothing sent, a failed handshake) spends an attempt of its address; one
 // that carried requests spends only what they failed; an address with none
-// left has its next connection closed as accepted, before any handshake.
+// left is answered 429 (on probation: TestProbation).
 func TestFailedConnectionsSpend(t *testing.T) {
 	f := newFixture(t, clock.Real{})
 	cert := newCert(t, t.TempDir(), "join", nil, false)
@@ -371,13 +393,13 @@ func TestFailedConnectionsSpend(t *testing.T) {
 	if d := closedAfter("127.0.0.5", nil); d < 150*time.Millisecond {
 		t.Fatalf("an idle connection was closed after %s, before the timeout: spent twice?", d)
 	}
-	time.Sleep(50 * time.Millisecond)
-	// None left: closed as accepted.
-	if d := closedAfter("127.0.0.5", nil); d > 100*time.Millisecond {
-		t.Fatalf("the next connection was kept %s", d)
+	waitLimited(t, f.lis, "127.0.0.5")
+	// None left: a request that fails is answered 429, on probation.
+	if status, _, _ := post(t, c, f.url+"v1/nothing", "{}", ""); status != 429 {
+		t.Fatalf("with no attempt left: %d", status)
 	}
 	if n := f.metrics.refusedN("other " + CodeRateLimited); n != 1 {
-		t.Fatalf("%d connections refused as rate-limited", n)
+		t.Fatalf("%d requests refused as rate-limited", n)
 	}
 	// A garbage handshake spends too; another address is not touched.
 	closedAfter("127.0.0.6", []byte("GET / HTTP/1.0\r\n\r\n"))
@@ -385,7 +407,8 @@ func TestFailedConnectionsSpend(t *testing.T) {
 	if status, _, _ := post(t, client(cert, "127.0.0.6"), f.url+"v1/nothing", "{}", ""); status != 404 {
 		t.Fatalf("the third attempt of 127.0.0.6: %d", status)
 	}
-	if d := closedAfter("127.0.0.6", nil); d > 100*time.Millisecond {
-		t.Fatalf("127.0.0.6 after three failures: kept %s", d)
+	waitLimited(t, f.lis, "127.0.0.6")
+	if status, _, _ := post(t, c, f.url+"v1/nothing", "{}", ""); status != 429 {
+		t.Fatalf("127.0.0.5 again: %d", status)
 	}
 }

@@ -78,10 +78,13 @@ func (e *PinMismatchError) Error() string {
 // key (the handshake proved it holds that key, so neither the name nor the
 // dates are asked of it: the pin names exactly that key), or when a
 // certificate of the chain it sent has a pinned key and vouches for its
-// certificate for the name dialled (a pinned CA). A pinned CA that the
-// listener does not send in its chain cannot be checked: pin the listener's
-// own key then.
-func pinnedTLS(pins []string) *tls.Config {
+// certificate for host, the host of joinURL (a pinned CA). host is checked
+// whether it is a name or an IP address: for an IP, Go sends no server name,
+// so the ConnectionState's ServerName is empty and cannot stand for it, and
+// without the check any certificate the CA ever signed would collect the
+// join token. A pinned CA that the listener does not send in its chain
+// cannot be checked: pin the listener's own key then.
+func pinnedTLS(pins []string, host string) *tls.Config {
 	pinned := map[string]bool{}
 	for _, p := range pins {
 		pinned[p] = true
@@ -114,7 +117,7 @@ func pinnedTLS(pins []string) *tls.Config {
 			if !anchored {
 				return mismatch
 			}
-			if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: cs.ServerName}); err != nil {
+			if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: host}); err != nil {
 				mismatch.Chain = err.Error()
 				return mismatch
 			}

@@ -16,6 +16,12 @@ const (
 	CodeKeyUnknown     = "keyUnknown"
 	CodeKeyOtherNode   = "keyOtherNode"
 	CodeUnavailable    = "unavailable"
+	// CodePodTokenRefused and CodePodOtherNode refuse a join with a Pod
+	// token: the cluster does not vouch for it (expired, its Pod gone, not
+	// a Pod of the node daemon on one of the pool's Nodes), or its Pod
+	// runs on another Node than the one named.
+	CodePodTokenRefused = "podTokenRefused"
+	CodePodOtherNode    = "podOtherNode"
 	// CodeTooManyConnections is never answered: the connection is closed
 	// when it is accepted. It is counted and logged under this code.
 	CodeTooManyConnections = "tooManyConnections"
@@ -51,7 +57,11 @@ var refusals = map[string]Refusal{
 	CodeKeyOtherNode: {http.StatusForbidden, CodeKeyOtherNode,
 		"the node key belongs to another node"},
 	CodeUnavailable: {http.StatusServiceUnavailable, CodeUnavailable,
-		"the agent cannot read its state now; try again"},
+		"the agent cannot read its state or review the token now; try again"},
+	CodePodTokenRefused: {http.StatusUnauthorized, CodePodTokenRefused,
+		"the pool's cluster does not vouch for the Pod token: it expired, its Pod is gone, or it is not a token of the node daemon's Pods on one of the pool's Nodes"},
+	CodePodOtherNode: {http.StatusForbidden, CodePodOtherNode,
+		"the Pod token is of a Pod on another Node than nodeName"},
 }
 
 func refuse(code string) *Refusal {

@@ -65,6 +65,10 @@ type Store struct {
 	beats     map[string]beat
 	lastFlush time.Time
 	flushing  bool
+	// reviewer checks Pod tokens (nil: none); reviews bounds those in
+	// flight.
+	reviewer Reviewer
+	reviews  chan struct{}
 }
 
 type beat struct {
@@ -77,7 +81,8 @@ func NewStore(st *state.Store, opts StoreOptions) *Store {
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
 	}
-	return &Store{st: st, clock: opts.Clock, log: opts.Log, beats: map[string]beat{}, lastFlush: opts.Clock.Now()}
+	return &Store{st: st, clock: opts.Clock, log: opts.Log, beats: map[string]beat{}, lastFlush: opts.Clock.Now(),
+		reviews: make(chan struct{}, maxReviews)}
 }
 
 // nodeNameRe is a Kubernetes Node name: a DNS subdomain (RFC 1123).

@@ -1,0 +1,273 @@
+package join
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/clock"
+)
+
+// oneShot is a client that dials from the loopback address from, trusts
+// cert and keeps no connection (as a node daemon does).
+func oneShot(cert *testCert, from string) *http.Client {
+	c := client(cert, from)
+	c.Transport.(*http.Transport).DisableKeepAlives = true
+	c.Timeout = 5 * time.Second
+	return c
+}
+
+// try posts body and returns the status, or the error of a connection that
+// was closed or refused.
+func try(ctx context.Context, c *http.Client, url, body, bearer string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// TestNeighbourCannotExhaustHeartbeats: a neighbour on the node's own
+// source address (another pod on the Node, a host behind the same NAT)
+// floods the listener with empty connections and junk requests, spending
+// that address's bucket and keeping it empty; the node's heartbeats, which
+// carry a valid node key, are still accepted, every one of them, at the
+// first try. (Before, 23 empty connections were enough to have every
+// heartbeat of the node closed as it was accepted.)
+func TestNeighbourCannotExhaustHeartbeats(t *testing.T) {
+	f := newFixture(t, clock.Real{})
+	cert := newCert(t, t.TempDir(), "join", nil, false)
+	// No refill during the test: the bucket stays empty once spent.
+	f.serve(t, "127.0.0.1:0", cert, ListenerOptions{Limits: Limits{FailureBurst: 20, FailureEvery: time.Hour}})
+	const nodeAddr = "127.0.0.7"
+	good := oneShot(cert, nodeAddr)
+	tok := f.mint(t, "pool_a", "n1")
+	st, body, _ := post(t, good, f.url+"v1/join", `{"poolId":"pool_a","nodeName":"n1","token":"`+tok+`"}`, "")
+	var ans joinAnswer
+	if err := json.Unmarshal([]byte(body), &ans); st != 200 || err != nil || ans.NodeKey == "" {
+		t.Fatalf("join: %d %s", st, body)
+	}
+	beat := `{"poolId":"pool_a","nodeName":"n1"}`
+
+	// The neighbour: 23 empty connections first, as the issue's attack did,
+	// then empty connections and junk requests for as long as the node beats.
+	empty := func() {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(nodeAddr)}, Timeout: time.Second}
+		if c, err := d.Dial("tcp", f.addr); err == nil {
+			_ = c.Close()
+		}
+	}
+	for range 23 {
+		empty()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for f.lis.limiter.allows(nodeAddr) {
+		if time.Now().After(deadline) {
+			t.Fatal("23 empty connections did not spend the address's bucket")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the listener's own count of the closed connections
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	var nEmpty, nJunk, junkServed atomic.Int64
+	for range 2 {
+		wg.Go(func() {
+			for i := 0; i < 100000 && ctx.Err() == nil; i++ {
+				empty()
+				nEmpty.Add(1)
+			}
+		})
+	}
+	junk := []struct{ path, body, bearer string }{
+		{"v1/heartbeat", beat, "not-the-key"},
+		{"v1/heartbeat", beat, ""},
+		{"v1/join", `{"poolId":"pool_a","nodeName":"n1","token":"guess"}`, ""},
+		{"nothing-here", "{}", ""},
+		{"v1/heartbeat", "{not json", ans.NodeKey},
+	}
+	for g := range 2 {
+		bad := oneShot(cert, nodeAddr)
+		wg.Go(func() {
+			for i := 0; i < 100000 && ctx.Err() == nil; i++ {
+				j := junk[(i+g)%len(junk)]
+				if st, err := try(ctx, bad, f.url+j.path, j.body, j.bearer); err == nil && st != 429 {
+					junkServed.Add(1)
+				}
+				nJunk.Add(1)
+			}
+		})
+	}
+
+	const beats = 30
+	accepted := 0
+	var refused []string
+	for i := range beats {
+		st, err := try(t.Context(), good, f.url+"v1/heartbeat", beat, ans.NodeKey)
+		if err == nil && st == 204 {
+			accepted++
+		} else {
+			refused = append(refused, fmt.Sprintf("beat %d: %d %v", i+1, st, err))
+		}
+		time.Sleep(10 * time.Millisecond) // a heartbeat period, shortened
+	}
+	stop()
+	wg.Wait()
+	t.Logf("the node's heartbeats accepted: %d of %d, during %d empty connections and %d junk requests from its address (%d of them answered other than 429)",
+		accepted, beats, nEmpty.Load()+23, nJunk.Load(), junkServed.Load())
+	if accepted != beats {
+		t.Fatalf("heartbeats refused:\n%s", strings.Join(refused, "\n"))
+	}
+	if junkServed.Load() != 0 {
+		t.Fatalf("%d junk requests from a limited address were answered other than 429", junkServed.Load())
+	}
+	if nodes, _ := f.store.Joined(t.Context(), "pool_a"); len(nodes) != 1 {
+		t.Fatalf("joined: %v", nodes)
+	}
+}
+
+// waitLimited polls until src has no attempt left (the listener counts a
+// closed connection once its goroutine sees the end).
+func waitLimited(t *testing.T, l *Listener, src string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for l.limiter.allows(src) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still has attempts left", src)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestProbation: a source with no attempt left keeps at most
+// ProbationConns connections open; a new one past that is closed while
+// they are alive and young, closes the oldest once it is past the grace,
+// and closes at once one its client already closed; a connection on
+// probation is cut after probationLife even when the header timeout is
+// longer.
+func TestProbation(t *testing.T) {
+	f := newFixture(t, clock.Real{})
+	f.serve(t, "127.0.0.1:0", nil, ListenerOptions{Limits: Limits{FailureBurst: 1, FailureEvery: time.Hour, ProbationConns: 2, ReadHeaderTimeout: 5 * time.Second}})
+	const src = "127.0.0.9"
+	dial := func() net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c, err := d.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// closedWithin reports whether the server closed c within d.
+	closedWithin := func(c net.Conn, d time.Duration) bool {
+		_ = c.SetReadDeadline(time.Now().Add(d))
+		_, err := c.Read(make([]byte, 1))
+		ne, timeout := err.(net.Error)
+		return err != nil && !(timeout && ne.Timeout())
+	}
+	openOn := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			_, n := f.lis.conns.counts(src)
+			if n == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections open from %s, want %d", n, src, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	_ = dial().Close() // the one attempt, spent
+	waitLimited(t, f.lis, src)
+	openOn(0)
+	a1, a2 := dial(), dial()
+	openOn(2)
+	start := time.Now()
+	if a3 := dial(); !closedWithin(a3, 100*time.Millisecond) {
+		t.Fatal("a third connection on probation was kept while the two were alive and young")
+	}
+	if time.Since(start) < probationGrace {
+		time.Sleep(probationGrace - time.Since(start)) // let a1 and a2 age past the grace
+	}
+	a4 := dial()
+	if !closedWithin(a1, time.Second) {
+		t.Fatal("the oldest idle connection was not closed for a new one past the grace")
+	}
+	if closedWithin(a4, 100*time.Millisecond) {
+		t.Fatal("the new connection was closed instead of the oldest idle one")
+	}
+	// a2's client goes away; the next one takes its place though a4 is young.
+	_ = a2.Close()
+	a5 := dial()
+	if closedWithin(a5, 100*time.Millisecond) {
+		t.Fatal("a connection was refused while one on the list had been closed by its client")
+	}
+	// a4 is cut at probationLife, not at the 5 s header timeout.
+	if !closedWithin(a4, probationLife+time.Second) {
+		t.Fatal("an idle connection on probation outlived probationLife")
+	}
+}
+
+// TestProbationHandshakesOneAtATime: a connection not on probation takes
+// the base config at once; on probation, one handshake holds the slot, a
+// second waits and gives up at the end of its life, and the slot is free
+// again once the first handshake ends or its connection closes.
+func TestProbationHandshakesOneAtATime(t *testing.T) {
+	h := newProbationHandshakes()
+	base := &tls.Config{MinVersion: tls.VersionTLS12}
+	get := h.configFor(base)
+	conn := func(life time.Duration) *countedConn {
+		a, b := net.Pipe()
+		t.Cleanup(func() { a.Close(); b.Close() })
+		cl := &connLimit{bySource: map[string]int{}, onProbation: map[string][]*countedConn{}, closed: func(string, bool) {}}
+		cl.open, cl.bySource["x"] = 1, 1
+		cc := &countedConn{Conn: a, owner: cl, src: "x"}
+		if life > 0 {
+			cc.until = time.Now().Add(life)
+		}
+		return cc
+	}
+	if c, err := get(&tls.ClientHelloInfo{Conn: conn(0)}); c != nil || err != nil {
+		t.Fatalf("not on probation: %v %v", c, err)
+	}
+	first := conn(time.Second)
+	c1, err := get(&tls.ClientHelloInfo{Conn: first})
+	if err != nil || c1 == nil || c1.VerifyConnection == nil {
+		t.Fatalf("the first: %v %v", c1, err)
+	}
+	start := time.Now()
+	if _, err := get(&tls.ClientHelloInfo{Conn: conn(200 * time.Millisecond)}); err != errProbationBusy {
+		t.Fatalf("the second while the first holds the slot: %v", err)
+	}
+	if el := time.Since(start); el < 150*time.Millisecond {
+		t.Fatalf("the second gave up after %s, before its life ended", el)
+	}
+	_ = c1.VerifyConnection(tls.ConnectionState{}) // the first handshake ends
+	third := conn(time.Second)
+	if _, err := get(&tls.ClientHelloInfo{Conn: third}); err != nil {
+		t.Fatalf("after the first handshake ended: %v", err)
+	}
+	_ = third.Close() // closed mid-handshake: the slot is freed
+	if _, err := get(&tls.ClientHelloInfo{Conn: conn(time.Second)}); err != nil {
+		t.Fatalf("after a connection holding the slot closed: %v", err)
+	}
+}
