@@ -38,7 +38,12 @@ func reconcilerOptions(store *state.Store, opened map[string]providers.Kubernete
 	opts := substrate.Options{Store: store, Providers: provs, Log: lg,
 		Metrics: m, Every: cfg.Substrate.Every, Poll: poll}
 	if cfg.Substrate.NodeDaemon != nil && joins != nil {
-		opts.InCluster = incluster.New(incluster.Options{Daemon: cfg.Substrate.NodeDaemon, Joins: joins, Tenant: cfg.Tenant, Log: lg})
+		// Node daemons join with their Pod's token, reviewed at the
+		// cluster with the run's credential; the pool's Secret token is
+		// the fallback where no review can be made.
+		pods := incluster.NewPodTokens(nil)
+		joins.SetReviewer(pods)
+		opts.InCluster = incluster.New(incluster.Options{Daemon: cfg.Substrate.NodeDaemon, Joins: joins, Tenant: cfg.Tenant, Log: lg, PodTokens: pods})
 	}
 	return opts
 }

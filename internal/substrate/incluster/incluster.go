@@ -64,6 +64,9 @@ type Options struct {
 	// the credential's endpoint, CA and token. Tests pass a fake
 	// clientset.
 	NewClient func(providers.Credential) (kubernetes.Interface, error)
+	// PodTokens, when set, is told each pool's target once its claim is
+	// held, so that node daemons' Pod tokens are reviewed at its cluster.
+	PodTokens *PodTokens
 }
 
 // InCluster is the in-cluster half. It keeps no credential between calls:
@@ -196,6 +199,9 @@ func (ic *InCluster) Apply(ctx context.Context, t substrate.Target) (substrate.N
 	}
 	if _, err := ic.claim(ctx, kc, t, true); err != nil {
 		return substrate.Nodes{}, err
+	}
+	if ic.o.PodTokens != nil {
+		ic.o.PodTokens.Track(t)
 	}
 	if _, err := kc.CoreV1().Namespaces().Apply(ctx, namespaceApply(t.PoolID).WithLabels(ownerOf(t).Labels()), applyOpts()); err != nil {
 		return substrate.Nodes{}, apiErr("applying the Namespace "+Namespace, err)
@@ -373,6 +379,9 @@ func (ic *InCluster) Teardown(ctx context.Context, t substrate.Target) error {
 	// The token first: no Node joins a pool being torn down.
 	if err := ic.o.Joins.Revoke(ctx, t.PoolID); err != nil {
 		return err
+	}
+	if ic.o.PodTokens != nil {
+		ic.o.PodTokens.Forget(t.PoolID)
 	}
 	kc, err := ic.client(ctx, t)
 	if errors.Is(err, providers.ErrNotFound) {
