@@ -60,6 +60,9 @@ func (p Pool) ID() string { return inventory.ID(Tenant, inventory.Pool, p.Name) 
 type Step struct {
 	Pools []Pool
 	Prune bool
+	// Rush: the next step is applied after one pass of this one, while
+	// what it started (a create) is still in flight at the provider.
+	Rush bool
 }
 
 // Scenario is a story: Setup is applied and converged without a crash, then
@@ -79,7 +82,8 @@ var (
 func with(f Flavor, nodes int) Flavor { f.Nodes = nodes; return f }
 
 // Scenarios are the campaign's stories: create, resize, add a flavor,
-// remove a flavor, teardown, adopt (and an adopted teardown).
+// remove a flavor, teardown, adopt (and an adopted teardown), and the
+// document changed while its create is in flight.
 func Scenarios() []Scenario {
 	created := []Pool{{Name: "gpu", Flavors: []Flavor{h100, l4}}}
 	return []Scenario{
@@ -95,6 +99,10 @@ func Scenarios() []Scenario {
 		{Name: "adopt", Steps: []Step{
 			{Pools: []Pool{{Name: "own", Adopt: true, Flavors: []Flavor{h100, cpu}}}},
 			{Pools: []Pool{{Name: "own", Adopt: true, Left: true, Flavors: []Flavor{h100, cpu}}}, Prune: true},
+		}},
+		{Name: "changeWhileCreating", Steps: []Step{
+			{Pools: created, Rush: true},
+			{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 2), cpu}}}, Prune: true},
 		}},
 		{Name: "createThenResize", Steps: []Step{
 			{Pools: created},
