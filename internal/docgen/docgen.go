@@ -141,6 +141,7 @@ type Page struct {
 // Pages are the pages the generator keeps.
 var Pages = []Page{
 	{Path: "docs/document.md", Sections: DocumentSections},
+	{Path: "docs/metrics.md", Sections: MetricsSections},
 }
 
 // Render returns the page as it should be: current with its generated

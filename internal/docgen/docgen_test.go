@@ -2,14 +2,17 @@ package docgen
 
 import (
 	"bytes"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/schema"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const repoRoot = "../.."
@@ -191,4 +194,56 @@ func mustJSON(t *testing.T, o *object) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestEveryServedMetricIsOnThePage scrapes /metrics of the metrics as the
+// agent registers them (with GitHub, every optional part on) and checks
+// that docs/metrics.md lists each metric served, and each metric
+// registered, including vectors that have no series yet.
+func TestEveryServedMetricIsOnThePage(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join(repoRoot, "docs/metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := func(name string) bool { return strings.Contains(string(page), "| `"+name+"` |") }
+	m := NewServed()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	served := 0
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		name, ok := strings.CutPrefix(line, "# HELP ")
+		if !ok {
+			continue
+		}
+		name, _, _ = strings.Cut(name, " ")
+		served++
+		switch {
+		case strings.HasPrefix(name, "fleet_agent_"):
+			if !listed(name) {
+				t.Errorf("%s is served but docs/metrics.md does not list it: run `%s`", name, Command)
+			}
+		case slices.ContainsFunc(ServedPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }):
+			prefix := name[:strings.Index(name, "_")+1]
+			if !strings.Contains(string(page), "`"+prefix+"*`") {
+				t.Errorf("%s is served but docs/metrics.md does not mention `%s*`", name, prefix)
+			}
+		default:
+			t.Errorf("%s is served, neither fleet_agent_* nor a standard collector's: name it fleet_agent_* and run `%s`", name, Command)
+		}
+	}
+	if served < 16 {
+		t.Fatalf("the scrape served %d metrics, want at least 16:\n%s", served, rec.Body.String())
+	}
+	ch := make(chan *prometheus.Desc)
+	go func() { m.Describe(ch); close(ch) }()
+	for d := range ch {
+		name, _, _, _, err := parseDesc(d)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if strings.HasPrefix(name, "fleet_agent_") && !listed(name) {
+			t.Errorf("%s is registered but docs/metrics.md does not list it: run `%s`", name, Command)
+		}
+	}
 }
