@@ -15,6 +15,7 @@ package docgen
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -103,21 +104,21 @@ func Between(page []byte, name string) (string, error) {
 }
 
 // Fenced returns the contents of the fenced code blocks of text whose info
-// string is one of langs, in order.
+// string is one of langs, in order. A block indented under a list item
+// loses its fence's indentation, as a reader copying it from the rendered
+// page gets it (a heredoc's terminator must start its line).
 func Fenced(text string, langs ...string) []string {
 	var blocks []string
 	var cur strings.Builder
-	inside, wanted := false, false
+	inside, wanted, indent := false, false, ""
 	for _, line := range strings.SplitAfter(text, "\n") {
 		t := strings.TrimSpace(line)
 		switch {
 		case !inside && strings.HasPrefix(t, "```"):
 			inside = true
 			lang := strings.TrimSpace(strings.TrimPrefix(t, "```"))
-			wanted = false
-			for _, l := range langs {
-				wanted = wanted || lang == l
-			}
+			wanted = slices.Contains(langs, lang)
+			indent = line[:len(line)-len(strings.TrimLeft(line, " "))]
 			cur.Reset()
 		case inside && t == "```":
 			if wanted {
@@ -125,7 +126,7 @@ func Fenced(text string, langs ...string) []string {
 			}
 			inside = false
 		case inside:
-			cur.WriteString(line)
+			cur.WriteString(strings.TrimPrefix(line, indent))
 		}
 	}
 	return blocks
