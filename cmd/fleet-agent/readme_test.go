@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/docgen"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
@@ -433,4 +437,120 @@ func consoleCommands(block string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestPastedBlocksRun runs, with a fleet-agent built from this tree, the
+// README's block of commands at the root of a clone and the local
+// walkthrough of docs/connect.md in a fresh home directory, each as one
+// bash script exactly as the page has it (a here-document, a loop, a
+// background agent), and checks what a newcomer would see.
+func TestPastedBlocksRun(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Fatal("this test runs the pages' blocks with bash: apt-get install bash")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("this test runs the pages' blocks with git: apt-get install git")
+	}
+	bin := filepath.Join(t.TempDir(), "bin")
+	build := exec.CommandContext(t.Context(), "go", "build", "-buildvcs=true", "-o", filepath.Join(bin, "fleet-agent"), ".")
+	build.Env = append(os.Environ(), "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	absRepo, err := filepath.Abs(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("README.md", func(t *testing.T) {
+		text, err := os.ReadFile(filepath.Join(repo, "README.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var block string
+		for _, b := range docgen.Fenced(string(text), "sh") {
+			if strings.Contains(b, "fleet-agent validate") {
+				block = b
+			}
+		}
+		if block == "" {
+			t.Fatal("README.md has no block running fleet-agent validate")
+		}
+		// A clone's root, as far as the block reads it.
+		clone := t.TempDir()
+		if err := os.Symlink(filepath.Join(absRepo, "testdata"), filepath.Join(clone, "testdata")); err != nil {
+			t.Fatal(err)
+		}
+		out := runBash(t, clone, bin, "-euo", "pipefail", block)
+		for _, want := range []string{"fleet.json: valid", "8 to create", "Applied 8 call(s)", `"planHash"`, "audited as"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("no %q in the block's output:\n%s", want, out)
+			}
+		}
+		for _, f := range []string{"current.json", "fleet.db.bak", "fleet.schema.json"} {
+			if _, err := os.Stat(filepath.Join(clone, "try", f)); err != nil {
+				t.Errorf("the block did not leave try/%s: %v", f, err)
+			}
+		}
+	})
+
+	t.Run("docs/connect.md", func(t *testing.T) {
+		text, err := os.ReadFile(filepath.Join(repo, "docs/connect.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(text)
+		i, j := strings.Index(s, "## Without GitHub"), strings.Index(s, "## On GitHub")
+		if i < 0 || j < i {
+			t.Fatal(`docs/connect.md has no "## Without GitHub" section before "## On GitHub"`)
+		}
+		script := strings.Join(docgen.Fenced(s[i:j], "sh"), "") + "wait\n"
+		// No -e: doctor exits 1 while the tip is refused, as it should.
+		out := runBash(t, t.TempDir(), bin, "-u", script)
+		for _, want := range []string{
+			"tip-refused",                                     // doctor says the tip was never proposed
+			"To apply exactly this plan",                      // plan --commit prints the command
+			"Applied 5 call(s) of",                            // the adopted tip
+			"proposal refs/heads/more-gpus at", "1 to update", // the proposal is planned
+			"by agent at", // and applied by the agent once merged
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("no %q in the walkthrough's output:\n%s", want, out)
+			}
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "fleet-agent: ") && !strings.HasPrefix(line, "fleet-agent: note: ") {
+				t.Errorf("a command was refused (%s):\n%s", line, out)
+			}
+		}
+	})
+}
+
+// runBash runs script with bash in dir, HOME there too, fleet-agent from
+// bin first on the PATH and a git identity, and returns what it printed.
+// The process group is killed at the end, so a background agent the
+// script started cannot outlive the test.
+func runBash(t *testing.T, dir, bin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	script := args[len(args)-1]
+	cmd := exec.CommandContext(ctx, "bash", append(args[:len(args)-1], "-c", script)...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + dir, "LANG=C.UTF-8",
+		"GIT_AUTHOR_NAME=Newcomer", "GIT_AUTHOR_EMAIL=newcomer@example.com",
+		"GIT_COMMITTER_NAME=Newcomer", "GIT_COMMITTER_EMAIL=newcomer@example.com",
+		"GIT_CONFIG_NOSYSTEM=1"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	t.Logf("bash %s in %s:\n%s", strings.Join(args[:len(args)-1], " "), dir, out)
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if err != nil {
+		t.Fatalf("bash: %v (a timeout means a loop of the page waited for something that never came)\n%s", err, out)
+	}
+	return string(out)
 }
