@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 
 	"github.com/fleet-agent/fleet-agent/internal/docgen"
+	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
 )
 
 func main() {
@@ -20,7 +21,7 @@ func main() {
 	check := flag.Bool("check", false, "write nothing; exit 1 when a page is not current")
 	flag.Parse()
 	stale := 0
-	for _, p := range docgen.Pages {
+	for _, p := range pages() {
 		path := filepath.Join(*root, p.Path)
 		current, err := os.ReadFile(path)
 		if err != nil {
@@ -49,4 +50,26 @@ func main() {
 	if *check && stale > 0 {
 		os.Exit(1)
 	}
+}
+
+// pages are the generated pages, with the fake provider's catalogue as the
+// fake is without a config block.
+func pages() []docgen.Page { return docgen.Pages(catalogue(fake.DefaultConfig())) }
+
+func catalogue(c fake.Config) docgen.Catalogue {
+	cat := docgen.Catalogue{Versions: c.Versions, DefaultVersion: c.DefaultVersion, ZeroNodes: c.ZeroNodes, Spot: c.Spot}
+	for _, l := range c.Locations {
+		cat.Locations = append(cat.Locations, docgen.Location{Name: l.Name, Zones: l.Zones})
+	}
+	for _, m := range c.MachineTypes {
+		mt := docgen.MachineType{Name: m.Name, VCPU: m.VCPU, MemoryGiB: m.MemoryGiB, Locations: m.Locations}
+		if m.GPUs != nil {
+			mt.GPUs = &docgen.GPU{Type: m.GPUs.Type, Count: m.GPUs.Count}
+		}
+		for _, a := range m.Attachable {
+			mt.Attachable = append(mt.Attachable, docgen.GPU{Type: a.Type, Count: a.Count})
+		}
+		cat.MachineTypes = append(cat.MachineTypes, mt)
+	}
+	return cat
 }

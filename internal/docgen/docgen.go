@@ -7,9 +7,11 @@
 //	<!-- end:NAME -->
 //
 // Splice replaces what is between them and keeps every other line, so a
-// person edits the prose and the generator owns the tables. The tests
-// regenerate each page in memory and fail when the committed one differs,
-// so the page cannot fall behind the schema or the registry.
+// person edits the prose and the generator owns the tables. cmd/fleet-docs
+// writes the pages, and its test regenerates each in memory and fails when
+// the committed one differs, so a page cannot fall behind the schema, the
+// fake provider or the registry. A provider adapter reaches this package
+// only as a Catalogue: only commands import adapters.
 package docgen
 
 import (
@@ -139,10 +141,13 @@ type Page struct {
 	Sections func() (map[string]string, error)
 }
 
-// Pages are the pages the generator keeps.
-var Pages = []Page{
-	{Path: "docs/document.md", Sections: DocumentSections},
-	{Path: "docs/metrics.md", Sections: MetricsSections},
+// Pages are the pages the generator keeps, given the fake provider's
+// catalogue.
+func Pages(fake Catalogue) []Page {
+	return []Page{
+		{Path: "docs/document.md", Sections: func() (map[string]string, error) { return DocumentSections(fake) }},
+		{Path: "docs/metrics.md", Sections: MetricsSections},
+	}
 }
 
 // Render returns the page as it should be: current with its generated

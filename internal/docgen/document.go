@@ -7,20 +7,20 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
 	"github.com/fleet-agent/fleet-agent/schema"
 )
 
 // DocumentSections are the generated sections of docs/document.md: "fields"
 // (every list of fleet.json with its fields, from the embedded schema) and
 // "fake-catalog" (the fake provider's regions, zones and machine types as
-// it is without a config block).
-func DocumentSections() (map[string]string, error) {
+// it is without a config block). The catalogue is given by the caller:
+// only a command may import a provider adapter (cmd/fleet-docs does).
+func DocumentSections(fake Catalogue) (map[string]string, error) {
 	fields, err := Fields(schema.JSON)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]string{"fields": fields, "fake-catalog": FakeCatalog(fake.DefaultConfig())}, nil
+	return map[string]string{"fields": fields, "fake-catalog": FakeCatalog(fake)}, nil
 }
 
 // Fields renders a table per object of the schema: the document itself,
@@ -346,10 +346,43 @@ func decodeOrdered(d *json.Decoder) (any, error) {
 	return tok, nil
 }
 
+// Catalogue is what a provider offers, as the page shows it.
+type Catalogue struct {
+	Locations      []Location
+	MachineTypes   []MachineType
+	Versions       []string
+	DefaultVersion string
+	ZeroNodes      bool
+	Spot           bool
+}
+
+// Location is a region and its zones.
+type Location struct {
+	Name  string
+	Zones []string
+}
+
+// MachineType is one machine type: its GPUs built in, or those it may be
+// given, and the regions it exists in (none: every region).
+type MachineType struct {
+	Name       string
+	VCPU       int
+	MemoryGiB  int
+	GPUs       *GPU
+	Attachable []GPU
+	Locations  []string
+}
+
+// GPU is a type of accelerator and how many.
+type GPU struct {
+	Type  string
+	Count int
+}
+
 // FakeCatalog renders the fake provider's regions with their zones and its
 // machine types, as the fake is without a config block (a config's
 // providers.fake block may replace them).
-func FakeCatalog(c fake.Config) string {
+func FakeCatalog(c Catalogue) string {
 	var b strings.Builder
 	b.WriteString("| region | zones |\n| --- | --- |\n")
 	for _, l := range c.Locations {
