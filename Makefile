@@ -11,7 +11,7 @@ TESTFLAGS ?= -count=1 -timeout 25m
 
 STATICCHECK ?= $(shell go env GOPATH)/bin/staticcheck
 
-.PHONY: build test gate lint vet fmt-check tidy-check boundary bench golden fuzz demo install clean
+.PHONY: build test gate lint vet fmt-check tidy-check boundary bench golden docs fuzz demo install clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/fleet-agent
@@ -86,6 +86,12 @@ bench:
 # some: review the diff before committing it.
 golden:
 	$(GO) test -count=1 $$(grep -rl --include='*_test.go' 'testutil/golden"' . | xargs -n1 dirname | sort -u) -update
+
+# docs rewrites the generated sections of docs/ (the document's fields from
+# the schema, the fake provider's catalogue, the metrics) from the code;
+# the text around them is kept. The docgen tests fail while a page is stale.
+docs:
+	$(GO) run ./cmd/fleet-docs
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime $${FUZZTIME:-60s} ./internal/fleet/

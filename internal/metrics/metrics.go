@@ -33,6 +33,10 @@ type Metrics struct {
 	journalOps     *prometheus.CounterVec
 	sweep          *prometheus.CounterVec
 	passErrors     *prometheus.CounterVec
+
+	// registered is every collector on reg, in order: the registry cannot
+	// list them, and Describe must (docs/metrics.md is made from it).
+	registered []prometheus.Collector
 }
 
 // Outbox is what the outbox reports, read at scrape time.
@@ -67,7 +71,7 @@ func New(box *Outbox) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), now: time.Now}
 	f := func(name, help string, labels ...string) *prometheus.CounterVec {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleet_agent_" + name, Help: help}, labels)
-		m.reg.MustRegister(c)
+		m.register(c)
 		return c
 	}
 	m.polls = f("polls_total", "Polls of the git remote, by result.", "result")
@@ -85,11 +89,11 @@ func New(box *Outbox) *Metrics {
 	m.passErrors = f("substrate_pass_errors_total", "Substrate passes that failed before they finished (a state file error, a damaged record), by pool; each is also the substrate's status message.", "pool")
 	m.substrates = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_substrates", Help: "Substrates by state."}, []string{"state"})
 	m.substrateNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_substrate_nodes", Help: "A substrate's Kubernetes Nodes, joined (true) or waiting to join (false)."}, []string{"pool", "joined"})
-	m.reg.MustRegister(m.substrates, m.substrateNodes)
-	m.reg.MustRegister(m.fetches, m.forgeErrors, m.drift, m.lastSuccess, m.durations,
+	m.register(m.substrates, m.substrateNodes)
+	m.register(m.fetches, m.forgeErrors, m.drift, m.lastSuccess, m.durations,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if box != nil {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleet_agent_outbox_depth", Help: "Posts waiting in the outbox."},
+		m.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleet_agent_outbox_depth", Help: "Posts waiting in the outbox."},
 			func() float64 { return float64(box.Depth()) }))
 		for _, r := range []struct {
 			result string
@@ -99,18 +103,35 @@ func New(box *Outbox) *Metrics {
 			{"dropped", func(_, x, _ uint64) uint64 { return x }},
 			{"failed", func(_, _, f uint64) uint64 { return f }},
 		} {
-			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fleet_agent_posts_total",
+			m.register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fleet_agent_posts_total",
 				Help: "Posts to GitHub: delivered, dropped (refused for good) and failed sends (each retry counts).", ConstLabels: prometheus.Labels{"result": r.result}},
 				func() float64 { d, x, f := box.Posts(); return float64(r.pick(d, x, f)) }))
 		}
 		if box.Drops != nil {
-			m.reg.MustRegister(dropsCollector{drops: box.Drops, desc: prometheus.NewDesc("fleet_agent_posts_dropped_total",
+			m.register(dropsCollector{drops: box.Drops, desc: prometheus.NewDesc("fleet_agent_posts_dropped_total",
 				"Posts to GitHub dropped for good, by kind (status, sticky, once) and reason (validation, content_limited, not_found, ...); each is also an error log line, and a dropped comment a status on its commit.",
 				[]string{"kind", "reason"}, nil)})
 		}
 	}
 	return m
 }
+
+func (m *Metrics) register(cs ...prometheus.Collector) {
+	m.reg.MustRegister(cs...)
+	m.registered = append(m.registered, cs...)
+}
+
+// Describe sends the descriptor of every metric registered, vectors that
+// have no series yet included (a scrape shows only series): what
+// docs/metrics.md must list.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.registered {
+		c.Describe(ch)
+	}
+}
+
+// Gatherer is the registry /metrics serves.
+func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
 
 // Handler serves /metrics.
 func (m *Metrics) Handler() http.Handler {
