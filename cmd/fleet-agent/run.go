@@ -163,7 +163,7 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		return err
 	}
 	a.running.Store(cfg)
-	api := &http.Server{Handler: a.doctorHandler(cfg, cfgPath, store, ag.Handler()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second, DisableGeneralOptionsHandler: true}
+	api := agent.SocketServer(a.doctorHandler(cfg, cfgPath, store, ag.Handler()))
 	// The ops listener.
 	ops, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

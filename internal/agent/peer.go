@@ -1,0 +1,104 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+)
+
+// Peer is who is at the other end of a connection to the local API, as the
+// kernel says (SO_PEERCRED on the unix socket): the identity the audit log
+// records for an apply by hand or an edit. What a client writes in its
+// request (the by and who fields older command lines send) is never
+// trusted: anyone who may open the socket could write any name there.
+type Peer struct {
+	UID, GID, PID int
+	// User is the user name of UID, when the system resolves it.
+	User string
+}
+
+// Who is the peer as the audit log names it: USER@HOST (uid N), or
+// uid N@HOST when the uid has no name. HOST is the agent's host: a unix
+// socket's peer runs on it.
+func (p Peer) Who() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	uid := strconv.Itoa(p.UID)
+	if p.User == "" {
+		return "uid " + uid + "@" + host
+	}
+	return p.User + "@" + host + " (uid " + uid + ")"
+}
+
+type peerKey struct{}
+
+// peerConnContext is the socket server's ConnContext: it reads the peer's
+// credentials once per connection, when the connection is accepted, and
+// puts them in the context every request on that connection sees. A
+// connection whose credentials cannot be read carries none, and what it
+// asks to audit is refused.
+func peerConnContext(ctx context.Context, c net.Conn) context.Context {
+	if p, ok := PeerOfConn(c); ok {
+		return context.WithValue(ctx, peerKey{}, p)
+	}
+	return ctx
+}
+
+// PeerOfConn reads the credentials of a unix socket connection's peer.
+func PeerOfConn(c net.Conn) (Peer, bool) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return Peer{}, false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return Peer{}, false
+	}
+	var cred *syscall.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil || credErr != nil || cred == nil {
+		return Peer{}, false
+	}
+	p := Peer{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid)}
+	if u, err := user.LookupId(strconv.Itoa(p.UID)); err == nil {
+		p.User = u.Username
+	}
+	return p, true
+}
+
+// PeerOf is the peer of a request to the local API.
+func PeerOf(ctx context.Context) (Peer, bool) {
+	p, ok := ctx.Value(peerKey{}).(Peer)
+	return p, ok
+}
+
+// auditedWho is the name an audited request is recorded under: its peer's
+// credentials, or a refusal when the connection has none (the local API
+// served anywhere but its unix socket).
+func auditedWho(r *http.Request) (string, error) {
+	p, ok := PeerOf(r.Context())
+	if !ok {
+		return "", refusal.New(refusal.InvalidState,
+			"the local API records who applies or edits from the socket's peer credentials, and this connection has none: use the agent's unix socket (the config's socket)")
+	}
+	return p.Who(), nil
+}
+
+// SocketServer serves the local API on its unix socket: every connection
+// carries its peer's credentials, net/http's own OPTIONS * answer is off,
+// idle keep-alives close after 60 s.
+func SocketServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ConnContext: peerConnContext,
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second, DisableGeneralOptionsHandler: true}
+}
