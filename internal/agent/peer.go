@@ -95,10 +95,37 @@ func auditedWho(r *http.Request) (string, error) {
 	return p.Who(), nil
 }
 
-// SocketServer serves the local API on its unix socket: every connection
-// carries its peer's credentials, net/http's own OPTIONS * answer is off,
-// idle keep-alives close after 60 s.
-func SocketServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ConnContext: peerConnContext,
-		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second, DisableGeneralOptionsHandler: true}
+// SocketLimits bound the time a client of the socket may take: its header
+// (ReadHeader) and whole request (Read) are read within their limits, so a
+// client sending a byte at a time loses its connection; the work a request
+// asks for ends at Handler (its context's deadline); its answer must be
+// written by Write, counted from the end of its header, so the answer of
+// work that used all its time still goes out; an idle keep-alive is closed
+// after Idle. net/http clears the read deadline once a request is read, so
+// work longer than Read is not cut.
+type SocketLimits struct {
+	ReadHeader, Read, Handler, Write, Idle time.Duration
+}
+
+// DefaultSocketLimits size the socket for its longest request: an apply by
+// hand, which the command line gives 5 minutes when it applies alone (the
+// doctor through the agent fits as well: 20 s per probe). A request body of
+// at most 32 MiB from a local process is read in well under a minute.
+var DefaultSocketLimits = SocketLimits{ReadHeader: 10 * time.Second, Read: time.Minute, Handler: 5 * time.Minute, Write: 6 * time.Minute, Idle: time.Minute}
+
+// SocketServer serves the local API on its unix socket with the default limits.
+func SocketServer(h http.Handler) *http.Server { return SocketServerWith(h, DefaultSocketLimits) }
+
+// SocketServerWith serves the local API on its unix socket: every connection
+// carries its peer's credentials, every request the deadline lim.Handler,
+// and net/http's own OPTIONS * answer is off.
+func SocketServerWith(h http.Handler, lim SocketLimits) *http.Server {
+	bounded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), lim.Handler)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+	return &http.Server{Handler: bounded, ConnContext: peerConnContext,
+		ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write, IdleTimeout: lim.Idle,
+		DisableGeneralOptionsHandler: true}
 }
