@@ -32,6 +32,7 @@ type Metrics struct {
 	substrateNodes *prometheus.GaugeVec
 	journalOps     *prometheus.CounterVec
 	sweep          *prometheus.CounterVec
+	exposed        *prometheus.GaugeVec
 }
 
 // Outbox is what the outbox reports, read at scrape time.
@@ -83,7 +84,9 @@ func New(box *Outbox) *Metrics {
 	m.sweep = f("substrate_sweep_decisions_total", "Decisions of the substrate discovery sweep (adopted, orphan, reported, ghost, nodePoolOrphan, nodePoolGhost, error).", "decision")
 	m.substrates = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_substrates", Help: "Substrates by state."}, []string{"state"})
 	m.substrateNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_substrate_nodes", Help: "A substrate's Kubernetes Nodes, joined (true) or waiting to join (false)."}, []string{"pool", "joined"})
-	m.reg.MustRegister(m.substrates, m.substrateNodes)
+	m.exposed = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_exposed_listener",
+		Help: "1 for a listener without TLS or authentication that serves on an address other than loopback by an explicit opt-in (exposeOps, exposeInsecureJoin), by listener (ops, join)."}, []string{"listener"})
+	m.reg.MustRegister(m.substrates, m.substrateNodes, m.exposed)
 	m.reg.MustRegister(m.fetches, m.forgeErrors, m.drift, m.lastSuccess, m.durations,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if box != nil {
@@ -198,3 +201,7 @@ func (m *Metrics) SubstrateNodes(listed, joined map[string]int) {
 		m.substrateNodes.WithLabelValues(pool, "false").Set(float64(max(n-j, 0)))
 	}
 }
+
+// Exposed records a listener that serves without TLS or authentication on
+// an address other than loopback, by the config's opt-in.
+func (m *Metrics) Exposed(listener string) { m.exposed.WithLabelValues(listener).Set(1) }
