@@ -293,6 +293,11 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // readJSON is the one decoder of the local API: one size limit, unknown
 // fields refused, one value.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if r.ContentLength > maxRequest {
+		// Said up front: refused unread.
+		WriteError(w, refusal.New(refusal.InvalidInput, "bad request: the body of %d bytes is too large (at most %d)", r.ContentLength, maxRequest))
+		return false
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequest))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)

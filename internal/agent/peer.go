@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/user"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -118,14 +119,44 @@ func SocketServer(h http.Handler) *http.Server { return SocketServerWith(h, Defa
 
 // SocketServerWith serves the local API on its unix socket: every connection
 // carries its peer's credentials, every request the deadline lim.Handler,
-// and net/http's own OPTIONS * answer is off.
+// a header is at most 64 KiB, and net/http's own OPTIONS * answer is off.
 func SocketServerWith(h http.Handler, lim SocketLimits) *http.Server {
+	// One large request at a time: decoding a request of up to 32 MiB
+	// (a 16 MiB document as base64) costs about twice its size, so
+	// several at once could take the agent past its memory limit; the
+	// others wait their turn within their deadline. Small requests (an
+	// apply by hand, a plan of a commit) never wait.
+	large := make(chan struct{}, 1)
 	bounded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), lim.Handler)
 		defer cancel()
+		if r.ContentLength < 0 {
+			// The command line always says its length; a body of unknown
+			// length would be read to the limit before it could be refused.
+			w.Header().Set("Connection", "close")
+			WriteJSON(w, http.StatusLengthRequired, apiError{Code: refusal.InvalidInput, Message: "bad request: the local API reads only bodies whose length is given (Content-Length)"})
+			return
+		}
+		if r.ContentLength > largeRequest && r.ContentLength <= maxRequest {
+			select {
+			case large <- struct{}{}:
+				// Its buffers are garbage once it is answered: collected
+				// before the next large request's turn, the peak stays at
+				// one request's cost rather than the collector's target
+				// of twice that.
+				defer func() { runtime.GC(); <-large }()
+			case <-ctx.Done():
+				WriteError(w, refusal.New(refusal.Unavailable, "the agent was busy with other large requests for %v; try again", lim.Handler))
+				return
+			}
+		}
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 	return &http.Server{Handler: bounded, ConnContext: peerConnContext,
 		ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write, IdleTimeout: lim.Idle,
-		DisableGeneralOptionsHandler: true}
+		MaxHeaderBytes: 64 << 10, DisableGeneralOptionsHandler: true}
 }
+
+// largeRequest is the size over which a request to the socket waits for
+// the one large request's turn.
+const largeRequest = 1 << 20
