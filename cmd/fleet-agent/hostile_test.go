@@ -137,25 +137,34 @@ func (h *hostile) goodHook(t *testing.T, limit time.Duration) {
 	})
 }
 
-// raw sends one request as written and returns the answer's status line
-// and body (at most 64 KiB), or the error that ended the connection.
+// raw sends one request as written and returns the answer's status and
+// body (at most 64 KiB) with its Location header, or the error that ended
+// the connection.
 func raw(addr, network, request string) (int, string, error) {
+	code, body, loc, err := rawLoc(addr, network, request)
+	if loc != "" {
+		body += "\nLocation: " + loc
+	}
+	return code, body, err
+}
+
+func rawLoc(addr, network, request string) (int, string, string, error) {
 	c, err := net.DialTimeout(network, addr, 5*time.Second)
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.WriteString(c, request); err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	return resp.StatusCode, string(b), nil
+	return resp.StatusCode, string(b), resp.Header.Get("Location"), nil
 }
 
 func TestHostileInput(t *testing.T) {
@@ -269,6 +278,244 @@ func TestHostileInput(t *testing.T) {
 		h.goodSocket(t)
 		wg.Wait()
 		w.done(t, "8 socket requests of 32 MiB, one at a time", 160)
+	})
+}
+
+func TestHostileClients(t *testing.T) {
+	r := startRunning(t, "1s")
+	h := &hostile{r: r, socket: filepath.Join(filepath.Dir(r.path), "api.sock")}
+	h.goodHook(t, 5*time.Second)
+
+	t.Run("slow headers and slow bodies", func(t *testing.T) {
+		w := watchHeap()
+		stop := make(chan struct{})
+		// trickle sends s a byte every gap until the server closes the
+		// connection, and reports when that was.
+		type cut struct {
+			what string
+			took time.Duration
+			err  error
+		}
+		cuts := make(chan cut, 200)
+		trickle := func(what, network, addr, head, s string) {
+			c, err := net.Dial(network, addr)
+			if err != nil {
+				cuts <- cut{what, 0, err}
+				return
+			}
+			defer c.Close()
+			start := time.Now()
+			if _, err := io.WriteString(c, head); err != nil {
+				cuts <- cut{what, time.Since(start), nil}
+				return
+			}
+			closed := make(chan struct{})
+			go func() { _, _ = io.Copy(io.Discard, c); close(closed) }()
+			tick := time.NewTicker(500 * time.Millisecond)
+			defer tick.Stop()
+			for i := 0; ; i++ {
+				select {
+				case <-closed:
+					cuts <- cut{what, time.Since(start), nil}
+					return
+				case <-stop:
+					cuts <- cut{what, time.Since(start), fmt.Errorf("still open after %v", time.Since(start).Round(time.Second))}
+					return
+				case <-tick.C:
+					_, _ = c.Write([]byte{s[i%len(s)]})
+				}
+			}
+		}
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Go(func() {
+				trickle("ops header", "tcp", r.ops, "GET /healthz HTTP/1.1\r\n", "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+			})
+			wg.Go(func() {
+				trickle("socket header", "unix", h.socket, "GET /v1/ping HTTP/1.1\r\n", "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+			})
+		}
+		for range 20 {
+			wg.Go(func() {
+				trickle("ops body", "tcp", r.ops, "POST /status HTTP/1.1\r\nHost: agent\r\nContent-Length: 100000\r\n\r\n", "aaaa")
+			})
+			wg.Go(func() {
+				trickle("socket body", "unix", h.socket, "POST /v1/plan HTTP/1.1\r\nHost: agent\r\nContent-Length: 100000\r\n\r\n", `{"commit":"aaaaaaaa`)
+			})
+		}
+		for i := range forge.MaxWebhookInFlight + 2 {
+			wg.Go(func() {
+				if i >= forge.MaxWebhookInFlight {
+					// Wait until the others hold every slot.
+					for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+						if h.hook(t, []byte("{}"), "probe") == http.StatusServiceUnavailable {
+							break
+						}
+					}
+				}
+				what := "webhook body"
+				if i >= forge.MaxWebhookInFlight {
+					what = "webhook body without a slot"
+				}
+				trickle(what, "tcp", r.ops, "POST /hooks/github HTTP/1.1\r\nHost: agent\r\n"+forge.SignatureHeader+": sha256=00\r\nContent-Length: 100000\r\n\r\n", "{")
+			})
+		}
+		// During: the ops listener and the socket answer.
+		h.goodOps(t)
+		h.goodSocket(t)
+		// Each is cut within its limit: a header within 10 s, a webhook
+		// body within 20 s, a request on the ops listener within 30 s, on
+		// the socket within 1 min.
+		limits := map[string]time.Duration{"ops header": 10 * time.Second, "socket header": 10 * time.Second,
+			"webhook body": forge.WebhookReadTimeout, "webhook body without a slot": time.Second,
+			"ops body": 30 * time.Second, "socket body": time.Minute}
+		timer := time.AfterFunc(time.Minute+5*time.Second, func() { close(stop) })
+		wg.Wait()
+		timer.Stop()
+		close(cuts)
+		worst := map[string]time.Duration{}
+		for c := range cuts {
+			if c.err != nil {
+				t.Errorf("%s: %v", c.what, c.err)
+				continue
+			}
+			worst[c.what] = max(worst[c.what], c.took)
+		}
+		for what, took := range worst {
+			t.Logf("%s a byte every 500 ms: cut after at most %v (limit %v)", what, took.Round(100*time.Millisecond), limits[what])
+			if took > limits[what]+3*time.Second {
+				t.Errorf("%s: held for %v, over its limit of %v", what, took.Round(100*time.Millisecond), limits[what])
+			}
+		}
+		// After: the webhook's slots are free again.
+		h.goodHook(t, 5*time.Second)
+		h.goodSocket(t)
+		w.done(t, "230 slow clients", 32)
+	})
+
+	t.Run("many connections", func(t *testing.T) {
+		w := watchHeap()
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for _, l := range []struct {
+			network, addr string
+			n             int
+		}{{"tcp", r.ops, 1000}, {"unix", h.socket, 300}} {
+			for range l.n {
+				c, err := net.DialTimeout(l.network, l.addr, 5*time.Second)
+				if err != nil {
+					t.Fatalf("connection %d to %s: %v", len(conns), l.addr, err)
+				}
+				conns = append(conns, c)
+			}
+		}
+		h.goodOps(t)
+		h.goodSocket(t)
+		h.goodHook(t, 5*time.Second)
+		w.done(t, "1,000 idle connections to the ops listener and 300 to the socket", 48)
+	})
+
+	t.Run("replayed deliveries", func(t *testing.T) {
+		w := watchHeap()
+		body := []byte(`{"ref":"refs/heads/main","after":"0000000000000000000000000000000000000000"}`)
+		counts := map[int]int{}
+		for range 100 {
+			counts[h.hook(t, body, "replayed-1")]++
+		}
+		if counts[http.StatusNoContent] != 1 || counts[http.StatusOK] != 99 {
+			t.Errorf("100 posts of one delivery: %v; want one 204 and 99 200s", counts)
+		}
+		h.goodHook(t, 5*time.Second)
+		h.goodOps(t)
+		w.done(t, "100 replays of one signed delivery", 16)
+	})
+
+	t.Run("malformed input", func(t *testing.T) {
+		w := watchHeap()
+		body := []byte(`{"ref":`)
+		for sig, want := range map[string]int{
+			"":                                   http.StatusUnauthorized,
+			"sha256=zz":                          http.StatusUnauthorized,
+			"sha1=" + strings.Repeat("00", 20):   http.StatusUnauthorized,
+			"sha256=" + strings.Repeat("00", 32): http.StatusUnauthorized,
+			forge.Sign([]byte(hookSecret), body): http.StatusNoContent, // the payload is never read
+		} {
+			req, _ := http.NewRequest("POST", "http://"+r.ops+"/hooks/github", bytes.NewReader(body))
+			if sig != "" {
+				req.Header.Set(forge.SignatureHeader, sig)
+			}
+			req.Header.Set("X-GitHub-Delivery", "malformed-"+sig)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("a webhook signed %q: %d, want %d", sig, resp.StatusCode, want)
+			}
+		}
+		for _, b := range []string{`{"commit":`, `[1,2]`, `{"commit":"a"}{"commit":"b"}`, `{"commit":1}`, `{"commit":"\ud800"}x`,
+			strings.Repeat("[", 100000) + strings.Repeat("]", 100000), `{"commit":"a","planHash":"b","by":"x","extra":true}`} {
+			code, out := h.socketPost(t, "/v1/apply", b, 0, 0, "", false)
+			if code != http.StatusBadRequest || !strings.Contains(out, "INVALID_INPUT") {
+				t.Errorf("malformed JSON %.40q on the socket: %d %s", b, code, out)
+			}
+		}
+		h.goodOps(t)
+		h.goodSocket(t)
+		h.goodHook(t, 5*time.Second)
+		w.done(t, "malformed deliveries and requests", 16)
+	})
+
+	t.Run("odd paths and methods", func(t *testing.T) {
+		w := watchHeap()
+		const canary = "canary-header-value"
+		for _, l := range []struct {
+			name, network, addr, path string
+		}{{"ops", "tcp", r.ops, "/status"}, {"socket", "unix", h.socket, "/v1/status"}} {
+			for _, req := range []string{
+				"OPTIONS * HTTP/1.1\r\nHost: agent\r\n\r\n",
+				"TRACE / HTTP/1.1\r\nHost: agent\r\nX-Canary: " + canary + "\r\n\r\n",
+				"TRACE " + l.path + " HTTP/1.1\r\nHost: agent\r\nX-Canary: " + canary + "\r\n\r\n",
+				"CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n",
+				"GET http://evil.example" + l.path + "/../x HTTP/1.1\r\nHost: agent\r\n\r\n",
+				"GET /ui/../../../../etc/passwd HTTP/1.1\r\nHost: agent\r\n\r\n",
+				"GET /ui/..%2f..%2f..%2fetc%2fpasswd HTTP/1.1\r\nHost: agent\r\n\r\n",
+				"GET /v1/..%2f..%2fetc/passwd HTTP/1.1\r\nHost: agent\r\n\r\n",
+				"GET //evil.example/ HTTP/1.1\r\nHost: agent\r\n\r\n",
+				"GET /debug/pprof/ HTTP/1.1\r\nHost: agent\r\n\r\n",
+				"DELETE " + l.path + " HTTP/1.1\r\nHost: agent\r\n\r\n",
+				"GET /\x00 HTTP/1.1\r\nHost: agent\r\n\r\n",
+				"GET / HTTP/9.9\r\nHost: agent\r\n\r\n",
+				"BREW /pot HTTP/1.1\r\nHost: agent\r\n\r\n",
+			} {
+				line, _, _ := strings.Cut(req, "\r\n")
+				code, body, loc, err := rawLoc(l.addr, l.network, req)
+				if err != nil {
+					t.Errorf("%s: %q ended without an answer: %v", l.name, line, err)
+					continue
+				}
+				if code == http.StatusOK || (code >= 500 && code != http.StatusHTTPVersionNotSupported) {
+					t.Errorf("%s: %q answered %d: %.200s", l.name, line, code, body)
+				}
+				if strings.Contains(body, canary) || strings.Contains(body, "root:") {
+					t.Errorf("%s: %q echoed what it should not: %.200s", l.name, line, body)
+				}
+				// A redirect stays on this server: a path, never another host.
+				if loc != "" && (!strings.HasPrefix(loc, "/") || strings.HasPrefix(loc, "//") || strings.Contains(loc, "://")) {
+					t.Errorf("%s: %q redirects off the server: Location %q", l.name, line, loc)
+				}
+				t.Logf("%s: %-60q %d %s", l.name, line, code, loc)
+			}
+		}
+		h.goodOps(t)
+		h.goodSocket(t)
+		h.goodHook(t, 5*time.Second)
+		w.done(t, "odd paths and methods", 16)
 	})
 }
 
