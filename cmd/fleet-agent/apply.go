@@ -48,7 +48,7 @@ earlier and refuses with CONFIG_DRIFT when the fleet moved since.`,
 			}
 			if commit != "" {
 				var resp agent.PlanResponse
-				err := client.Do(cmd.Context(), "POST", "/v1/apply", agent.ApplyRequest{Commit: commit, PlanHash: planHash, By: who()}, &resp)
+				err := client.Do(cmd.Context(), "POST", "/v1/apply", agent.ApplyRequest{Commit: commit, PlanHash: planHash}, &resp)
 				if err != nil {
 					return err
 				}

@@ -48,19 +48,25 @@ accounts are ids, as the state stores them.`,
 			if err != nil {
 				return err
 			}
-			req := agent.EditRequest{Kind: string(kind), Name: name, Set: set, Delete: del, Who: who()}
+			// Through the socket the agent audits the peer's credentials
+			// and says under which name; alone, the edit is this user's.
+			req := agent.EditRequest{Kind: string(kind), Name: name, Set: set, Delete: del}
+			audited := who()
 			if c := a.agentClient(cmd.Context(), cfg); c != nil {
-				var out map[string]any
+				var out struct {
+					Who string `json:"who"`
+				}
 				if err := c.Do(cmd.Context(), "POST", "/v1/edit", req, &out); err != nil {
 					return err
 				}
+				audited = out.Who
 			} else {
 				store, err := state.Open(a.stateFile(cfg), state.Options{})
 				if err != nil {
 					return err
 				}
 				defer store.Close()
-				if err := apply.ApplyEdit(store, apply.Edit{Kind: kind, Name: name, Set: set, Delete: del, Who: req.Who}); err != nil {
+				if err := apply.ApplyEdit(store, apply.Edit{Kind: kind, Name: name, Set: set, Delete: del, Who: audited}); err != nil {
 					return err
 				}
 			}
@@ -68,7 +74,7 @@ accounts are ids, as the state stores them.`,
 			if del {
 				what = "deleted"
 			}
-			fmt.Fprintf(a.stdout, "%s %s %s (audited as %s); drift will report it until the document is applied again.\n", kind, name, what, req.Who)
+			fmt.Fprintf(a.stdout, "%s %s %s (audited as %s); drift will report it until the document is applied again.\n", kind, name, what, audited)
 			return nil
 		},
 	}

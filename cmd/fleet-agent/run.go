@@ -142,12 +142,46 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		// Served below; closed here when the start fails before that.
 		defer joinLn.Close()
 	}
+	// The ops listener, as early, and for the same reason.
+	ops, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return refusal.Wrap(refusal.InvalidState, err, "cannot listen on %s (listen)", cfg.Listen)
+	}
+	defer ops.Close()
+	// A listener without TLS or authentication off loopback is refused, or
+	// served loudly by its opt-in.
+	var warnings []string
+	for _, c := range []struct {
+		l       net.Listener
+		what    exposedWhat
+		optedIn bool
+	}{
+		{joinLn, joinExposure, cfg.ExposeInsecureJoin},
+		{ops, opsExposure, cfg.ExposeOps},
+	} {
+		if c.l == nil || (c.what.listener == "join" && !cfg.Substrate.Join.Insecure) {
+			continue
+		}
+		if c.what.listener == "ops" && cfg.Pprof {
+			c.what = opsPprofExposure
+		}
+		e, err := checkExposed(c.l, c.what, c.optedIn)
+		if err != nil {
+			return err
+		}
+		if e != nil {
+			log.Warn().Str("listener", e.listener).Msg(e.warning)
+			m.Exposed(e.listener)
+			warnings = append(warnings, e.warning)
+		}
+	}
 	ag := agent.New(agent.Config{Tenant: cfg.Tenant, Branch: cfg.Git.Branch, Path: cfg.Git.Path, Interval: cfg.Git.Interval,
 		Prune: cfg.Apply.Prune, RequireReviewedPlan: cfg.Apply.RequireReviewedPlan, Verify: cfg.Git.Verify != nil,
 		Prefix: statusPrefix(cfg), DriftEvery: cfg.Drift.Every, Heal: cfg.Drift.Heal, Repository: redactURL(cfg.Git.URL),
 		// Check runs need an App's installation token; a user token keeps
 		// to commit statuses (README, "GitHub checks").
-		Checks: cfg.GitHub != nil && cfg.GitHub.App != nil},
+		Checks:   cfg.GitHub != nil && cfg.GitHub.App != nil,
+		Warnings: warnings},
 		agent.Options{Store: store, Repo: repo, Forge: agentF, Outbox: agentO, Live: live, Log: log, Metrics: m,
 			Substrates: rec})
 
@@ -163,13 +197,7 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		return err
 	}
 	a.running.Store(cfg)
-	api := &http.Server{Handler: a.doctorHandler(cfg, cfgPath, store, ag.Handler()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second, DisableGeneralOptionsHandler: true}
-	// The ops listener.
-	ops, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		sock.Close()
-		return refusal.Wrap(refusal.InvalidState, err, "cannot listen on %s (listen)", cfg.Listen)
-	}
+	api := agent.SocketServer(a.doctorHandler(cfg, cfgPath, store, ag.Handler()))
 	var hook http.Handler
 	if gh != nil && cfg.GitHub.WebhookSecret != "" {
 		hook = gh.WebhookHandler(ag.Wake)

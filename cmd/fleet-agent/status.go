@@ -77,6 +77,9 @@ plans the applied document again now, so a break-glass edit shows at once.`,
 func (a *app) statusText(v agent.StatusView) {
 	w := a.stdout
 	fmt.Fprintf(w, "tenant: %s\n", v.TenantID)
+	for _, warn := range v.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
 	if v.Installation != "" {
 		fmt.Fprintf(w, "installation: %s\n", v.Installation)
 	}

@@ -77,6 +77,9 @@ type Config struct {
 	// Checks: post a check run beside every status (checks.go). Only a
 	// GitHub App may (github.app); with a token the agent posts statuses.
 	Checks bool
+	// Warnings are shown by status as they are: what the agent's own
+	// set-up leaves exposed (a listener opted in off loopback).
+	Warnings []string
 }
 
 // Agent is one running agent.

@@ -55,7 +55,9 @@ type PlanDocumentRequest struct {
 type ApplyRequest struct {
 	Commit   string `json:"commit"`
 	PlanHash string `json:"planHash"`
-	By       string `json:"by"`
+	// By is accepted from older command lines and ignored: the apply is
+	// recorded under the socket peer's credentials (see Peer).
+	By string `json:"by,omitempty"`
 }
 
 // EditRequest is a break-glass edit.
@@ -64,7 +66,10 @@ type EditRequest struct {
 	Name   string         `json:"name"`
 	Set    map[string]any `json:"set,omitempty"`
 	Delete bool           `json:"delete,omitempty"`
-	Who    string         `json:"who"`
+	// Who is accepted from older command lines and ignored: the edit is
+	// recorded under the socket peer's credentials (see Peer), and the
+	// answer's who says which.
+	Who string `json:"who,omitempty"`
 }
 
 // PlanResponse carries a rendered plan.
@@ -124,10 +129,12 @@ func (a *Agent) Handler() http.Handler {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		if req.By == "" {
-			req.By = "unknown@local"
+		by, err := auditedWho(r)
+		if err != nil {
+			WriteError(w, err)
+			return
 		}
-		p, n, err := a.ApplyCommit(r.Context(), req.Commit, req.PlanHash, req.By)
+		p, n, err := a.ApplyCommit(r.Context(), req.Commit, req.PlanHash, by)
 		if err != nil {
 			resp := apiError{Code: refusal.CodeOf(err), Message: errMessage(err)}
 			if p != nil {
@@ -168,8 +175,11 @@ func (a *Agent) Handler() http.Handler {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		err := apply.ApplyEdit(a.store, apply.Edit{Kind: inventory.Kind(req.Kind), Name: req.Name, Set: req.Set, Delete: req.Delete, Who: req.Who})
-		reply(w, map[string]any{"ok": err == nil}, err)
+		who, err := auditedWho(r)
+		if err == nil {
+			err = apply.ApplyEdit(a.store, apply.Edit{Kind: inventory.Kind(req.Kind), Name: req.Name, Set: req.Set, Delete: req.Delete, Who: who})
+		}
+		reply(w, map[string]any{"ok": err == nil, "who": who}, err)
 	})
 	mux.HandleFunc("GET /v1/audit", func(w http.ResponseWriter, r *http.Request) {
 		rows, err := AuditRows(a.store)
@@ -283,6 +293,11 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // readJSON is the one decoder of the local API: one size limit, unknown
 // fields refused, one value.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if r.ContentLength > maxRequest {
+		// Said up front: refused unread.
+		WriteError(w, refusal.New(refusal.InvalidInput, "bad request: the body of %d bytes is too large (at most %d)", r.ContentLength, maxRequest))
+		return false
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequest))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)

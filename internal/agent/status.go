@@ -30,6 +30,9 @@ type StatusView struct {
 	// Substrates are the Kubernetes substrates (contract section 5.4), as
 	// the substrate reconciler recorded them.
 	Substrates []substrate.Status `json:"substrates"`
+	// Warnings are what the running agent wants a person to know about its
+	// own set-up (a listener exposed by an opt-in); absent when none.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // AppliedView is the applied record as status shows it.
@@ -151,7 +154,13 @@ func StatusNow(ctx context.Context, s *state.Store, live plan.Source, tenant str
 }
 
 // status is the status the agent serves.
-func (a *Agent) status() (StatusView, error) { return Status(a.store, a.cfg.Tenant) }
+func (a *Agent) status() (StatusView, error) {
+	v, err := Status(a.store, a.cfg.Tenant)
+	a.mu.Lock()
+	v.Warnings = append([]string(nil), a.cfg.Warnings...)
+	a.mu.Unlock()
+	return v, err
+}
 
 // Substrates reads the substrates' statuses ([] when none).
 func (a *Agent) Substrates() (list []substrate.Status, err error) {

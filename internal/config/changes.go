@@ -43,7 +43,7 @@ func (c Change) String() string {
 // set up once. Everything else can be read again at the next poll.
 func (c Change) NeedsRestart() bool {
 	switch c.Key {
-	case "tenant", "state", "socket", "socketGroup", "listen", "pprof":
+	case "tenant", "state", "socket", "socketGroup", "listen", "pprof", "exposeOps", "exposeInsecureJoin":
 		return true
 	}
 	// The join listener is set up once, as the ops listener is.
@@ -103,6 +103,8 @@ func flatten(c *Config) map[string]flat {
 	put("socketGroup", c.SocketGroup)
 	put("listen", c.Listen)
 	put("pprof", strconv.FormatBool(c.Pprof))
+	put("exposeOps", strconv.FormatBool(c.ExposeOps))
+	put("exposeInsecureJoin", strconv.FormatBool(c.ExposeInsecureJoin))
 	put("git.url", c.Git.URL)
 	put("git.branch", c.Git.Branch)
 	put("git.path", c.Git.Path)

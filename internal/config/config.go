@@ -61,6 +61,11 @@ type Config struct {
 	SocketGroup string // group that may use the socket; "" for none
 	Listen      string // host:port of the ops HTTP listener
 	Pprof       bool
+	// ExposeOps lets the ops listener (plain HTTP, no authentication) and
+	// ExposeInsecureJoin an insecure join listener serve on an address
+	// other than loopback; without them the agent refuses to start there.
+	ExposeOps          bool
+	ExposeInsecureJoin bool
 
 	Git       Git
 	GitHub    *GitHub // nil when the file has no github block: nothing is posted

@@ -18,7 +18,7 @@ import (
 
 // The keys of each block, in the documented order (messages list them so).
 var (
-	topKeys     = []string{"tenant", "state", "socket", "socketGroup", "listen", "pprof", "git", "github", "apply", "drift", "secrets", "providers", "substrate"}
+	topKeys     = []string{"tenant", "state", "socket", "socketGroup", "listen", "pprof", "exposeOps", "exposeInsecureJoin", "git", "github", "apply", "drift", "secrets", "providers", "substrate"}
 	gitKeys     = []string{"url", "branch", "path", "interval", "auth", "verify"}
 	authKeys    = []string{"token", "username", "password", "sshKey", "knownHosts"}
 	verifyKeys  = []string{"keyring"}
@@ -83,6 +83,8 @@ func (p *parser) parse(data []byte) {
 	p.str(top, "", "socketGroup", &c.SocketGroup, checkGroup)
 	p.str(top, "", "listen", &c.Listen, checkListen)
 	p.boolean(top, "", "pprof", &c.Pprof)
+	p.boolean(top, "", "exposeOps", &c.ExposeOps)
+	p.boolean(top, "", "exposeInsecureJoin", &c.ExposeInsecureJoin)
 	if git := p.section(top, "", "git", gitKeys); git != nil {
 		p.git(git)
 	}

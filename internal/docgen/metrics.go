@@ -100,6 +100,7 @@ func NewServed() *metrics.Metrics {
 	m.JournalOp("create", "sent")
 	m.SweepDecision("adopted")
 	m.PassFailed("k8s")
+	m.Exposed("ops")
 	m.SubstrateStates(map[string]int{"ready": 1})
 	m.SubstrateNodes(map[string]int{"k8s": 1}, map[string]int{"k8s": 1})
 	return m

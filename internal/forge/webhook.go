@@ -81,6 +81,7 @@ type webhook struct {
 
 func (h *webhook) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodPost {
+		refuseUnread(w)
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "only POST", http.StatusMethodNotAllowed)
 		return
@@ -88,12 +89,13 @@ func (h *webhook) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	delivery := req.Header.Get("X-GitHub-Delivery")
 	sig := req.Header.Get(SignatureHeader)
 	if sig == "" {
+		refuseUnread(w)
 		h.log.Warn("github webhook refused: no signature", "delivery", delivery)
 		http.Error(w, "missing "+SignatureHeader, http.StatusUnauthorized)
 		return
 	}
 	if req.ContentLength > MaxWebhookBody {
-		w.Header().Set("Connection", "close")
+		refuseUnread(w)
 		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
 		return
 	}
@@ -101,8 +103,8 @@ func (h *webhook) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case h.slots <- struct{}{}:
 		defer func() { <-h.slots }()
 	default:
+		refuseUnread(w)
 		w.Header().Set("Retry-After", "10")
-		w.Header().Set("Connection", "close")
 		http.Error(w, "too many webhook deliveries at once; retry later", http.StatusServiceUnavailable)
 		return
 	}
@@ -141,6 +143,16 @@ func (h *webhook) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	h.wake()
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// refuseUnread ends a delivery answered without reading its body: the
+// connection closes after the answer, and the rest of the body is not
+// waited for (net/http would otherwise read a small remainder, up to
+// 256 KiB, for as long as the server's read timeout allows, so a refused
+// body sent a byte at a time would hold its connection for that long).
+func refuseUnread(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 // remember records id among the recent deliveries; false when it was there.

@@ -33,6 +33,7 @@ type Metrics struct {
 	journalOps     *prometheus.CounterVec
 	sweep          *prometheus.CounterVec
 	passErrors     *prometheus.CounterVec
+	exposed        *prometheus.GaugeVec
 
 	// registered is every collector on reg, in order: the registry cannot
 	// list them, and Describe must (docs/metrics.md is made from it).
@@ -89,7 +90,9 @@ func New(box *Outbox) *Metrics {
 	m.passErrors = f("substrate_pass_errors_total", "Substrate passes that failed before they finished (a state file error, a damaged record), by pool; each is also the substrate's status message.", "pool")
 	m.substrates = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_substrates", Help: "Substrates by state."}, []string{"state"})
 	m.substrateNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_substrate_nodes", Help: "A substrate's Kubernetes Nodes, joined (true) or waiting to join (false)."}, []string{"pool", "joined"})
-	m.register(m.substrates, m.substrateNodes)
+	m.exposed = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_exposed_listener",
+		Help: "1 for a listener without TLS or authentication that serves on an address other than loopback by an explicit opt-in (exposeOps, exposeInsecureJoin), by listener (ops, join)."}, []string{"listener"})
+	m.register(m.substrates, m.substrateNodes, m.exposed)
 	m.register(m.fetches, m.forgeErrors, m.drift, m.lastSuccess, m.durations,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if box != nil {
@@ -224,3 +227,7 @@ func (m *Metrics) SubstrateNodes(listed, joined map[string]int) {
 		m.substrateNodes.WithLabelValues(pool, "false").Set(float64(max(n-j, 0)))
 	}
 }
+
+// Exposed records a listener that serves without TLS or authentication on
+// an address other than loopback, by the config's opt-in.
+func (m *Metrics) Exposed(listener string) { m.exposed.WithLabelValues(listener).Set(1) }
