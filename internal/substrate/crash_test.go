@@ -121,11 +121,16 @@ func calibrateWith(t *testing.T, scenarios []crashtest.Scenario, faults []fake.F
 			e.injectAll(faults)
 			e.applyStep(st)
 			e.settle(st)
-			n := c.n.Load()
-			if n < 1 {
-				t.Fatalf("scenario %s: a step passes %d points: the hooks are not called", s.Name, n)
-			}
-			cal.points[s.Name] = append(cal.points[s.Name], n)
+			// A step may pass no point (a rushed step whose one pass meets
+			// a failed read), not a whole scenario.
+			cal.points[s.Name] = append(cal.points[s.Name], c.n.Load())
+		}
+		total := int64(0)
+		for _, n := range cal.points[s.Name] {
+			total += n
+		}
+		if total < 1 {
+			t.Fatalf("scenario %s (faults %v) passes no point: the hooks are not called", s.Name, faults)
 		}
 		c.mu.Lock()
 		for k := range c.seen {
@@ -394,6 +399,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 			e.applyStep(st)
 			e.converge(10*time.Second, 40)
 		}
+		where := "nowhere (not reached)"
 		for si, st := range j.s.Steps {
 			e.injectAll(j.faults)
 			e.applyStep(st)
@@ -419,7 +425,9 @@ func TestCrashAtEveryPoint(t *testing.T) {
 				}
 				e.clock.Advance(10 * time.Second)
 			}
-			where := c.where.Load().(string)
+			if crashed {
+				where = where.(string)
+			}
 			c.arm(0)
 			mu.Lock()
 			if crashed {
@@ -450,14 +458,14 @@ func TestCrashAtEveryPoint(t *testing.T) {
 		dup, leaks, wrong = dup+f.Duplicates, leaks+f.Leaks, wrong+f.Disagreements
 		mu.Unlock()
 		if !f.OK() {
-			t.Errorf("%s: after the crash at %v: %v\n%s", name, c.where.Load(), f.Problems, e.describe())
+			t.Errorf("%s: after the crash at %v: %v\n%s", name, where, f.Problems, e.describe())
 		}
 		if open := e.openOps(); len(open) > 0 {
-			t.Errorf("%s: after the crash at %v the journal holds unfinished operations: %v", name, c.where.Load(), open)
+			t.Errorf("%s: after the crash at %v the journal holds unfinished operations: %v", name, where, open)
 		}
 		rep, err := e.rec.Sweep(t.Context())
 		if err != nil || rep.Adopted+rep.Orphans+rep.Reported+rep.Ghosts+rep.NodePoolOrphans+rep.Errors+rep.Foreign != 0 {
-			t.Errorf("%s: after the crash at %v the sweep found %+v (%v)", name, c.where.Load(), rep, err)
+			t.Errorf("%s: after the crash at %v the sweep found %+v (%v)", name, where, rep, err)
 		}
 	})
 	var keys []string

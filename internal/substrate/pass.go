@@ -678,6 +678,24 @@ func (p *pass) nodePools(ref providers.ClusterRef) (bool, error) {
 		seen = append(seen, sp)
 		making = making || m
 	}
+	// What a removed flavor's node pool had in flight (its create, a
+	// resize, when the document changed under it) is finished first:
+	// abandoned where nothing runs at the provider yet, else followed to its
+	// end; the delete below then finds the pool, never an operation left
+	// open for ever (found by the exhaustive campaign).
+	for _, key := range p.keys() {
+		op := p.ops[key]
+		if op.State.Terminal() || isDelete(op.Step) || !slices.Contains(nodePoolSteps, op.Step) || wanted[op.Object] || strings.HasPrefix(op.Object, orphanPrefix) {
+			continue
+		}
+		out, err := p.drive(op, true)
+		if err != nil {
+			return true, err
+		}
+		if out.res == resWait {
+			p.take(out, "flavor removed")
+		}
+	}
 	for _, np := range list {
 		if wanted[np.Name] || !p.ours(np) {
 			continue
