@@ -426,7 +426,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 				e.clock.Advance(10 * time.Second)
 			}
 			if crashed {
-				where = where.(string)
+				where = c.where.Load().(string)
 			}
 			c.arm(0)
 			mu.Lock()
