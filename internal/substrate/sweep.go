@@ -171,7 +171,7 @@ func (r *Reconciler) sweepCluster(ctx context.Context, prov Provider, acct provi
 	}
 	// A cluster the substrate records as its own, and not torn down, is
 	// known: nothing to decide, nothing to read again.
-	known := false
+	known, changed := false, false
 	if err := r.store.View(func(tx *state.Tx) error {
 		seen, err := tx.SubstrateSeen(poolID)
 		if err != nil || seen == nil {
@@ -179,16 +179,21 @@ func (r *Reconciler) sweepCluster(ctx context.Context, prov Provider, acct provi
 		}
 		known = (seen.Cluster != nil && seen.Cluster.ID == c.Ref.ID && seen.State != state.SubstrateDeleted) ||
 			slices.ContainsFunc(seen.Orphans, func(o state.SeenCluster) bool { return o.ID == c.Ref.ID })
+		changed = seen.Cluster == nil || seen.Cluster.ID != c.Ref.ID || seen.Cluster.Status != string(c.Status)
 		return nil
 	}); err != nil {
 		return "", err
 	}
 	if known {
-		// Known, but the sweep is also when each substrate's next pass
-		// reads the provider back in full (a cluster gone to error).
-		r.mu.Lock()
-		r.verified[poolID] = false
-		r.mu.Unlock()
+		// Known: its next pass reads the provider back in full only when
+		// the listing shows it changed (a cluster gone to error, being
+		// deleted behind our back); a converged substrate at rest costs
+		// the sweep's listings and nothing more.
+		if changed {
+			r.mu.Lock()
+			r.verified[poolID] = false
+			r.mu.Unlock()
+		}
 		return "", nil
 	}
 	// The listing was taken before the pool's lock: a pass may have torn
