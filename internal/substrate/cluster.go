@@ -1,0 +1,246 @@
+package substrate
+
+// A step of the pass: the cluster of a created or adopted substrate, made or
+// found again, and told apart from clusters that are not ours.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+func (p *pass) clusterRef() providers.ClusterRef {
+	if c := p.seen.Cluster; c != nil && c.ID != "" {
+		return providers.ClusterRef{Location: c.Location, Name: c.Name, ID: c.ID}
+	}
+	if cr := p.want.Spec.Cluster.Create; cr != nil {
+		return providers.ClusterRef{Location: cr.Location, Name: ClusterName(p.want.Pool, p.owner())}
+	}
+	return providers.ClusterRef{}
+}
+
+// created makes (or finds again) the cluster a create-mode substrate owns
+// and returns it once it runs; nil while it is not there yet.
+func (p *pass) created() (*providers.Cluster, error) {
+	cr := p.want.Spec.Cluster.Create
+	name := ClusterName(p.want.Pool, p.owner())
+	spec := providers.ClusterSpec{Name: name, Location: cr.Location, PrivateNodes: cr.PrivateNodes,
+		Labels: p.owner().Labels()}
+	// A delete left from a teardown the document took back is abandoned
+	// where nothing runs at the provider yet, else followed until the
+	// cluster is gone, and made again then.
+	if op := p.pending(name, stepDeleteCluster); op != nil {
+		out, err := p.drive(op, true)
+		if err != nil || !p.take(out, "") {
+			return nil, err
+		}
+	}
+	for range 2 {
+		var obs *providers.Cluster
+		op := p.pending(name, stepCreateCluster)
+		if op == nil && (p.seen.Cluster == nil || p.seen.Cluster.ID == "") {
+			repeat := p.seen.Recreated
+			if p.seen.GhostGeneration == p.want.Generation && p.seen.Ghosts > maxRepeats {
+				// Like a node pool that keeps disappearing: made again a
+				// few times, then the substrate says so instead of making
+				// clusters without bound.
+				p.problem("cluster %s was made %d times since the document last changed and keeps disappearing at the provider; fleet-agent stops making it again: find what deletes it (the provider's console or audit log), then change the substrate in the document to try again",
+					name, p.seen.Ghosts+1)
+				p.scheduled = true
+				p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
+				return nil, nil
+			}
+			if old := p.ops[opKey(p.want.PoolID, stepCreateCluster, name, p.want.Generation, repeat)]; old != nil {
+				if old.State == state.Failed {
+					p.take(outcome{res: resFailed, message: p.describe(old) + ": " + failure(old)}, "")
+					return nil, nil
+				}
+				// Succeeded but its record was lost: its result says
+				// which cluster it made; the read below confirms it.
+				var ref providers.ClusterRef
+				if json.Unmarshal(old.Result, &ref) == nil && ref.ID != "" {
+					p.seen.Cluster = &state.SeenCluster{ID: ref.ID, Name: ref.Name, Location: ref.Location}
+				}
+			}
+			if p.seen.Cluster == nil || p.seen.Cluster.ID == "" {
+				met, stop := p.meet(providers.ClusterRef{Location: cr.Location, Name: name})
+				if stop {
+					return nil, nil
+				}
+				if obs = met; obs == nil {
+					var err error
+					if op, err = p.open(stepCreateCluster, name, repeat, request{Create: &spec}); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+		if op != nil {
+			out, err := p.drive(op, false)
+			if err != nil {
+				return nil, err
+			}
+			if !p.take(out, "") {
+				return nil, nil
+			}
+			obs = out.obs.cluster
+		}
+		if !p.full && obs == nil && p.seen.Cluster != nil {
+			c := p.seen.Cluster
+			return &providers.Cluster{Ref: p.clusterRef(), Status: providers.ClusterStatus(c.Status),
+				Outputs: providers.ClusterOutputs{GlobalID: c.GlobalID, Endpoint: c.Endpoint, Version: c.Version, Location: c.Location}}, nil
+		}
+		if obs == nil || obs.Ref.ID == "" {
+			c, err := p.prov.GetCluster(p.ctx, p.acct, p.clusterRef())
+			if errors.Is(err, providers.ErrNotFound) {
+				if err := p.ghost(); err != nil {
+					return nil, err
+				}
+				continue // make it again
+			}
+			if err != nil {
+				p.readFail("cluster "+name, err)
+				return nil, nil
+			}
+			obs = &c
+		}
+		return p.settledCluster(*obs), nil
+	}
+	return nil, nil
+}
+
+// meet reads, before the substrate creates its cluster, what already
+// holds the name at the location: nothing (create it), a cluster of ours
+// (taken back: a state file restored from a backup, a record lost), or a
+// cluster that is not ours, which is never converged: the pass stops and
+// says whose it is.
+func (p *pass) meet(ref providers.ClusterRef) (*providers.Cluster, bool) {
+	c, err := p.prov.GetCluster(p.ctx, p.acct, ref)
+	switch {
+	case errors.Is(err, providers.ErrNotFound):
+		return nil, false
+	case err != nil:
+		p.readFail("cluster "+ref.Name, err)
+		return nil, true
+	case !p.owner().Owns(c.Labels) || (c.Ref.Location != "" && c.Ref.Location != ref.Location):
+		p.foreign(c)
+		p.problem("cannot create cluster %s in %s: %s; fleet-agent never changes or deletes a cluster that is not its own. Delete or rename that cluster, or rename this pool",
+			ref.Name, ref.Location, p.whose(c))
+		p.scheduled = true
+		p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
+		return nil, true
+	}
+	return &c, false
+}
+
+// whose says why a cluster is not this substrate's.
+func (p *pass) whose(c providers.Cluster) string {
+	o := p.owner()
+	name := cmpOr(c.Ref.Name, c.Ref.ID)
+	switch inst := o.Foreign(c.Labels); {
+	case inst != "":
+		return fmt.Sprintf("cluster %s belongs to installation %s (another fleet-agent state file using this account)", name, inst)
+	case c.Labels[providers.LabelSubstratePool] == "":
+		return fmt.Sprintf("cluster %s carries no %s label (not made by fleet-agent)", name, providers.LabelSubstratePool)
+	case c.Labels[providers.LabelSubstratePool] != o.PoolID:
+		return fmt.Sprintf("cluster %s belongs to pool id %s, not %s", name, c.Labels[providers.LabelSubstratePool], o.PoolID)
+	case !o.Owns(c.Labels):
+		return fmt.Sprintf("cluster %s carries no %s label", name, providers.LabelInstallation)
+	}
+	return fmt.Sprintf("cluster %s is in %s, not where the record says", name, cmpOr(c.Ref.Location, c.Outputs.Location))
+}
+
+// foreign logs and counts a cluster the pass found that is not its own and
+// leaves alone.
+func (p *pass) foreign(c providers.Cluster) {
+	p.r.metrics.SweepDecision("foreign")
+	p.r.log.Warn().Str("pool", p.want.Pool).Str("cluster", c.Ref.Name).Str("id", c.Ref.ID).
+		Str("installation", c.Labels[providers.LabelInstallation]).Str("reason", p.whose(c)).
+		Msg("substrate: a cluster that is not this substrate's; left alone")
+}
+
+// ghost forgets a created cluster that is gone at the provider, so that
+// the pass makes it again (its claim goes with it).
+func (p *pass) ghost() error {
+	old := p.seen.Cluster
+	if old == nil {
+		old = &state.SeenCluster{Name: ClusterName(p.want.Pool, p.owner())}
+	}
+	p.r.log.Warn().Str("pool", p.want.Pool).Str("cluster", old.Name).Str("id", old.ID).
+		Msg("substrate: the recorded cluster is gone at the provider; making it again")
+	p.r.metrics.SweepDecision("ghost")
+	claim := p.seen.Claim
+	p.seen.Cluster, p.seen.Claim, p.seen.NodePools = nil, "", nil
+	p.seen.Recreated++
+	if p.seen.GhostGeneration != p.want.Generation {
+		p.seen.GhostGeneration, p.seen.Ghosts = p.want.Generation, 0
+	}
+	p.seen.Ghosts++
+	if err := p.r.alive(); err != nil {
+		return err
+	}
+	seen := p.seen
+	return p.r.store.Update(func(tx *state.Tx) error {
+		if claim != "" {
+			if err := tx.ReleaseCluster(claim, p.want.PoolID); err != nil {
+				return err
+			}
+		}
+		seen.Converged = false
+		return tx.PutSubstrateSeen(seen)
+	})
+}
+
+// settledCluster records an observed cluster and returns it when it runs.
+func (p *pass) settledCluster(c providers.Cluster) *providers.Cluster {
+	p.seen.Cluster = seenCluster(c, p.seen.Cluster)
+	name := c.Ref.Name
+	switch c.Status {
+	case providers.ClusterRunning:
+		return &c
+	case providers.ClusterUpdating:
+		// An upgrade keeps the API up; node pools wait for it to settle.
+		p.wait(fmt.Sprintf("cluster %s is updating", name), p.r.clock.Now().Add(p.r.opts.Poll))
+	case providers.ClusterError:
+		p.problem("cluster %s is in error at the provider: %s; see the provider's console", name, cmpOr(c.Message, "no reason given"))
+		p.scheduled = true
+		p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
+	case providers.ClusterDeleting:
+		p.wait(fmt.Sprintf("cluster %s is being deleted at the provider (not by fleet-agent); it is made again once it is gone", name), p.r.clock.Now().Add(p.r.opts.Poll))
+	default:
+		p.wait(fmt.Sprintf("cluster %s is %s", name, c.Status), p.r.clock.Now().Add(p.r.opts.Poll))
+	}
+	return nil
+}
+
+// adopted reads the cluster an adopt-mode substrate names; it is never
+// created, changed or deleted.
+func (p *pass) adopted() (*providers.Cluster, error) {
+	id := p.want.Spec.Cluster.Adopt
+	if !p.full && p.seen.Cluster != nil && p.seen.Cluster.ID != "" {
+		c := p.seen.Cluster
+		return &providers.Cluster{Ref: p.clusterRef(), Status: providers.ClusterStatus(c.Status),
+			Outputs: providers.ClusterOutputs{GlobalID: c.GlobalID, Endpoint: c.Endpoint, Version: c.Version, Location: c.Location}}, nil
+	}
+	c, err := p.prov.ReadAdoptable(p.ctx, p.acct, id)
+	if errors.Is(err, providers.ErrNotFound) {
+		if p.seen.Cluster != nil {
+			p.r.metrics.SweepDecision("ghost")
+			p.r.log.Warn().Str("pool", p.want.Pool).Str("adopt", id).Msg("substrate: the adopted cluster is gone at the provider")
+			p.problem("the adopted cluster %q is gone at the provider; adopt another cluster or remove policy.substrate (with prune)", id)
+		} else {
+			p.problem("cluster %q not found through provider account %q; check policy.substrate.cluster.adopt and the account's permissions", id, p.acct.Name)
+		}
+		p.scheduled = true
+		p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
+		return nil, nil
+	}
+	if err != nil {
+		p.readFail("cluster "+id, err)
+		return nil, nil
+	}
+	return p.settledCluster(c), nil
+}

@@ -1,0 +1,304 @@
+package substrate
+
+// A step of the pass: one node pool per flavor, resized in place, removed
+// with its flavor.
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// nodePoolSpec is what a flavor asks of its node pool.
+func nodePoolSpec(o providers.Owner, f fleet.SubstrateFlavor) providers.NodePoolSpec {
+	s := providers.NodePoolSpec{
+		Name:   o.NodePoolName(f.Name),
+		Shape:  providers.Shape{MachineType: f.MachineType, Spot: f.Spot, Zones: slices.Clone(f.Zones)},
+		Labels: o.PoolLabels(f.Spot),
+	}
+	if f.GPUs != nil {
+		s.Accelerators = &providers.Accelerators{Type: f.GPUs.Type, Count: int(f.GPUs.Count)}
+	}
+	if f.DiskGiB != nil {
+		s.DiskGiB = int(*f.DiskGiB)
+	}
+	switch {
+	case f.Nodes != nil:
+		s.NodeCount = int(*f.Nodes)
+	case f.Autoscaling != nil:
+		s.NodeCount = int(f.Autoscaling.MinNodes)
+	default:
+		// The documented surface leaves nodes optional without a default; one node
+		// is the least every provider accepts for a fixed-size pool.
+		s.NodeCount = 1
+	}
+	if a := f.Autoscaling; a != nil {
+		s.Autoscaling = &providers.Autoscaling{MinNodes: int(a.MinNodes), MaxNodes: int(a.MaxNodes)}
+	}
+	return s
+}
+
+// sizeFor is the size to ask of an existing node pool: the wanted one, and
+// with autoscaling the autoscaler's current count kept within the bounds.
+func sizeFor(have providers.NodePool, want providers.Size) providers.Size {
+	if want.Autoscaling == nil {
+		return want
+	}
+	a := *want.Autoscaling
+	return providers.Size{NodeCount: min(max(have.NodeCount, a.MinNodes), a.MaxNodes), Autoscaling: &a}
+}
+
+// nodePools converges one node pool per flavor and deletes those of
+// removed flavors; making reports that a flavor's pool is still being made.
+func (p *pass) nodePools(ref providers.ClusterRef) (bool, error) {
+	if !p.full {
+		return false, nil
+	}
+	list, err := p.prov.ListNodePools(p.ctx, p.acct, ref)
+	if err != nil {
+		if errors.Is(err, providers.ErrNotFound) {
+			p.doubt()
+		}
+		p.readFail("the node pools of cluster "+ref.Name, err)
+		return true, nil
+	}
+	listed := map[string]providers.NodePool{}
+	for _, np := range list {
+		listed[np.Name] = np
+	}
+	wanted := map[string]bool{}
+	var seen []state.SeenNodePool
+	making := false
+	for _, f := range p.want.Spec.Flavors {
+		res, err := p.flavor(ref, f, listed)
+		if err != nil {
+			return true, err
+		}
+		sp, m := res.seen, res.making
+		wanted[sp.Name] = true
+		seen = append(seen, sp)
+		making = making || m
+	}
+	// What a removed flavor's node pool had in flight (its create, a
+	// resize, when the document changed under it) is finished first:
+	// abandoned where nothing runs at the provider yet, else followed to its
+	// end; the delete below then finds the pool, never an operation left
+	// open for ever (found by the exhaustive campaign).
+	for _, key := range p.keys() {
+		op := p.ops[key]
+		if op.State.Terminal() || isDelete(op.Step) || !slices.Contains(nodePoolSteps, op.Step) || wanted[op.Object] || strings.HasPrefix(op.Object, orphanPrefix) {
+			continue
+		}
+		out, err := p.drive(op, true)
+		if err != nil {
+			return true, err
+		}
+		if out.res == resWait {
+			p.take(out, "flavor removed")
+		}
+	}
+	for _, np := range list {
+		if wanted[np.Name] || !p.ours(np) {
+			continue
+		}
+		gone, err := p.deleteNodePool(ref, "", np.Name, "flavor removed")
+		if err != nil {
+			return true, err
+		}
+		if !gone {
+			seen = append(seen, state.SeenNodePool{Name: np.Name, Status: string(providers.NodePoolDeleting), Nodes: np.NodeCount, Message: "flavor removed; deleting"})
+		}
+	}
+	if err := p.settleUnlisted("", listed, wanted); err != nil {
+		return true, err
+	}
+	p.seen.NodePools = seen
+	return making, nil
+}
+
+// ours reports whether a node pool is one this substrate made: its labels
+// name the pool and the installation, and its name has the substrate's
+// prefix. A pool of the owner's own on an adopted cluster is never either,
+// nor one another installation made.
+func (p *pass) ours(np providers.NodePool) bool {
+	o := p.owner()
+	return o.Owns(np.Labels) && o.OwnsNodePoolName(np.Name)
+}
+
+var nodePoolSteps = []string{stepCreateNodePool, stepUpdateNodePool, stepResizeNodePool, stepDeleteNodePool}
+
+// flavorResult is what converging one flavor's node pool found: the pool
+// as seen, and whether it is still being made (the in-cluster half waits
+// for every pool being made; a resize or an error does not hold it).
+type flavorResult struct {
+	seen   state.SeenNodePool
+	making bool
+}
+
+// flavor converges one flavor's node pool. A refusal is this flavor's
+// error; the others go on.
+func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed map[string]providers.NodePool) (flavorResult, error) {
+	want := nodePoolSpec(p.owner(), f)
+	name := want.Name
+	sp := state.SeenNodePool{Flavor: f.Name, Name: name, Status: "missing"}
+	label := "flavor " + f.Name
+	np, exists := listed[name]
+	fileOut := func(out outcome) {
+		if out.message != "" {
+			sp.Message = out.message
+		}
+		p.take(out, label)
+	}
+	if op := p.pending(name, nodePoolSteps...); op != nil {
+		stale := op.Generation < p.want.Generation && op.Step != stepCreateNodePool && op.Step != stepDeleteNodePool
+		out, err := p.drive(op, stale)
+		if err != nil {
+			return flavorResult{seen: sp, making: true}, err
+		}
+		switch out.res {
+		case resDone:
+			if out.obs.pool != nil && op.Step != stepDeleteNodePool {
+				np, exists = *out.obs.pool, true
+			} else if op.Step == stepDeleteNodePool {
+				exists = false
+			}
+		case resSuperseded:
+		case resFailed:
+			if op.Generation == p.want.Generation {
+				fileOut(out)
+				return flavorResult{seen: sp, making: false}, nil
+			}
+		default:
+			if exists {
+				sp.Status, sp.Nodes = string(np.Status), np.NodeCount
+			}
+			fileOut(out)
+			return flavorResult{seen: sp, making: out.res == resWait && op.Step == stepCreateNodePool}, nil
+		}
+	}
+	if !exists {
+		repeat, last := p.last(stepCreateNodePool, name)
+		if last != nil && last.State == state.Failed {
+			fileOut(outcome{res: resFailed, message: p.describe(last) + ": " + failure(last)})
+			return flavorResult{seen: sp, making: false}, nil
+		}
+		if last != nil {
+			// Made at this generation and gone since: a ghost.
+			repeat++
+			p.r.metrics.SweepDecision("nodePoolGhost")
+			p.r.log.Warn().Str("pool", p.want.Pool).Str("nodePool", name).Msg("substrate: a node pool made before is gone at the provider; making it again")
+		}
+		if repeat > maxRepeats {
+			p.problem("%s: node pool %s was made %d times and keeps disappearing at the provider; see the provider's console", label, name, repeat)
+			return flavorResult{seen: sp, making: false}, nil
+		}
+		op, err := p.open(stepCreateNodePool, name, repeat, request{Cluster: ref, NodePool: &want})
+		if err != nil {
+			return flavorResult{seen: sp, making: true}, err
+		}
+		out, err := p.drive(op, false)
+		if err != nil {
+			return flavorResult{seen: sp, making: true}, err
+		}
+		if out.res != resDone {
+			fileOut(out)
+			return flavorResult{seen: sp, making: out.res == resWait}, nil
+		}
+		if out.obs.pool == nil {
+			return flavorResult{seen: sp, making: true}, nil
+		}
+		np = *out.obs.pool
+	}
+	sp.Status, sp.Nodes = string(np.Status), np.NodeCount
+	now := p.r.clock.Now()
+	switch np.Status {
+	case providers.NodePoolProvisioning, providers.NodePoolUpdating:
+		p.wait(fmt.Sprintf("%s: node pool %s is %s", label, name, np.Status), now.Add(p.r.opts.Poll))
+		return flavorResult{seen: sp, making: np.Status == providers.NodePoolProvisioning}, nil
+	case providers.NodePoolDeleting:
+		p.wait(fmt.Sprintf("%s: node pool %s is being deleted at the provider (not by fleet-agent); it is made again once it is gone", label, name), now.Add(p.r.opts.Poll))
+		return flavorResult{seen: sp, making: true}, nil
+	case providers.NodePoolError:
+		sp.Message = cmpOr(np.Message, "in error at the provider")
+		p.problem("%s: node pool %s is in error at the provider: %s; see the provider's console", label, name, sp.Message)
+		return flavorResult{seen: sp, making: false}, nil
+	}
+	var (
+		step string
+		req  request
+	)
+	switch {
+	case !shapeMatches(np.Shape, want.Shape) || !labelsHold(np.Labels, want.Labels):
+		upd := want
+		upd.Size = sizeFor(np, want.Size)
+		step, req = stepUpdateNodePool, request{Cluster: ref, NodePool: &upd}
+	case !sizeMatches(np.Size, want.Size):
+		size := sizeFor(np, want.Size)
+		step, req = stepResizeNodePool, request{Cluster: ref, Name: name, Size: &size}
+	default:
+		return flavorResult{seen: sp, making: false}, nil
+	}
+	repeat, last := p.last(step, name)
+	if last != nil && last.State == state.Failed {
+		fileOut(outcome{res: resFailed, message: p.describe(last) + ": " + failure(last)})
+		return flavorResult{seen: sp, making: false}, nil
+	}
+	if last != nil {
+		repeat++
+	}
+	if repeat > maxRepeats {
+		p.problem("%s: node pool %s still differs from the document after %d changes; the provider keeps another value (see its console)", label, name, repeat)
+		return flavorResult{seen: sp, making: false}, nil
+	}
+	op, err := p.open(step, name, repeat, req)
+	if err != nil {
+		return flavorResult{seen: sp, making: true}, err
+	}
+	out, err := p.drive(op, false)
+	if err != nil {
+		return flavorResult{seen: sp, making: true}, err
+	}
+	if out.obs.pool != nil {
+		sp.Status, sp.Nodes = string(out.obs.pool.Status), out.obs.pool.NodeCount
+	}
+	if out.res != resDone {
+		fileOut(out)
+	}
+	return flavorResult{seen: sp, making: false}, nil
+}
+
+// deleteNodePool deletes one of our node pools; gone reports it is.
+func (p *pass) deleteNodePool(ref providers.ClusterRef, prefix, name, why string) (bool, error) {
+	object := prefix + name
+	op := p.pending(object, stepDeleteNodePool)
+	if op == nil {
+		repeat, last := p.last(stepDeleteNodePool, object)
+		if last != nil {
+			repeat++
+		}
+		if repeat > maxRepeats {
+			p.problem("node pool %s was deleted %d times and keeps coming back at the provider (%s); fleet-agent stops deleting it: find what makes it again (the provider's console or audit log), then change the substrate in the document to try again",
+				name, repeat, why)
+			return false, nil
+		}
+		var err error
+		if op, err = p.open(stepDeleteNodePool, object, repeat, request{Cluster: ref, Name: name}); err != nil {
+			return false, err
+		}
+	}
+	out, err := p.drive(op, false)
+	if err != nil {
+		return false, err
+	}
+	if out.res == resDone {
+		p.r.log.Info().Str("pool", p.want.Pool).Str("nodePool", name).Str("why", why).Msg("substrate: node pool deleted")
+		return true, nil
+	}
+	p.take(out, why)
+	return false, nil
+}

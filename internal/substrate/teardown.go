@@ -1,0 +1,291 @@
+package substrate
+
+// A step of the pass: the teardown (the in-cluster half, our node pools, a
+// created cluster) and the removal of orphans.
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// teardown undoes a substrate: the in-cluster half first, then our node
+// pools, then a created cluster; on an adopted cluster only our node pools.
+func (p *pass) teardown() error {
+	// What present passes left open is abandoned: the teardown finds what
+	// they made by name and label.
+	for _, key := range p.keys() {
+		op := p.ops[key]
+		if op.State.Terminal() || isDelete(op.Step) {
+			continue
+		}
+		if err := p.move(op, Abandon, nil, nil); err != nil {
+			return err
+		}
+	}
+	ref := p.clusterRef()
+	if ref.Name == "" && ref.ID == "" {
+		p.gone = true // adopted, never read: nothing of ours is in it
+		return nil
+	}
+	if p.seen.DaemonApplied || p.seen.DaemonIntent {
+		seam := p.r.opts.InCluster
+		retry := p.r.clock.Now().Add(AdoptedRetry)
+		if seam == nil {
+			p.wait("the node daemon was applied by an agent configured with substrate.nodeDaemon; configure it again so that the teardown can remove it", retry)
+			return nil
+		}
+		p.r.mu.Lock()
+		held := p.r.daemonRetry[p.want.PoolID]
+		p.r.mu.Unlock()
+		if p.r.clock.Now().Before(held.at) {
+			p.wait(held.msg, held.at)
+			return nil
+		}
+		if err := p.r.alive(); err != nil {
+			return err
+		}
+		if err := seam.Teardown(p.ctx, p.target(ref)); err != nil {
+			msg := fmt.Sprintf("removing the node daemon: %v; trying again at %s", err, retry.UTC().Format(time.RFC3339))
+			p.r.mu.Lock()
+			p.r.daemonRetry[p.want.PoolID] = retryNote{at: retry, msg: msg}
+			p.r.mu.Unlock()
+			p.wait(msg, retry)
+			return nil
+		}
+		p.seen.DaemonApplied, p.seen.DaemonIntent = false, false
+		p.seen.Nodes, p.seen.Waiting = state.SeenNodes{}, state.WaitingToJoin{}
+	}
+	if p.mode() == "create" {
+		if err := p.sayWhoWaits(); err != nil {
+			return err
+		}
+	}
+	gone, err := p.removeCluster(ref, "", p.mode() == "create")
+	if err != nil {
+		return err
+	}
+	p.gone = gone
+	return nil
+}
+
+// sayWhoWaits tells, before a created cluster is deleted, which other
+// pools are waiting to adopt it (their claim refused because this pool
+// holds it): the teardown goes on, since the document asks for it, but
+// never without saying so.
+func (p *pass) sayWhoWaits() error {
+	key := p.seen.Claim
+	if key == "" {
+		return nil
+	}
+	var waiting []string
+	err := p.r.store.View(func(tx *state.Tx) error {
+		recs, err := tx.Substrates()
+		for _, rec := range recs {
+			if rec.Want.PoolID == p.want.PoolID || !rec.Want.Present || rec.Want.Spec.Cluster.Adopt == "" || rec.Seen == nil || rec.Seen.Cluster == nil {
+				continue
+			}
+			if rec.Seen.Cluster.GlobalID == key && rec.Seen.Claim != key {
+				waiting = append(waiting, rec.Want.Pool)
+			}
+		}
+		return err
+	})
+	if err != nil || len(waiting) == 0 {
+		return err
+	}
+	sort.Strings(waiting)
+	msg := fmt.Sprintf("pool %s waits to adopt this cluster, but pool %s created it, so its teardown deletes it", strings.Join(waiting, ", "), p.want.Pool)
+	p.notes = append(p.notes, msg)
+	p.waits = append(p.waits, msg) // said while it is deleting, too
+	p.r.log.Warn().Str("pool", p.want.Pool).Strs("waiting", waiting).Msg("substrate: " + msg)
+	return nil
+}
+
+// removeCluster deletes what the substrate made in a cluster: its node
+// pools (only ours), then, with del, the cluster. gone reports that nothing
+// is left to do.
+func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) (bool, error) {
+	c, err := p.prov.GetCluster(p.ctx, p.acct, ref)
+	if errors.Is(err, providers.ErrNotFound) {
+		return true, p.settleGone(prefix)
+	}
+	if err != nil {
+		p.readFail("cluster "+cmpOr(ref.Name, ref.ID), err)
+		return false, nil
+	}
+	if del && !p.owner().Owns(c.Labels) {
+		// Deleted only when its labels say it is ours: a recorded id or a
+		// name is not enough (another installation's cluster, labels taken
+		// off by hand). The substrate lets go of it and says so.
+		p.foreign(c)
+		p.notes = append(p.notes, "left "+p.whose(c)+" in place: fleet-agent deletes only clusters carrying its labels")
+		for _, key := range p.keys() {
+			if op := p.ops[key]; op.Step == stepDeleteCluster && op.Object == prefix+c.Ref.Name && !op.State.Terminal() && op.State != state.InFlight {
+				if err := p.move(op, Abandon, nil, nil); err != nil {
+					return false, err
+				}
+			}
+		}
+		return true, nil
+	}
+	if prefix == "" {
+		p.seen.Cluster = seenCluster(c, p.seen.Cluster)
+	}
+	if c.Status != providers.ClusterDeleting {
+		list, err := p.prov.ListNodePools(p.ctx, p.acct, c.Ref)
+		if err != nil && !errors.Is(err, providers.ErrNotFound) {
+			p.readFail("the node pools of cluster "+c.Ref.Name, err)
+			return false, nil
+		}
+		listed := map[string]providers.NodePool{}
+		busy := false
+		for _, np := range list {
+			listed[np.Name] = np
+			if !p.ours(np) {
+				continue
+			}
+			gone, err := p.deleteNodePool(c.Ref, prefix, np.Name, "teardown")
+			if err != nil {
+				return false, err
+			}
+			busy = busy || !gone
+		}
+		if err := p.settleUnlisted(prefix, listed, nil); err != nil {
+			return false, err
+		}
+		if busy {
+			return false, nil
+		}
+		if prefix == "" {
+			p.seen.NodePools = nil
+		}
+	}
+	if !del {
+		return true, nil
+	}
+	object := prefix + c.Ref.Name
+	op := p.pending(object, stepDeleteCluster)
+	if op == nil {
+		repeat, last := p.last(stepDeleteCluster, object)
+		if last != nil {
+			repeat++
+		}
+		if repeat > maxRepeats {
+			p.problem("cluster %s was deleted %d times and keeps coming back at the provider; fleet-agent stops deleting it: find what makes it again (the provider's console or audit log), then apply again to try again",
+				c.Ref.Name, repeat)
+			p.scheduled = true
+			p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
+			return false, nil
+		}
+		if op, err = p.open(stepDeleteCluster, object, repeat, request{Cluster: c.Ref}); err != nil {
+			return false, err
+		}
+	}
+	out, err := p.drive(op, false)
+	if err != nil {
+		return false, err
+	}
+	if prefix == "" {
+		p.seen.Teardown = nil
+		if op.Refusals > 0 {
+			p.seen.Teardown = &state.TeardownRetry{Refusals: op.Refusals, NextAttemptAt: op.NextAttemptAt}
+		}
+		p.refused = out.res == resRefused
+	}
+	if out.res == resDone {
+		return true, p.settleGone(prefix)
+	}
+	p.take(out, "")
+	return false, nil
+}
+
+// settleUnlisted finishes the node pool deletes (of objects with prefix)
+// whose pool the listing no longer shows: a delete accepted before a crash
+// is settled by its read-back, which finds the pool gone. Wanted pools'
+// operations are their flavors' business.
+func (p *pass) settleUnlisted(prefix string, listed map[string]providers.NodePool, wanted map[string]bool) error {
+	for _, key := range p.keys() {
+		op := p.ops[key]
+		name, ok := strings.CutPrefix(op.Object, prefix)
+		if op.Step != stepDeleteNodePool || op.State.Terminal() || !ok || wanted[name] {
+			continue
+		}
+		if prefix == "" && strings.HasPrefix(op.Object, orphanPrefix) {
+			continue
+		}
+		if _, isListed := listed[name]; isListed {
+			continue
+		}
+		if err := p.settle(op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settle drives an operation whose object a fresh read showed gone: a wait
+// it was holding (a backoff after a failed read-back) no longer applies.
+func (p *pass) settle(op *state.JournalOp) error {
+	if op.NextAttemptAt > 0 && op.State != state.InFlight {
+		if err := p.move(op, Defer, func(o *state.JournalOp) { o.NextAttemptAt = 0 }, nil); err != nil {
+			return err
+		}
+	}
+	out, err := p.drive(op, false)
+	if err != nil {
+		return err
+	}
+	p.take(out, "")
+	return nil
+}
+
+// settleGone finishes the delete operations of a cluster that is gone
+// (their read-backs find it gone).
+func (p *pass) settleGone(prefix string) error {
+	for _, key := range p.keys() {
+		op := p.ops[key]
+		if !isDelete(op.Step) || op.State.Terminal() || !strings.HasPrefix(op.Object, prefix) {
+			continue
+		}
+		if prefix == "" && strings.HasPrefix(op.Object, orphanPrefix) {
+			continue
+		}
+		if err := p.settle(op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// orphanPrefix keeps the objects of an orphan's operations apart from the
+// substrate's own.
+const orphanPrefix = "orphan-"
+
+// orphans removes the clusters the discovery sweep found carrying this
+// pool's label that the substrate does not use.
+func (p *pass) orphans() error {
+	if len(p.seen.Orphans) == 0 || p.prov == nil {
+		return nil
+	}
+	var kept []state.SeenCluster
+	for _, o := range p.seen.Orphans {
+		ref := providers.ClusterRef{ID: o.ID, Name: o.Name, Location: o.Location}
+		gone, err := p.removeCluster(ref, orphanPrefix+o.ID+":", true)
+		if err != nil {
+			return err
+		}
+		if gone {
+			p.r.log.Info().Str("pool", p.want.Pool).Str("cluster", o.Name).Str("id", o.ID).Msg("substrate: orphan cluster removed")
+			continue
+		}
+		kept = append(kept, o)
+	}
+	p.seen.Orphans = kept
+	return nil
+}
