@@ -218,6 +218,10 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 		counts.mu.Unlock()
 		t.Error(msg)
 	}
+	// Another installation shares the account (staging beside prod): a
+	// cluster of its own for each pool of the same id. The trial must leave
+	// each as it was, whatever it crashes through.
+	theirs := e.seedOtherInstallation(s)
 	for _, st := range s.Setup {
 		e.applyStep(st)
 		e.converge(10*time.Second, 40)
@@ -311,6 +315,9 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 	counts.mu.Unlock()
 	if !f.OK() {
 		fail("after crashes at %v: %v\n%s", where, f.Problems, e.describe())
+	}
+	if bad := e.untouched(theirs); bad != "" {
+		fail("after crashes at %v another installation's cluster was touched: %s", where, bad)
 	}
 	if open := e.openOps(); len(open) > 0 {
 		fail("after crashes at %v the journal holds unfinished operations: %v", where, open)
@@ -506,4 +513,52 @@ func TestCrashAtEveryPoint(t *testing.T) {
 	if missed > len(jobs)/10 {
 		t.Errorf("%d of %d crash points were never reached: the calibration does not match the runs", missed, len(jobs))
 	}
+}
+
+// otherInstallation is the second installation of the campaign's account.
+const otherInstallation = "0ther000000000000000000000000beef"
+
+// seedOtherInstallation makes, behind the agent's back, a running cluster
+// of another installation for every created pool of the scenario (same
+// pool id, the other installation's name and labels), and returns them.
+func (e *env) seedOtherInstallation(s crashtest.Scenario) []providers.Cluster {
+	e.t.Helper()
+	seen := map[string]bool{}
+	var out []providers.Cluster
+	for _, st := range append(append([]crashtest.Step{}, s.Setup...), s.Steps...) {
+		for _, p := range st.Pools {
+			if p.Adopt || seen[p.Name] {
+				continue
+			}
+			seen[p.Name] = true
+			o := providers.Owner{Installation: otherInstallation, PoolID: p.ID()}
+			c, err := e.fake.EnsureCluster(e.t.Context(), fleetAccount, providers.ClusterSpec{Name: substrate.ClusterName(p.Name, o), Location: "fake-east", Labels: o.Labels()})
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			out = append(out, c)
+		}
+	}
+	for range 5 {
+		_ = e.fake.Advance()
+	}
+	return out
+}
+
+// untouched says what changed of the other installation's clusters ("" for
+// nothing).
+func (e *env) untouched(theirs []providers.Cluster) string {
+	truth := e.fake.Snapshot()
+	for _, c := range theirs {
+		got, ok := truth.Clusters[c.Ref.ID]
+		switch {
+		case !ok:
+			return c.Ref.Name + " is gone"
+		case got.Status != providers.ClusterRunning:
+			return c.Ref.Name + " is " + string(got.Status)
+		case got.Labels[providers.LabelInstallation] != otherInstallation || len(got.NodePools) != 0:
+			return fmt.Sprintf("%s has labels %v and %d node pools", c.Ref.Name, got.Labels, len(got.NodePools))
+		}
+	}
+	return ""
 }
