@@ -3,6 +3,7 @@ package providers
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"fmt"
 	"strings"
 )
 
@@ -118,4 +119,32 @@ func NodePoolName(poolID, flavor string) string {
 // PoolLabels is Owner.PoolLabels of a substrate without an installation.
 func PoolLabels(poolID string, spot bool) map[string]string {
 	return Owner{PoolID: poolID, Legacy: true}.PoolLabels(spot)
+}
+
+// MayConverge checks, before an adapter converges a cluster that already
+// has the name a create asks for, that it is the creator's: the pool label
+// the spec carries must be on the cluster with the same value, and so must
+// the installation label when the cluster has one (a cluster made before
+// installations has none, and its substrate converges it). A cluster of
+// another pool or installation is never relabelled, upgraded or otherwise
+// touched: the create is refused as Terminal (reason "nameTaken"). The
+// substrate reads the name before creating, with the stricter rule of
+// Owner.Owns, and never gets here with another's cluster; this keeps the
+// adapters from doing it for any other caller.
+func MayConverge(op string, spec ClusterSpec, existing Cluster) error {
+	for _, key := range []string{LabelSubstratePool, LabelInstallation} {
+		want, ok := spec.Labels[key]
+		if !ok || want == "" {
+			continue
+		}
+		got, has := existing.Labels[key]
+		if key == LabelInstallation && !has {
+			continue
+		}
+		if got != want {
+			return &Error{Op: op, Class: Terminal, SideEffect: None, Reason: "nameTaken",
+				Message: fmt.Sprintf("cluster %s exists and is not this one's to converge: its %s is %q, not %q; remove it or rename the pool", existing.Ref, key, got, want)}
+		}
+	}
+	return nil
 }

@@ -59,3 +59,25 @@ func TestOwnerOwns(t *testing.T) {
 		})
 	}
 }
+
+func TestMayConverge(t *testing.T) {
+	o := Owner{Installation: "aaaa", PoolID: "pool_1"}
+	spec := ClusterSpec{Name: "fa-gpu-x", Location: "l", Labels: o.Labels()}
+	cases := []struct {
+		name   string
+		labels map[string]string
+		ok     bool
+	}{
+		{"ours", o.Labels(), true},
+		{"made before installations", map[string]string{LabelSubstratePool: "pool_1"}, true},
+		{"another installation", map[string]string{LabelSubstratePool: "pool_1", LabelInstallation: "bbbb"}, false},
+		{"another pool", map[string]string{LabelSubstratePool: "pool_2", LabelInstallation: "aaaa"}, false},
+		{"no labels", nil, false},
+	}
+	for _, c := range cases {
+		err := MayConverge("EnsureCluster", spec, Cluster{Ref: ClusterRef{Location: "l", Name: "fa-gpu-x"}, Labels: c.labels})
+		if (err == nil) != c.ok || (err != nil && (ClassOf(err) != Terminal || ReasonOf(err) != "nameTaken")) {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}

@@ -161,6 +161,9 @@ func (s *session) createCluster(ctx context.Context, spec providers.ClusterSpec)
 // converge brings an existing cluster to the spec, in place.
 func (s *session) converge(ctx context.Context, c *ekstypes.Cluster, spec providers.ClusterSpec) (providers.Cluster, error) {
 	view := s.clusterView(c)
+	if err := providers.MayConverge(s.op, spec, view); err != nil {
+		return providers.Cluster{}, err
+	}
 	if c.Status == ekstypes.ClusterStatusDeleting {
 		return providers.Cluster{}, providers.Errorf(s.op, providers.Conflict, providers.None, "cluster %s is being deleted; wait until it is gone", spec.Name)
 	}

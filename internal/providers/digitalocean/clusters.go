@@ -225,6 +225,9 @@ func (a *Adapter) EnsureCluster(ctx context.Context, acct providers.Account, spe
 		return a.create(ctx, s, spec, tags)
 	}
 	v := view(c)
+	if err := providers.MayConverge(s.op, spec, v); err != nil {
+		return providers.Cluster{}, err
+	}
 	switch {
 	case v.Status == providers.ClusterDeleting:
 		return providers.Cluster{}, providers.Errorf(s.op, providers.Conflict, providers.None, "cluster %s is being deleted; it can be made again once it is gone", spec.Name)

@@ -253,9 +253,8 @@ func (a *Adapter) createCluster(ctx context.Context, s *session, spec providers.
 
 func (a *Adapter) convergeCluster(ctx context.Context, s *session, spec providers.ClusterSpec, labels map[string]string, c *container.Cluster) (providers.Cluster, error) {
 	v := s.view(c)
-	if want := spec.Labels[providers.LabelSubstratePool]; want != "" && v.Labels[providers.LabelSubstratePool] != want {
-		return providers.Cluster{}, &providers.Error{Op: s.op, Class: providers.Terminal, SideEffect: providers.None, Reason: "nameTaken",
-			Message: "cluster " + v.Ref.String() + " exists and does not belong to pool " + want + " (its " + providers.LabelSubstratePool + " is " + strconv.Quote(v.Labels[providers.LabelSubstratePool]) + "); remove it or rename the pool"}
+	if err := providers.MayConverge(s.op, spec, v); err != nil {
+		return providers.Cluster{}, err
 	}
 	if v.Status == providers.ClusterDeleting {
 		return providers.Cluster{}, providers.Errorf(s.op, providers.Conflict, providers.None, "cluster %s is being deleted; wait until it is gone", v.Ref)
