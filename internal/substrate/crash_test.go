@@ -3,6 +3,7 @@ package substrate_test
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -118,6 +119,7 @@ func calibrateWith(t *testing.T, scenarios []crashtest.Scenario, faults []fake.F
 		c.mu.Unlock()
 		for _, st := range s.Steps {
 			c.arm(0)
+			e.tamper(st)
 			e.injectAll(faults)
 			e.applyStep(st)
 			e.settle(st)
@@ -229,6 +231,7 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 	crashes, missed := 0, 0
 	var where []string
 	for si, st := range s.Steps {
+		e.tamper(st)
 		// Half the trials also meet a provider fault the journal must ride
 		// out (none of those a person must fix for good).
 		if rng.IntN(2) == 0 {
@@ -408,6 +411,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 		}
 		where := "nowhere (not reached)"
 		for si, st := range j.s.Steps {
+			e.tamper(st)
 			e.injectAll(j.faults)
 			e.applyStep(st)
 			if si != j.step {
@@ -561,4 +565,29 @@ func (e *env) untouched(theirs []providers.Cluster) string {
 		}
 	}
 	return ""
+}
+
+// tamper edits, behind the agent's back, what a step names: the node pools
+// of its Tamper flavor lose their capacity label.
+func (e *env) tamper(st crashtest.Step) {
+	e.t.Helper()
+	if st.Tamper == "" {
+		return
+	}
+	for _, c := range e.fake.Snapshot().Clusters {
+		for _, np := range c.NodePools {
+			if !strings.HasSuffix(np.Name, "-"+st.Tamper) || np.Labels[providers.LabelCapacity] == "" {
+				continue
+			}
+			labels := maps.Clone(np.Labels)
+			delete(labels, providers.LabelCapacity)
+			ref := providers.ClusterRef{ID: c.ID, Name: c.Name, Location: c.Location}
+			if _, err := e.fake.EnsureNodePool(e.t.Context(), fleetAccount, ref, providers.NodePoolSpec{Name: np.Name, Shape: np.Shape, Size: np.Size, Labels: labels}); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}
+	for range 3 {
+		_ = e.fake.Advance()
+	}
 }

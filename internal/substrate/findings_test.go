@@ -238,3 +238,44 @@ func TestClaimAdviceAndTeardownOfAWaitedCluster(t *testing.T) {
 		t.Fatalf("the teardown of a cluster another pool waits for never said so; gpu: %+v\nown: %+v\n%s", e.status("gpu"), e.status("own"), e.describe())
 	}
 }
+
+// TestNodePoolUnderOurNameNotOurs: a node pool with our name that lost our
+// labels (relabelled by hand, or made by someone else) is never resized:
+// the flavor is in error saying so.
+func TestNodePoolUnderOurNameNotOurs(t *testing.T) {
+	e := newEnv(t, nil)
+	e.applyStep(gpuStep)
+	e.converge(10*time.Second, 40)
+	o := testOwner(gpuID())
+	var ref providers.ClusterRef
+	for _, c := range e.fake.Snapshot().Clusters {
+		if !c.Seeded {
+			ref = providers.ClusterRef{ID: c.ID, Name: c.Name, Location: c.Location}
+		}
+	}
+	np, err := e.fake.GetNodePool(t.Context(), fleetAccount, ref, o.NodePoolName("h100"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.fake.EnsureNodePool(t.Context(), fleetAccount, ref, providers.NodePoolSpec{Name: np.Name, Shape: np.Shape, Size: np.Size,
+		Labels: map[string]string{providers.LabelSubstratePool: gpuID(), providers.LabelInstallation: "0ther000000000000000000000000beef"}}); err != nil {
+		t.Fatal(err)
+	}
+	bigger := crashtest.Step{Pools: []crashtest.Pool{{Name: "gpu", Flavors: []crashtest.Flavor{{Name: "h100", MachineType: "fake-h100x8", Nodes: 3}}}}}
+	e.applyStep(bigger)
+	for range 5 {
+		if err := e.rec.ReconcileOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		_ = e.fake.Advance()
+		e.clock.Advance(10 * time.Second)
+	}
+	st := e.status("gpu")
+	if st.State != "error" || !strings.Contains(st.Message, "belongs to installation 0ther") {
+		t.Fatalf("status %s %q", st.State, st.Message)
+	}
+	after, err := e.fake.GetNodePool(t.Context(), fleetAccount, ref, np.Name)
+	if err != nil || after.NodeCount != np.NodeCount {
+		t.Fatalf("the node pool that is not ours was changed: %+v %v", after, err)
+	}
+}

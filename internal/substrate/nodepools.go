@@ -154,6 +154,18 @@ func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed 
 		}
 		p.take(out, label)
 	}
+	if exists && !p.owner().Owns(np.Labels) {
+		// A node pool under our name that does not carry our labels (made
+		// by hand, or relabelled): never resized, changed or deleted.
+		inst := p.owner().Foreign(np.Labels)
+		whose := "carries no " + providers.LabelSubstratePool + " and " + providers.LabelInstallation + " labels of this pool"
+		if inst != "" {
+			whose = "belongs to installation " + inst
+		}
+		sp.Status, sp.Message = string(np.Status), "not ours: "+whose
+		p.problem("%s: node pool %s exists and %s; fleet-agent never changes a node pool that is not its own: delete or rename it", label, name, whose)
+		return flavorResult{seen: sp}, nil
+	}
 	if op := p.pending(name, nodePoolSteps...); op != nil {
 		stale := op.Generation < p.want.Generation && op.Step != stepCreateNodePool && op.Step != stepDeleteNodePool
 		out, err := p.drive(op, stale)

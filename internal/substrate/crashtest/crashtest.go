@@ -63,6 +63,10 @@ type Step struct {
 	// Rush: the next step is applied after one pass of this one, while
 	// what it started (a create) is still in flight at the provider.
 	Rush bool
+	// Tamper names a Spot flavor whose node pools lose their capacity label
+	// at the provider (a hand edit) before the step is applied: the step
+	// puts it back in place (an update of the node pool).
+	Tamper string
 }
 
 // Scenario is a story: Setup is applied and converged without a crash, then
@@ -82,8 +86,9 @@ var (
 func with(f Flavor, nodes int) Flavor { f.Nodes = nodes; return f }
 
 // Scenarios are the campaign's stories: create, resize, add a flavor,
-// remove a flavor, teardown, adopt (and an adopted teardown), and the
-// document changed while its create is in flight.
+// remove a flavor, teardown, adopt (and an adopted teardown), a node
+// pool's label edited by hand, and the document changed while its create
+// is in flight.
 func Scenarios() []Scenario {
 	created := []Pool{{Name: "gpu", Flavors: []Flavor{h100, l4}}}
 	return []Scenario{
@@ -100,6 +105,8 @@ func Scenarios() []Scenario {
 			{Pools: []Pool{{Name: "own", Adopt: true, Flavors: []Flavor{h100, cpu}}}},
 			{Pools: []Pool{{Name: "own", Adopt: true, Left: true, Flavors: []Flavor{h100, cpu}}}, Prune: true},
 		}},
+		{Name: "relabel", Setup: []Step{{Pools: created}},
+			Steps: []Step{{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 2), l4}}}, Tamper: l4.Name}}},
 		{Name: "changeWhileCreating", Steps: []Step{
 			{Pools: created, Rush: true},
 			{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 2), cpu}}}, Prune: true},
