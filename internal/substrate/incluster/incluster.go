@@ -230,6 +230,15 @@ func (ic *InCluster) nodes(ctx context.Context, kc kubernetes.Interface, t subst
 	for _, n := range list.Items {
 		listed[n.Name] = true
 	}
+	// A daemon silent for join.ReleaseAfter loses its name, listed or not.
+	released, err := ic.o.Joins.ReleaseSilent(ctx, t.PoolID)
+	if err != nil {
+		return substrate.Nodes{}, err
+	}
+	for _, name := range released {
+		ic.o.Log.Info().Str("pool", t.Pool).Str("node", name).Str("silentFor", join.ReleaseAfter.String()).
+			Msg("released a joined node: its daemon sent no heartbeat; its key is revoked and its name may join again")
+	}
 	joined, err := ic.o.Joins.Joined(ctx, t.PoolID)
 	if err != nil {
 		return substrate.Nodes{}, err
