@@ -21,12 +21,15 @@ import (
 )
 
 const (
-	// ConnectedWithin is how recent a heartbeat must be for a node to be
-	// connected (docs/substrates.md).
-	ConnectedWithin = 90 * time.Second
 	// FlushEvery is how often, at most, heartbeat times are written to the
 	// state file (one transaction for every node that beat meanwhile).
 	FlushEvery = 30 * time.Second
+	// ConnectedWithin is how recent a heartbeat must be for a node to be
+	// connected (docs/substrates.md): three heartbeat periods of 30 s, the
+	// period at which the state file records beats (FlushEvery; daemons
+	// are asked to beat every 20 s), so that a status read from the file
+	// alone, with beats up to a period late, says the same.
+	ConnectedWithin = 3 * FlushEvery
 	// ReleaseAfter is how long a joined node's daemon may go without a
 	// heartbeat before its name is released (ReleaseSilent): its node key
 	// stops working and the name may join again, as a Node that waits.
@@ -54,6 +57,11 @@ type StoreOptions struct {
 	// times that failed to reach the state file (kept, and tried again).
 	Log zerolog.Logger
 }
+
+// Connected is the rule for a node being connected: its last heartbeat
+// (or its join) at most ConnectedWithin before now. Status and the store's
+// Joined both use it.
+func Connected(lastSeen, now time.Time) bool { return now.Sub(lastSeen) <= ConnectedWithin }
 
 // Store keeps the join tokens and joined nodes of every pool in the state
 // file, and the latest heartbeats in memory. It is safe for concurrent use.
@@ -234,7 +242,7 @@ func (s *Store) Joined(ctx context.Context, poolID string) ([]JoinedNode, error)
 		if b, ok := s.beats[r.KeyHash]; ok && b.at.After(n.LastSeen) {
 			n.LastSeen = b.at
 		}
-		n.Connected = now.Sub(n.LastSeen) <= ConnectedWithin
+		n.Connected = Connected(n.LastSeen, now)
 		out = append(out, n)
 	}
 	return out, nil
