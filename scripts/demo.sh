@@ -300,7 +300,7 @@ CPU3='{ "name": "cpu", "machineType": "fake-cpu-4", "nodes": 3 }'
 L4='{ "name": "l4", "machineType": "fake-l4x1", "nodes": 1, "spot": true }'
 
 # joined N: the substrate is ready with N Nodes listed, all N joined.
-joined() { substrate_is '"state":"ready"' && substrate_is '"nodes":{"listed":'"$1"',"joined":'"$1"'}'; }
+joined() { substrate_is '"state":"ready"' && substrate_is '"nodes":{"listed":'"$1"',"joined":'"$1"','; }
 # ours_left: what of the agent's the control plane still holds (the claim,
 # the Namespace fleet-node and its Pods, the substrate's Nodes), as the
 # helper lists it on each pass.

@@ -86,9 +86,9 @@ type Substrate struct {
 		Count int    `json:"count"`
 		Since *int64 `json:"since"`
 	} `json:"waitingToJoin"`
-	JoinedNodes []JoinedNode `json:"joinedNodes"`
-	UpdatedAt int64             `json:"updatedAt"`
-	Ops       []state.JournalOp `json:"-"`
+	JoinedNodes []JoinedNode      `json:"joinedNodes"`
+	UpdatedAt   int64             `json:"updatedAt"`
+	Ops         []state.JournalOp `json:"-"`
 }
 
 // JoinedNode is one node daemon that joined a substrate's pool, connected
