@@ -319,8 +319,9 @@ fi
 check "both node pools run" substrate_is '"flavor":"h100","name":"fa-[a-z0-9]*-h100","status":"running","nodes":1'
 if [ -n "$KUBE" ]; then
   # The in-cluster half: claim, Namespace, ConfigMap, DaemonSet fleet-node
-  # and the join Secret; kwok runs a Pod per Node, the helper a node
-  # daemon per Pod, and each joins through the agent's join listener.
+  # (no join Secret: the control plane is 1.30 or later); kwok runs a Pod
+  # per Node, the helper a node daemon per Pod with a token bound to that
+  # Pod, and each joins with it through the agent's join listener.
   if wait_for "the substrate is ready, its 3 Nodes joined (3 of 3)" 120 joined 3; then
     echo "    merge to ready: $(( $(ms) - MERGED_AT )) ms (the fake's steps and the substrate's 1 s passes included)"
   fi
