@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
@@ -74,5 +75,24 @@ func TestSecretTokenOnlyWithoutPodTokens(t *testing.T) {
 				t.Fatalf("message %q", n.Message)
 			}
 		})
+	}
+}
+
+// TestPodTokensJoinOnARealControlPlane: the real API server's discovery
+// version is read and parsed as the gate wants it: the test plane (1.30 or
+// later) needs no Secret token where Pod tokens are reviewed, and one is
+// still written where they are not.
+func TestPodTokensJoinOnARealControlPlane(t *testing.T) {
+	kc := kube(t).Client()
+	for _, tc := range []struct {
+		podTokens *PodTokens
+		want      bool
+	}{{NewPodTokens(nil), true}, {nil, false}} {
+		ic := New(Options{PodTokens: tc.podTokens, Log: zerolog.Nop()})
+		got, err := ic.podTokensJoin(kc)
+		if err != nil || got != tc.want {
+			info, _ := kc.Discovery().ServerVersion()
+			t.Fatalf("Pod tokens %v on %+v: %v %v, want %v", tc.podTokens != nil, info, got, err, tc.want)
+		}
 	}
 }
