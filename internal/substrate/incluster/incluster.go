@@ -4,7 +4,9 @@
 // (kube-system/fleet-agent-substrate), applies the node daemon (Namespace,
 // ConfigMap and DaemonSet fleet-node, server-side, field manager
 // fleet-agent), keeps a join token in the Secret fleet-node/fleet-node-join
-// while listed Nodes have not joined, and counts the Nodes; its teardown
+// while listed Nodes have not joined (only where Pod tokens cannot join
+// them: podTokensJoin), releases the names of daemons silent for 15
+// minutes, and counts the Nodes; its teardown
 // revokes the token, cordons and waits for the GPU workloads to end (never
 // forcing), deletes what it labelled and the claim, and on an adopted
 // cluster revokes the access the adapter granted itself.
