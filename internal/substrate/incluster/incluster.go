@@ -200,7 +200,8 @@ func (ic *InCluster) Apply(ctx context.Context, t substrate.Target) (substrate.N
 	if err != nil {
 		return substrate.Nodes{}, err
 	}
-	if _, err := ic.claim(ctx, kc, t, true); err != nil {
+	claim, err := ic.claim(ctx, kc, t, true)
+	if err != nil {
 		return substrate.Nodes{}, err
 	}
 	if ic.o.PodTokens != nil {
@@ -215,7 +216,7 @@ func (ic *InCluster) Apply(ctx context.Context, t substrate.Target) (substrate.N
 	if _, err := kc.AppsV1().DaemonSets(Namespace).Apply(ctx, daemonSetApply(t.PoolID, ic.o.Daemon).WithLabels(ownerOf(t).Labels()), applyOpts()); err != nil {
 		return substrate.Nodes{}, apiErr("applying the DaemonSet "+Namespace+"/"+DaemonSetName, err)
 	}
-	return ic.nodes(ctx, kc, t)
+	return ic.nodes(ctx, kc, t, claim.CreationTimestamp.Time)
 }
 
 // nodeSelector lists the pool's Nodes.
@@ -224,7 +225,9 @@ func nodeSelector(poolID string) string {
 }
 
 // nodes counts the listed and joined Nodes and keeps the join token.
-func (ic *InCluster) nodes(ctx context.Context, kc kubernetes.Interface, t substrate.Target) (substrate.Nodes, error) {
+// claimed is when the cluster was claimed (the daemon put there): Nodes
+// older than that have waited since then, not since they were made.
+func (ic *InCluster) nodes(ctx context.Context, kc kubernetes.Interface, t substrate.Target, claimed time.Time) (substrate.Nodes, error) {
 	list, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodeSelector(t.PoolID)})
 	if err != nil {
 		return substrate.Nodes{}, apiErr("listing the Nodes labelled "+nodeSelector(t.PoolID), err)
@@ -271,7 +274,7 @@ func (ic *InCluster) nodes(ctx context.Context, kc kubernetes.Interface, t subst
 	}
 	out.Joined = len(joinedNames)
 	var waiting []string
-	var appeared time.Time // the newest waiting Node's creation
+	appeared := claimed // the newest waiting Node's creation, or the claim
 	for n := range listed {
 		if !joinedNames[n] {
 			waiting = append(waiting, n)

@@ -3,12 +3,15 @@ package incluster
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // TestSecretTokenOnlyWithoutPodTokens: with Pod tokens reviewed and a
@@ -94,5 +97,37 @@ func TestPodTokensJoinOnARealControlPlane(t *testing.T) {
 			info, _ := kc.Discovery().ServerVersion()
 			t.Fatalf("Pod tokens %v on %+v: %v %v, want %v", tc.podTokens != nil, info, got, err, tc.want)
 		}
+	}
+}
+
+// TestPodTokensWaitingOnOldNodes: on an adopted cluster whose Nodes are
+// older than the claim, Nodes waiting for Pod-token joins are counted from
+// the claim (when the agent put the daemon there), not from the Nodes'
+// creation: no "not joined for 15m" at the first pass.
+func TestPodTokensWaitingOnOldNodes(t *testing.T) {
+	u := newUnit(t)
+	old := metav1.NewTime(u.clock.Now().Add(-48 * time.Hour))
+	n := node("a", poolID)
+	n.CreationTimestamp = old
+	if _, err := u.kc.CoreV1().Nodes().Create(t.Context(), n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The fake clientset stamps no creation time: the claim says it was
+	// made now, as an API server would.
+	u.kc.PrependReactor("create", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cm := a.(k8stesting.CreateAction).GetObject().(*corev1.ConfigMap)
+		cm.CreationTimestamp = metav1.NewTime(u.clock.Now())
+		return false, nil, nil
+	})
+	u.ic.o.PodTokens = NewPodTokens(nil)
+	u.kc.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{Major: "1", Minor: "32", GitVersion: "v1.32.1"}
+	claimed := u.clock.Now()
+	got, err := u.ic.Apply(t.Context(), u.target("adopt"))
+	if err != nil || got.Message != "" || !got.WaitingSince.Equal(claimed) {
+		t.Fatalf("%+v %v; want waiting since the claim %v", got, err, claimed)
+	}
+	u.clock.Advance(WaitingTooLong)
+	if got, _ = u.ic.Apply(t.Context(), u.target("adopt")); !strings.Contains(got.Message, "1 of 1 Nodes have not joined") {
+		t.Fatalf("message %q", got.Message)
 	}
 }
