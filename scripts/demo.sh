@@ -300,7 +300,7 @@ CPU3='{ "name": "cpu", "machineType": "fake-cpu-4", "nodes": 3 }'
 L4='{ "name": "l4", "machineType": "fake-l4x1", "nodes": 1, "spot": true }'
 
 # joined N: the substrate is ready with N Nodes listed, all N joined.
-joined() { substrate_is '"state":"ready"' && substrate_is '"nodes":{"listed":'"$1"',"joined":'"$1"'}'; }
+joined() { substrate_is '"state":"ready"' && substrate_is '"nodes":{"listed":'"$1"',"joined":'"$1"','; }
 # ours_left: what of the agent's the control plane still holds (the claim,
 # the Namespace fleet-node and its Pods, the substrate's Nodes), as the
 # helper lists it on each pass.
@@ -319,8 +319,9 @@ fi
 check "both node pools run" substrate_is '"flavor":"h100","name":"fa-[a-z0-9]*-h100","status":"running","nodes":1'
 if [ -n "$KUBE" ]; then
   # The in-cluster half: claim, Namespace, ConfigMap, DaemonSet fleet-node
-  # and the join Secret; kwok runs a Pod per Node, the helper a node
-  # daemon per Pod, and each joins through the agent's join listener.
+  # (no join Secret: the control plane is 1.30 or later); kwok runs a Pod
+  # per Node, the helper a node daemon per Pod with a token bound to that
+  # Pod, and each joins with it through the agent's join listener.
   if wait_for "the substrate is ready, its 3 Nodes joined (3 of 3)" 120 joined 3; then
     echo "    merge to ready: $(( $(ms) - MERGED_AT )) ms (the fake's steps and the substrate's 1 s passes included)"
   fi

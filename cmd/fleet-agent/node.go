@@ -44,6 +44,7 @@ FLEET_NODE_TOKEN_FILE, FLEET_NODE_STATE_DIR, NODE_NAME.`,
 			}
 			fromEnv("config-dir", "FLEET_NODE_CONFIG_DIR", &o.ConfigDir)
 			fromEnv("token-file", "FLEET_NODE_TOKEN_FILE", &o.TokenFile)
+			fromEnv("pod-token-file", "FLEET_NODE_POD_TOKEN_FILE", &o.PodTokenFile)
 			fromEnv("state-dir", "FLEET_NODE_STATE_DIR", &o.StateDir)
 			fromEnv("node-name", join.NodeNameEnv, &o.NodeName)
 			// The token and the node key are added as they are read, so no
@@ -57,6 +58,7 @@ FLEET_NODE_TOKEN_FILE, FLEET_NODE_STATE_DIR, NODE_NAME.`,
 	}
 	cmd.Flags().StringVar(&o.ConfigDir, "config-dir", join.DefaultConfigDir, "the ConfigMap fleet-node/fleet-node as mounted (files poolId, joinURL, caPins)")
 	cmd.Flags().StringVar(&o.TokenFile, "token-file", join.DefaultTokenFile, "the join token (key token of the Secret fleet-node/fleet-node-join)")
+	cmd.Flags().StringVar(&o.PodTokenFile, "pod-token-file", join.DefaultPodTokenFile, "the Pod's projected service-account token (audience "+join.PodAudience+"), tried first when joining")
 	cmd.Flags().StringVar(&o.StateDir, "state-dir", join.DefaultStateDir, "where the node key is kept (mode 0600), so a restart heartbeats instead of joining again")
 	cmd.Flags().StringVar(&o.NodeName, "node-name", "", "this Node's name (default $NODE_NAME, from the downward API's spec.nodeName)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

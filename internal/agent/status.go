@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
@@ -65,11 +66,17 @@ func orEmpty(raw json.RawMessage, empty string) json.RawMessage {
 	return raw
 }
 
-// Status reads the status of a store.
+// Status reads the status of a store (joined nodes connected or not by the
+// wall clock).
 func Status(s *state.Store, tenant string) (StatusView, error) {
+	return statusAt(s, tenant, time.Now())
+}
+
+// statusAt is Status with joined nodes connected or not at now.
+func statusAt(s *state.Store, tenant string, now time.Time) (StatusView, error) {
 	v := StatusView{TenantID: tenant, Installation: s.Installation(), Proposals: []Proposal{}}
 	err := s.View(func(tx *state.Tx) error {
-		subs, err := substrate.StatusesTx(tx)
+		subs, err := substrate.StatusesAt(tx, now)
 		if err != nil {
 			return err
 		}
@@ -155,7 +162,7 @@ func StatusNow(ctx context.Context, s *state.Store, live plan.Source, tenant str
 
 // status is the status the agent serves.
 func (a *Agent) status() (StatusView, error) {
-	v, err := Status(a.store, a.cfg.Tenant)
+	v, err := statusAt(a.store, a.cfg.Tenant, a.clock.Now())
 	a.mu.Lock()
 	v.Warnings = append([]string(nil), a.cfg.Warnings...)
 	a.mu.Unlock()
@@ -164,7 +171,7 @@ func (a *Agent) status() (StatusView, error) {
 
 // Substrates reads the substrates' statuses ([] when none).
 func (a *Agent) Substrates() (list []substrate.Status, err error) {
-	err = a.store.View(func(tx *state.Tx) (err error) { list, err = substrate.StatusesTx(tx); return })
+	err = a.store.View(func(tx *state.Tx) (err error) { list, err = substrate.StatusesAt(tx, a.clock.Now()); return })
 	return list, err
 }
 

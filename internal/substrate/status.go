@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/join"
 )
 
 // Status is one substrate as the surface shows it (docs/substrates.md:
@@ -23,6 +24,9 @@ type Status struct {
 	NodePools     []StatusNodePool `json:"nodePools"`
 	Nodes         StatusNodes      `json:"nodes"`
 	WaitingToJoin StatusWaiting    `json:"waitingToJoin"`
+	// JoinedNodes are the node daemons that joined the pool, sorted by
+	// Node name, each connected or not ([] when none; an addition).
+	JoinedNodes []StatusJoinedNode `json:"joinedNodes"`
 	// UpdatedAt is when the record last changed (Unix ms).
 	UpdatedAt int64 `json:"updatedAt"`
 	// Converged says the reconciler has done all the applied document asks
@@ -48,10 +52,24 @@ type StatusNodePool struct {
 	Nodes  int    `json:"nodes"`
 }
 
-// StatusNodes counts the Kubernetes Nodes listed and those joined.
+// StatusNodes counts the Kubernetes Nodes listed and those joined (as the
+// reconciler's last pass saw them), and the joined node daemons connected
+// now (an addition).
 type StatusNodes struct {
-	Listed int `json:"listed"`
-	Joined int `json:"joined"`
+	Listed    int `json:"listed"`
+	Joined    int `json:"joined"`
+	Connected int `json:"connected"`
+}
+
+// StatusJoinedNode is one node daemon that joined the pool: connected while
+// its last heartbeat is at most join.ConnectedWithin (90 s: three periods
+// of 30 s) old, as the state file records heartbeats (at most 30 s late).
+type StatusJoinedNode struct {
+	Name      string `json:"name"`
+	Connected bool   `json:"connected"`
+	// LastSeen is its last heartbeat recorded, or its join before any
+	// (Unix ms).
+	LastSeen int64 `json:"lastSeen"`
 }
 
 // StatusWaiting is how many listed Nodes wait to join, and since when (Unix
@@ -69,7 +87,8 @@ const PendingMessage = "recorded; waiting for the substrate reconciler"
 func StatusOf(rec state.SubstrateRecord) Status {
 	w := rec.Want
 	st := Status{Pool: w.Pool, PoolID: w.PoolID, Account: w.Account, Mode: "create",
-		State: string(state.SubstratePending), Message: PendingMessage, NodePools: []StatusNodePool{}, UpdatedAt: w.RecordedAt}
+		State: string(state.SubstratePending), Message: PendingMessage, NodePools: []StatusNodePool{}, UpdatedAt: w.RecordedAt,
+		JoinedNodes: []StatusJoinedNode{}}
 	if w.Spec.Cluster.Adopt != "" {
 		st.Mode = "adopt"
 	}
@@ -121,15 +140,32 @@ func Statuses(store *state.Store) ([]Status, error) {
 	return out, err
 }
 
-// StatusesTx is Statuses inside the caller's transaction.
-func StatusesTx(tx *state.Tx) ([]Status, error) {
+// StatusesTx is Statuses inside the caller's transaction, connected by
+// the wall clock.
+func StatusesTx(tx *state.Tx) ([]Status, error) { return StatusesAt(tx, time.Now()) }
+
+// StatusesAt is StatusesTx with the joined nodes connected or not at now
+// (the agent passes its clock).
+func StatusesAt(tx *state.Tx, now time.Time) ([]Status, error) {
 	recs, err := tx.Substrates()
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Status, 0, len(recs))
 	for _, r := range recs {
-		out = append(out, StatusOf(r))
+		st := StatusOf(r)
+		joined, err := tx.JoinedNodes(r.Want.PoolID)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range joined {
+			c := join.Connected(time.UnixMilli(n.LastSeen), now)
+			st.JoinedNodes = append(st.JoinedNodes, StatusJoinedNode{Name: n.Name, Connected: c, LastSeen: n.LastSeen})
+			if c {
+				st.Nodes.Connected++
+			}
+		}
+		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Pool < out[j].Pool })
 	return out, nil

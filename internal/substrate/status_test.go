@@ -29,11 +29,12 @@ func TestStatusShape(t *testing.T) {
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
 	}
-	// docs/substrates.md's keys, and converged (an addition: what a script waits for).
+	// docs/substrates.md's keys, and converged (an addition: what a script waits for),
+	// nodes.connected and joinedNodes (additions: each node connected or not).
 	want := map[string][]string{
-		"":              {"account", "cluster", "converged", "message", "mode", "nodePools", "nodes", "pool", "poolId", "state", "updatedAt", "waitingToJoin"},
+		"":              {"account", "cluster", "converged", "joinedNodes", "message", "mode", "nodePools", "nodes", "pool", "poolId", "state", "updatedAt", "waitingToJoin"},
 		"cluster":       {"endpoint", "globalId", "id", "location", "version"},
-		"nodes":         {"joined", "listed"},
+		"nodes":         {"connected", "joined", "listed"},
 		"waitingToJoin": {"count", "since"},
 		"nodePools[0]":  {"flavor", "name", "nodes", "status"},
 	}

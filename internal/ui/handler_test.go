@@ -116,12 +116,15 @@ func situations() map[string]*Fleet {
 	out["attention"] = f
 
 	// Substrates coming up: creating, with the journal's operations.
+	// Each joined node connected or not (a name the page must escape).
 	f = applied(base())
-	f.Substrates = []Substrate{
-		substrateOf("k8s", "creating", "waiting for the node daemon", 3, 1, 2, i64(ms(2*time.Minute)),
-			state.JournalOp{Step: "createNodePool", Object: "fa-k8s-cpu", State: state.Accepted, Attempts: 1, UpdatedAt: ms(40 * time.Second)},
-			state.JournalOp{Step: "createCluster", Object: "fa-k8s-000001", State: state.Succeeded, Attempts: 2, UpdatedAt: ms(3 * time.Minute)}),
-	}
+	coming := substrateOf("k8s", "creating", "waiting for the node daemon", 3, 2, 1, i64(ms(2*time.Minute)),
+		state.JournalOp{Step: "createNodePool", Object: "fa-k8s-cpu", State: state.Accepted, Attempts: 1, UpdatedAt: ms(40 * time.Second)},
+		state.JournalOp{Step: "createCluster", Object: "fa-k8s-000001", State: state.Succeeded, Attempts: 2, UpdatedAt: ms(3 * time.Minute)})
+	coming.Nodes.Connected = 1
+	coming.JoinedNodes = []JoinedNode{{Name: "gpu-node-1", Connected: true, LastSeen: ms(15 * time.Second)},
+		{Name: "<b>gpu-node-2</b>", Connected: false, LastSeen: ms(20 * time.Minute)}}
+	f.Substrates = []Substrate{coming}
 	out["substrates"] = f
 	return out
 }

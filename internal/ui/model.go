@@ -78,15 +78,25 @@ type Substrate struct {
 		Nodes  int    `json:"nodes"`
 	} `json:"nodePools"`
 	Nodes struct {
-		Listed int `json:"listed"`
-		Joined int `json:"joined"`
+		Listed    int `json:"listed"`
+		Joined    int `json:"joined"`
+		Connected int `json:"connected"`
 	} `json:"nodes"`
 	WaitingToJoin struct {
 		Count int    `json:"count"`
 		Since *int64 `json:"since"`
 	} `json:"waitingToJoin"`
-	UpdatedAt int64             `json:"updatedAt"`
-	Ops       []state.JournalOp `json:"-"`
+	JoinedNodes []JoinedNode      `json:"joinedNodes"`
+	UpdatedAt   int64             `json:"updatedAt"`
+	Ops         []state.JournalOp `json:"-"`
+}
+
+// JoinedNode is one node daemon that joined a substrate's pool, connected
+// (a heartbeat within 90 s) or not.
+type JoinedNode struct {
+	Name      string `json:"name"`
+	Connected bool   `json:"connected"`
+	LastSeen  int64  `json:"lastSeen"` // Unix ms
 }
 
 // SubstratesOf reads the substrates of agent.Substrates (whatever list

@@ -4,7 +4,9 @@
 // (kube-system/fleet-agent-substrate), applies the node daemon (Namespace,
 // ConfigMap and DaemonSet fleet-node, server-side, field manager
 // fleet-agent), keeps a join token in the Secret fleet-node/fleet-node-join
-// while listed Nodes have not joined, and counts the Nodes; its teardown
+// while listed Nodes have not joined (only where Pod tokens cannot join
+// them: podTokensJoin), releases the names of daemons silent for 15
+// minutes, and counts the Nodes; its teardown
 // revokes the token, cordons and waits for the GPU workloads to end (never
 // forcing), deletes what it labelled and the claim, and on an adopted
 // cluster revokes the access the adapter granted itself.
@@ -30,6 +32,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -197,7 +200,8 @@ func (ic *InCluster) Apply(ctx context.Context, t substrate.Target) (substrate.N
 	if err != nil {
 		return substrate.Nodes{}, err
 	}
-	if _, err := ic.claim(ctx, kc, t, true); err != nil {
+	claim, err := ic.claim(ctx, kc, t, true)
+	if err != nil {
 		return substrate.Nodes{}, err
 	}
 	if ic.o.PodTokens != nil {
@@ -212,7 +216,7 @@ func (ic *InCluster) Apply(ctx context.Context, t substrate.Target) (substrate.N
 	if _, err := kc.AppsV1().DaemonSets(Namespace).Apply(ctx, daemonSetApply(t.PoolID, ic.o.Daemon).WithLabels(ownerOf(t).Labels()), applyOpts()); err != nil {
 		return substrate.Nodes{}, apiErr("applying the DaemonSet "+Namespace+"/"+DaemonSetName, err)
 	}
-	return ic.nodes(ctx, kc, t)
+	return ic.nodes(ctx, kc, t, claim.CreationTimestamp.Time)
 }
 
 // nodeSelector lists the pool's Nodes.
@@ -221,14 +225,27 @@ func nodeSelector(poolID string) string {
 }
 
 // nodes counts the listed and joined Nodes and keeps the join token.
-func (ic *InCluster) nodes(ctx context.Context, kc kubernetes.Interface, t substrate.Target) (substrate.Nodes, error) {
+// claimed is when the cluster was claimed (the daemon put there): Nodes
+// older than that have waited since then, not since they were made.
+func (ic *InCluster) nodes(ctx context.Context, kc kubernetes.Interface, t substrate.Target, claimed time.Time) (substrate.Nodes, error) {
 	list, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodeSelector(t.PoolID)})
 	if err != nil {
 		return substrate.Nodes{}, apiErr("listing the Nodes labelled "+nodeSelector(t.PoolID), err)
 	}
 	listed := map[string]bool{}
+	created := map[string]time.Time{}
 	for _, n := range list.Items {
 		listed[n.Name] = true
+		created[n.Name] = n.CreationTimestamp.Time
+	}
+	// A daemon silent for join.ReleaseAfter loses its name, listed or not.
+	released, err := ic.o.Joins.ReleaseSilent(ctx, t.PoolID)
+	if err != nil {
+		return substrate.Nodes{}, err
+	}
+	for _, name := range released {
+		ic.o.Log.Info().Str("pool", t.Pool).Str("node", name).Str("silentFor", join.ReleaseAfter.String()).
+			Msg("released a joined node: its daemon sent no heartbeat; its key is revoked and its name may join again")
 	}
 	joined, err := ic.o.Joins.Joined(ctx, t.PoolID)
 	if err != nil {
@@ -257,13 +274,17 @@ func (ic *InCluster) nodes(ctx context.Context, kc kubernetes.Interface, t subst
 	}
 	out.Joined = len(joinedNames)
 	var waiting []string
+	appeared := claimed // the newest waiting Node's creation, or the claim
 	for n := range listed {
 		if !joinedNames[n] {
 			waiting = append(waiting, n)
+			if created[n].After(appeared) {
+				appeared = created[n]
+			}
 		}
 	}
 	slices.Sort(waiting)
-	since, err := ic.token(ctx, kc, t, waiting)
+	since, err := ic.token(ctx, kc, t, waiting, appeared)
 	if err != nil {
 		return substrate.Nodes{}, err
 	}
@@ -284,10 +305,17 @@ func (ic *InCluster) nodes(ctx context.Context, kc kubernetes.Interface, t subst
 	return out, nil
 }
 
+// PodTokensFrom is the first Kubernetes version whose Pod tokens name
+// their Node (the node-name claim), so that a Pod-token review can tell
+// which Node a node daemon is on.
+const PodTokensFrom = "1.30"
+
 // token keeps the join Secret: a token for exactly the waiting Nodes while
-// there are any, none once all have joined. It returns when the current
-// token was minted (zero when there is none).
-func (ic *InCluster) token(ctx context.Context, kc kubernetes.Interface, t substrate.Target, waiting []string) (time.Time, error) {
+// there are any, none once all have joined, and none at all where Pod
+// tokens join (podTokensJoin). It returns when the current token was
+// minted (zero when there is none), or, with no Secret token for Nodes
+// that wait, appeared (when the newest waiting Node was created).
+func (ic *InCluster) token(ctx context.Context, kc kubernetes.Interface, t substrate.Target, waiting []string, appeared time.Time) (time.Time, error) {
 	secrets := kc.CoreV1().Secrets(Namespace)
 	sec, err := secrets.Get(ctx, SecretName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -296,17 +324,24 @@ func (ic *InCluster) token(ctx context.Context, kc kubernetes.Interface, t subst
 	if err != nil {
 		return time.Time{}, apiErr("reading the join Secret "+Namespace+"/"+SecretName, err)
 	}
-	if len(waiting) == 0 {
+	noSecret, why, since := len(waiting) == 0, "every listed Node joined", time.Time{}
+	if !noSecret {
+		if noSecret, err = ic.podTokensJoin(kc); err != nil {
+			return time.Time{}, err
+		}
+		why, since = "the cluster's Pod tokens name their Node (Kubernetes "+PodTokensFrom+" or later): node daemons join with them", appeared
+	}
+	if noSecret {
 		if err := ic.o.Joins.Revoke(ctx, t.PoolID); err != nil {
 			return time.Time{}, err
 		}
 		if sec != nil {
 			if err := deleteOurs(ctx, secrets.Delete, sec.ObjectMeta, ownerOf(t)); err != nil {
-				return time.Time{}, apiErr("deleting the join Secret "+Namespace+"/"+SecretName+" (every listed Node joined)", err)
+				return time.Time{}, apiErr("deleting the join Secret "+Namespace+"/"+SecretName+" ("+why+")", err)
 			}
-			ic.o.Log.Info().Str("pool", t.Pool).Msg("every listed Node joined: the join token is revoked and its Secret deleted")
+			ic.o.Log.Info().Str("pool", t.Pool).Msg(why + ": the join token is revoked and its Secret deleted")
 		}
-		return time.Time{}, nil
+		return since, nil
 	}
 	serial, created, ok, err := ic.o.Joins.Current(ctx, t.PoolID)
 	if err != nil {
@@ -333,6 +368,29 @@ func (ic *InCluster) token(ctx context.Context, kc kubernetes.Interface, t subst
 	}
 	ic.o.Log.Info().Str("pool", t.Pool).Uint64("serial", serial).Int("nodes", len(waiting)).Msg("a join token for the Nodes waiting to join")
 	return created, nil
+}
+
+// podTokensJoin reports whether the pool's node daemons join with their
+// Pod tokens alone, so that no pool-wide Secret token is written: Pod
+// tokens are reviewed (Options.PodTokens) and the cluster's server is
+// Kubernetes PodTokensFrom or later. Elsewhere (an older cluster, or an
+// agent that reviews none) the Secret token is how Nodes join.
+func (ic *InCluster) podTokensJoin(kc kubernetes.Interface) (bool, error) {
+	if ic.o.PodTokens == nil {
+		return false, nil
+	}
+	info, err := kc.Discovery().ServerVersion()
+	if err != nil {
+		return false, apiErr("reading the cluster's Kubernetes version (whether its Pod tokens name their Node)", err)
+	}
+	v, err := version.ParseGeneric(info.GitVersion)
+	if err != nil {
+		// A version that does not parse is taken for an old one: the
+		// Secret token still lets its Nodes join.
+		ic.o.Log.Warn().Str("version", info.GitVersion).Msg("the cluster's version does not parse: the join Secret is kept")
+		return false, nil
+	}
+	return v.AtLeast(version.MustParseGeneric(PodTokensFrom)), nil
 }
 
 // deleteOurs deletes an object only if it carries the pool's and the

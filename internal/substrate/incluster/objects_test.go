@@ -283,7 +283,8 @@ func TestJoinTokenLifecycle(t *testing.T) {
 	if _, err := u.joins.Join(ctx, poolID, "elsewhere", tok); err == nil {
 		t.Fatal("a Node of another pool joined")
 	}
-	if _, err := u.joins.Join(ctx, poolID, "a", tok); err != nil {
+	keyA, err := u.joins.Join(ctx, poolID, "a", tok)
+	if err != nil {
 		t.Fatal(err)
 	}
 	u.clock.Advance(time.Minute)
@@ -294,8 +295,12 @@ func TestJoinTokenLifecycle(t *testing.T) {
 	if again, _ := u.secretToken(); again != tok {
 		t.Fatal("the token changed while the same Node waits")
 	}
-	// 15 minutes without a join: the message names the DaemonSet.
+	// 15 minutes without a join: the message names the DaemonSet (a's
+	// daemon beats meanwhile, or it would be released).
 	u.clock.Advance(WaitingTooLong)
+	if err := u.joins.Heartbeat(ctx, poolID, "a", keyA); err != nil {
+		t.Fatal(err)
+	}
 	if n, _ = u.ic.Apply(ctx, u.target("create")); !strings.Contains(n.Message, "1 of 2 Nodes have not joined") || !strings.Contains(n.Message, "DaemonSet fleet-node/fleet-node") {
 		t.Fatalf("message %q", n.Message)
 	}

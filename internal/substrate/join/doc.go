@@ -28,7 +28,8 @@
 // transaction every FlushEvery (30 s) for all nodes together, not one per
 // node, so a thousand nodes cost the one writer of the state file one short
 // transaction every 30 s. A restart loses at most that much of lastSeen,
-// which the 90 s window absorbs.
+// which the 90 s window absorbs. A node silent for ReleaseAfter (15
+// minutes) loses its name and key (Store.ReleaseSilent).
 //
 // # The listener faces the nodes' network
 //

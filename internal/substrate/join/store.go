@@ -21,12 +21,19 @@ import (
 )
 
 const (
-	// ConnectedWithin is how recent a heartbeat must be for a node to be
-	// connected (docs/substrates.md).
-	ConnectedWithin = 90 * time.Second
 	// FlushEvery is how often, at most, heartbeat times are written to the
 	// state file (one transaction for every node that beat meanwhile).
 	FlushEvery = 30 * time.Second
+	// ConnectedWithin is how recent a heartbeat must be for a node to be
+	// connected (docs/substrates.md): three heartbeat periods of 30 s, the
+	// period at which the state file records beats (FlushEvery; daemons
+	// are asked to beat every 20 s), so that a status read from the file
+	// alone, with beats up to a period late, says the same.
+	ConnectedWithin = 3 * FlushEvery
+	// ReleaseAfter is how long a joined node's daemon may go without a
+	// heartbeat before its name is released (ReleaseSilent): its node key
+	// stops working and the name may join again, as a Node that waits.
+	ReleaseAfter = 15 * time.Minute
 	// secretBytes is the entropy of a token or a node key.
 	secretBytes = 32
 )
@@ -50,6 +57,11 @@ type StoreOptions struct {
 	// times that failed to reach the state file (kept, and tried again).
 	Log zerolog.Logger
 }
+
+// Connected is the rule for a node being connected: its last heartbeat
+// (or its join) at most ConnectedWithin before now. Status and the store's
+// Joined both use it.
+func Connected(lastSeen, now time.Time) bool { return now.Sub(lastSeen) <= ConnectedWithin }
 
 // Store keeps the join tokens and joined nodes of every pool in the state
 // file, and the latest heartbeats in memory. It is safe for concurrent use.
@@ -230,7 +242,7 @@ func (s *Store) Joined(ctx context.Context, poolID string) ([]JoinedNode, error)
 		if b, ok := s.beats[r.KeyHash]; ok && b.at.After(n.LastSeen) {
 			n.LastSeen = b.at
 		}
-		n.Connected = now.Sub(n.LastSeen) <= ConnectedWithin
+		n.Connected = Connected(n.LastSeen, now)
 		out = append(out, n)
 	}
 	return out, nil
@@ -258,6 +270,54 @@ func (s *Store) Retire(ctx context.Context, poolID, nodeName string) error {
 	delete(s.beats, keyHash)
 	s.mu.Unlock()
 	return nil
+}
+
+// ReleaseSilent releases every joined node of the pool whose last heartbeat
+// (written or still in memory), or its join when it never beat, is
+// ReleaseAfter old or older on the store's clock: its node key stops
+// working and its name is free for a new join. It answers the names
+// released, sorted. This is the one place the rule lives; the in-cluster
+// half calls it at every pass, whether the Node is still listed or not (a
+// daemon gone for 15 minutes must not keep a name that a new Pod on the
+// Node, or a Node that came back, needs).
+func (s *Store) ReleaseSilent(ctx context.Context, poolID string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
+	var released, keys []string
+	err := s.st.Update(func(tx *state.Tx) error {
+		released, keys = nil, nil
+		recs, err := tx.JoinedNodes(poolID)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			last := time.UnixMilli(r.LastSeen)
+			s.mu.Lock()
+			if b, ok := s.beats[r.KeyHash]; ok && b.at.After(last) {
+				last = b.at
+			}
+			s.mu.Unlock()
+			if now.Sub(last) < ReleaseAfter {
+				continue
+			}
+			if err := tx.DeleteJoinedNode(poolID, r.Name); err != nil {
+				return err
+			}
+			released, keys = append(released, r.Name), append(keys, r.KeyHash)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("releasing the silent nodes of pool %s: %w", poolID, err)
+	}
+	s.mu.Lock()
+	for _, k := range keys {
+		delete(s.beats, k)
+	}
+	s.mu.Unlock()
+	return released, nil
 }
 
 // Forget drops everything of the pool: its tokens and its joined nodes.

@@ -12,8 +12,10 @@
 //     fleet-node/fleet-node (kwok marks them Running) it runs a
 //     `fleet-agent node` with that Pod's Node name, its config directory
 //     written from the ConfigMap fleet-node/fleet-node and its token file
-//     from the Secret fleet-node/fleet-node-join, as the kubelet would mount
-//     them; it stops it when the Pod goes.
+//     from the Secret fleet-node/fleet-node-join (where the agent writes
+//     one), and a Pod token bound to that Pod (as the DaemonSet's projected
+//     token), as the kubelet would mount them; it stops it when the Pod
+//     goes.
 //
 // It writes into -out: ca.crt and admin.token (the fake's kube block:
 // caFile, tokenFile), url, joinport (a free port for the agent's join
@@ -46,10 +48,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/join"
 	"github.com/fleet-agent/fleet-agent/internal/testutil/kubeplane"
 )
 
@@ -128,7 +132,8 @@ func run(statePath, out, bin string, every time.Duration) error {
 		return err
 	}
 
-	d := &daemons{kc: p.Client(), bin: bin, dir: filepath.Join(out, "nodes"), running: map[string]*exec.Cmd{}, exited: map[string]chan struct{}{}}
+	d := &daemons{kc: p.Client(), bin: bin, dir: filepath.Join(out, "nodes"), running: map[string]*exec.Cmd{}, exited: map[string]chan struct{}{},
+		tokens: map[string]podToken{}}
 	defer d.stopAll()
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -155,6 +160,52 @@ type daemons struct {
 	dir     string
 	running map[string]*exec.Cmd
 	exited  map[string]chan struct{}
+	// tokens are the Pod tokens written, by Node: for which Pod and when.
+	tokens map[string]podToken
+}
+
+type podToken struct {
+	uid types.UID
+	at  time.Time
+}
+
+// podTokenRenew is when the kubelet renews a projected token: at 80% of
+// its life (join.PodTokenSeconds).
+const podTokenRenew = join.PodTokenSeconds * time.Second * 8 / 10
+
+// writePodToken does what the kubelet does for the DaemonSet's projected
+// token: a token of the Pod's service account for join.PodAudience, bound
+// to the Pod, renewed at 80% of its life and for each new Pod. On a
+// cluster of 1.30 or later the agent writes no Secret token: this is how
+// the demo's nodes join.
+func (d *daemons) writePodToken(ctx context.Context, pod *corev1.Pod, file string) error {
+	node := pod.Spec.NodeName
+	if have, ok := d.tokens[node]; ok && have.uid == pod.UID && time.Since(have.at) < podTokenRenew {
+		return nil
+	}
+	sa := cmpOr(pod.Spec.ServiceAccountName, "default")
+	exp := int64(join.PodTokenSeconds)
+	tr, err := d.kc.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
+		Audiences: []string{join.PodAudience}, ExpirationSeconds: &exp,
+		BoundObjectRef: &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("the Pod token of %s/%s (service account %s): %w", namespace, pod.Name, sa, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(file, []byte(tr.Status.Token), 0o600); err != nil {
+		return err
+	}
+	d.tokens[node] = podToken{uid: pod.UID, at: time.Now()}
+	return nil
+}
+
+func cmpOr(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
 }
 
 func (d *daemons) sync(ctx context.Context) error {
@@ -183,6 +234,12 @@ func (d *daemons) sync(ctx context.Context) error {
 		want[node] = true
 		root := filepath.Join(d.dir, node)
 		cfgDir, tokFile := filepath.Join(root, "config"), filepath.Join(root, "join", secretKeyToken)
+		podFile := filepath.Join(root, "pod", "token")
+		if err := d.writePodToken(ctx, &pod, podFile); err != nil {
+			// The service account may not be made yet: the next pass.
+			fmt.Fprintln(os.Stderr, "demoplane:", err)
+			continue
+		}
 		if sec != nil {
 			// The kubelet refreshes a mounted Secret: a new token reaches a
 			// daemon still waiting to join.
@@ -210,7 +267,7 @@ func (d *daemons) sync(ctx context.Context) error {
 				return err
 			}
 		}
-		if err := d.start(node, cfgDir, tokFile, filepath.Join(root, "state"), filepath.Join(root, "node.log")); err != nil {
+		if err := d.start(node, cfgDir, tokFile, podFile, filepath.Join(root, "state"), filepath.Join(root, "node.log")); err != nil {
 			return err
 		}
 	}
@@ -222,7 +279,7 @@ func (d *daemons) sync(ctx context.Context) error {
 	return nil
 }
 
-func (d *daemons) start(node, cfgDir, tokFile, stateDir, logPath string) error {
+func (d *daemons) start(node, cfgDir, tokFile, podFile, stateDir, logPath string) error {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return err
 	}
@@ -230,7 +287,8 @@ func (d *daemons) start(node, cfgDir, tokFile, stateDir, logPath string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(d.bin, "node", "--config-dir", cfgDir, "--token-file", tokFile, "--state-dir", stateDir, "--node-name", node)
+	cmd := exec.Command(d.bin, "node", "--config-dir", cfgDir, "--token-file", tokFile, "--pod-token-file", podFile,
+		"--state-dir", stateDir, "--node-name", node)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "FLEET_NODE_") || strings.HasPrefix(kv, "NODE_NAME=")
