@@ -38,6 +38,13 @@ type verdict struct {
 	kind   verdictKind
 	code   refusal.Code
 	reason string
+	// adoptable marks a refusal whose only fault is the review: the
+	// document is valid, its plan is not blocked, and an operator may adopt
+	// the commit by hand after reading its plan (adoptCommands).
+	adoptable bool
+	// what is the refusal in 15 characters at most, for the apply status,
+	// whose 140 code points hold it beside the adopt command.
+	what string
 }
 
 func proceed() verdict { return verdict{kind: goOn} }
@@ -48,6 +55,24 @@ func waitFor(format string, args ...any) verdict {
 
 func refused(code refusal.Code, format string, args ...any) verdict {
 	return verdict{kind: refuse, code: code, reason: fmt.Sprintf(format, args...)}
+}
+
+// unreviewed is the refusal of a commit no one reviewed the plan of: the
+// loop never applies it, a person may adopt it by hand.
+func unreviewed(what, format string, args ...any) verdict {
+	v := refused(refusal.InvalidState, format, args...)
+	v.adoptable, v.what = true, what
+	return v
+}
+
+// adoptCommands are the commands that adopt a refused commit by hand: read
+// its plan, then apply exactly that plan. Both name the full commit and
+// plan hash, so they can be pasted as they are.
+func adoptCommands(commit, planHash string) []string {
+	return []string{
+		"fleet-agent plan --commit " + commit,
+		"fleet-agent apply --commit " + commit + " --plan-hash " + planHash,
+	}
 }
 
 // err is the verdict as a refusal, for an apply by hand.
@@ -220,7 +245,7 @@ func (a *Agent) stepMergeLinked(ctx context.Context, c *candidate) verdict {
 		if a.firstSeen(c.commit).Add(MergeLinkGrace).After(a.clock.Now()) {
 			return waitFor("waiting for GitHub to link %s to the pull request that merged it (up to %s)", refs.Short(c.commit), MergeLinkGrace)
 		}
-		return refused(refusal.InvalidState, "%s was pushed to %s directly: no merged pull request has it, so no plan was reviewed; apply it by hand with fleet-agent apply --commit",
+		return unreviewed("pushed directly", "%s was pushed to %s directly: no merged pull request has it, so no plan was reviewed; read its plan and adopt it by hand (fleet-agent plan --commit, then fleet-agent apply --commit with its planHash)",
 			refs.Short(c.commit), a.cfg.Branch)
 	}
 	c.pr, c.author, c.prHead = pr.Number, pr.Author, pr.HeadSHA
@@ -247,10 +272,10 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 		case err != nil:
 			return verdictOf(err)
 		case !found || !rv.Valid:
-			return refused(refusal.InvalidState, "pull request #%d was merged at head %s before its plan was made; apply it by hand after reviewing fleet-agent plan --commit %s",
+			return unreviewed("unplanned merge", "pull request #%d was merged at head %s before its plan was made; apply it by hand after reviewing fleet-agent plan --commit %s",
 				c.pr, refs.Short(c.prHead), refs.Short(c.commit))
 		case rv.PlanHash != hash:
-			return refused(refusal.InvalidState, "the plan changed since review: #%d was reviewed with plan %s, the merged commit plans %s (main moved, or the fleet changed); re-run the plan on a new pull request",
+			return unreviewed("plan changed", "the plan changed since review: #%d was reviewed with plan %s, the merged commit plans %s (main moved, or the fleet changed); re-run the plan on a new pull request",
 				c.pr, refs.Short(rv.PlanHash), refs.Short(hash))
 		}
 		return proceed()
@@ -268,8 +293,8 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 			return proceed()
 		}
 	}
-	return refused(refusal.InvalidState, "no proposal with this plan (%s) was recorded for %s or its parents: push the change to a branch first so it is planned, then merge it",
-		refs.Short(hash), refs.Short(c.commit))
+	return unreviewed("never proposed", "%s was never proposed: no proposal with its plan (%s) was recorded for it or its parents, so no one reviewed it; read its plan and adopt it by hand (fleet-agent plan --commit, then fleet-agent apply --commit with its planHash)",
+		refs.Short(c.commit), refs.Short(hash))
 }
 
 // reviewed reads the plan recorded for a head.
