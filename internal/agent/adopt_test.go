@@ -6,12 +6,17 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
 )
 
 // A tip of main that was never proposed is refused, and the refusal is
@@ -98,5 +103,114 @@ func TestNeverProposedTipSaysHowToAdoptIt(t *testing.T) {
 				t.Fatalf("after the adoption: refused %+v, applied %+v", st.Refused, st.Applied)
 			}
 		})
+	}
+}
+
+// A proposal merged after the fleet changed under it is refused with what
+// happened: the plan it was reviewed as, the plan it has now, and the change
+// of the fleet since the review (when, what, by whom); without a change, that
+// the merge itself brought more than the reviewed head.
+func TestPlanMovedSaysWhatHappened(t *testing.T) {
+	const docSite = `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"},{"name":"ams","kind":"shared","region":"eu"}],"pools":[{"name":"vps","site":"fra","class":"vps-host","ownerQuota":{"gpu":4}}]}`
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, w *world) // between the review and the merge
+		want   []string
+		not    []string
+	}{
+		{"an edit", func(t *testing.T, w *world) {
+			w.clk.Advance(time.Minute)
+			if err := apply.ApplyEdit(w.store, apply.Edit{Kind: inventory.Pool, Name: "vps", Set: map[string]any{"gpuModel": "L4"}, Who: "ops@box", Now: w.clk.Now}); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"because the fleet changed at 2026-11-01T00:01:00Z by an edit by ops@box"}, []string{"push the change to a branch"}},
+		{"nothing changed, main moved", func(t *testing.T, w *world) {}, []string{"the fleet has not changed since the review"}, []string{"because the fleet changed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, agent.Config{RequireReviewedPlan: true})
+			boot := w.commit(t, "main", docV2, "the fleet")
+			w.tick(t)
+			p, _, err := w.agent.PlanCommit(t.Context(), boot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := w.agent.ApplyCommit(t.Context(), boot, p.PlanHash, "ops@box"); err != nil {
+				t.Fatal(err)
+			}
+			// A proposal, planned (reviewed) now.
+			w.work.Git(t, "checkout", "-B", "grow", boot)
+			head := w.commit(t, "grow", docV3, "8 GPUs")
+			w.tick(t)
+			props, _ := w.agent.Proposals()
+			if len(props) != 1 || props[0].Commit != head {
+				t.Fatalf("proposals %+v", props)
+			}
+			reviewed := props[0].PlanHash
+			tc.change(t, w)
+			merged := head
+			if tc.name == "nothing changed, main moved" {
+				// A merge commit that also adds a site the proposal never had.
+				w.work.Git(t, "checkout", "-B", "main", boot)
+				w.work.Write(t, "fleet.json", strings.Replace(docSite, `"gpu":4`, `"gpu":8`, 1))
+				w.work.Git(t, "add", "fleet.json")
+				tree := strings.TrimSpace(w.work.Git(t, "write-tree"))
+				merged = strings.TrimSpace(w.work.Git(t, "commit-tree", "-p", boot, "-p", head, "-m", "merge grow", tree))
+				w.work.Push(t, "--force", merged+":refs/heads/main")
+			} else {
+				w.work.Push(t, "--force", head+":refs/heads/main")
+			}
+			w.tick(t)
+			if ap := w.applied(t); ap.Commit != boot {
+				t.Fatalf("applied %s, want still %s:\n%s", ap.Commit, boot, w.log.String())
+			}
+			st, err := agent.Status(w.store, "")
+			if err != nil || len(st.Refused) != 1 {
+				t.Fatalf("refused %+v %v\n%s", st.Refused, err, w.log.String())
+			}
+			now, _, err := w.agent.PlanCommit(t.Context(), merged)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := st.Refused[0]
+			want := append([]string{"was reviewed as " + reviewed[:12] + ", now " + now.PlanHash[:12]}, tc.want...)
+			for _, s := range want {
+				if !strings.Contains(r.Reason, s) {
+					t.Errorf("reason %q lacks %q", r.Reason, s)
+				}
+			}
+			for _, s := range tc.not {
+				if strings.Contains(r.Reason, s) {
+					t.Errorf("reason %q says %q", r.Reason, s)
+				}
+			}
+			if len(r.Adopt) != 2 || r.PlanHash != now.PlanHash {
+				t.Errorf("no commands to adopt it: %+v", r)
+			}
+		})
+	}
+}
+
+// An apply by hand whose reviewed hash is no longer the plan names the last
+// change of the fleet.
+func TestApplyByHandNamesTheChange(t *testing.T) {
+	w := newWorld(t, agent.Config{RequireReviewedPlan: true})
+	tip := w.commit(t, "main", docV2, "the fleet")
+	w.tick(t)
+	p, _, err := w.agent.PlanCommit(t.Context(), tip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.clk.Advance(time.Minute)
+	// By hand on the state file: apply FILE records no commit.
+	doc, errs := fleet.Validate("fleet.json", []byte(docV1))
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	if _, err := apply.Apply(t.Context(), w.store, doc, apply.Options{AppliedBy: "alice@laptop", Prune: true, Now: w.clk.Now}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = w.agent.ApplyCommit(t.Context(), tip, p.PlanHash, "ops@box")
+	if !refusal.Is(err, refusal.ConfigDrift) || !strings.Contains(err.Error(), "its last change: 2026-11-01T00:01:00Z by a hand apply of a file by alice@laptop") {
+		t.Fatalf("apply of a moved plan: %v", err)
 	}
 }

@@ -94,7 +94,9 @@ func Status(s *state.Store, tenant string) (StatusView, error) {
 			}
 		}
 		if err := eachRecord(tx, spaceRefused, func(r Refused) {
-			if ap == nil || r.At > ap.AppliedAt {
+			// An apply of the same moment does not overtake it: an apply
+			// deletes the refusal of its own commit.
+			if ap == nil || r.At >= ap.AppliedAt {
 				v.Refused = append(v.Refused, r)
 			}
 		}); err != nil {

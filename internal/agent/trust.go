@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
@@ -215,8 +217,18 @@ func (a *Agent) stepPlan(ctx context.Context, c *candidate) verdict {
 // stepHash holds an apply by hand to the plan the operator reviewed.
 func (a *Agent) stepHash(_ context.Context, c *candidate) verdict {
 	if c.plan.PlanHash != c.hashWanted {
-		return refused(refusal.ConfigDrift, "the plan of %s is now %s, not the reviewed %s: the fleet moved; plan it again",
-			refs.Short(c.commit), refs.Short(c.plan.PlanHash), refs.Short(c.hashWanted))
+		// When the operator reviewed is unknown: the last change is the
+		// likely cause, and says who to ask.
+		moved := "the fleet moved"
+		change, err := a.fleetChange(0)
+		if err != nil {
+			return verdictOf(err)
+		}
+		if change != "" {
+			moved += " (its last change: " + change + ")"
+		}
+		return refused(refusal.ConfigDrift, "the plan of %s is now %s, not the reviewed %s: %s; plan it again",
+			refs.Short(c.commit), refs.Short(c.plan.PlanHash), refs.Short(c.hashWanted), moved)
 	}
 	return proceed()
 }
@@ -275,8 +287,7 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 			return unreviewed("unplanned merge", "pull request #%d was merged at head %s before its plan was made; apply it by hand after reviewing fleet-agent plan --commit %s",
 				c.pr, refs.Short(c.prHead), refs.Short(c.commit))
 		case rv.PlanHash != hash:
-			return unreviewed("plan changed", "the plan changed since review: #%d was reviewed with plan %s, the merged commit plans %s (main moved, or the fleet changed); re-run the plan on a new pull request",
-				c.pr, refs.Short(rv.PlanHash), refs.Short(hash))
+			return a.planMoved(fmt.Sprintf("#%d", c.pr), rv, hash)
 		}
 		return proceed()
 	}
@@ -284,6 +295,9 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 	if err != nil {
 		return verdictOf(err)
 	}
+	// The newest plan recorded for the commit or a parent that is not this
+	// one: proposed, but the plan moved since.
+	var moved *Reviewed
 	for _, h := range append([]string{c.commit}, info.Parents...) {
 		rv, found, err := a.reviewed(h)
 		if err != nil {
@@ -292,9 +306,64 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 		if found && rv.Valid && rv.PlanHash == hash {
 			return proceed()
 		}
+		if found && rv.Valid && (moved == nil || rv.At > moved.At) {
+			moved = &rv
+		}
+	}
+	if moved != nil {
+		return a.planMoved("the proposal "+refs.Short(moved.Head), *moved, hash)
 	}
 	return unreviewed("never proposed", "%s was never proposed: no proposal with its plan (%s) was recorded for it or its parents, so no one reviewed it; read its plan and adopt it by hand (fleet-agent plan --commit, then fleet-agent apply --commit with its planHash)",
 		refs.Short(c.commit), refs.Short(hash))
+}
+
+// planMoved is the refusal of a merged commit whose plan is not the one
+// reviewed, saying what happened: what changed the applied fleet since the
+// review (an apply, an edit, a heal, by whom, when), or that nothing did and
+// so the merge itself brought more than the reviewed head.
+func (a *Agent) planMoved(what string, rv Reviewed, hash string) verdict {
+	change, err := a.fleetChange(rv.At)
+	if err != nil {
+		return verdictOf(err)
+	}
+	if change != "" {
+		return unreviewed("plan changed", "the plan changed since review: %s was reviewed as %s, now %s because the fleet changed at %s; re-run the plan on a new pull request, or read the plan and adopt it by hand",
+			what, refs.Short(rv.PlanHash), refs.Short(hash), change)
+	}
+	return unreviewed("plan changed", "the plan changed since review: %s was reviewed as %s, now %s, and the fleet has not changed since the review, so the merged commit holds more than the reviewed head (main moved under it); re-run the plan on a new pull request, or read the plan and adopt it by hand",
+		what, refs.Short(rv.PlanHash), refs.Short(hash))
+}
+
+// fleetChange says what last changed the applied fleet after since (Unix
+// ms), from the audit: "T by an edit by ops@box"; "" when nothing did.
+func (a *Agent) fleetChange(since int64) (string, error) {
+	var row *state.AuditRow
+	err := a.store.View(func(tx *state.Tx) (err error) {
+		row, err = tx.LastAudit(func(r state.AuditRow) bool {
+			return r.At > since && (r.Action == "apply" || r.Action == "edit" || r.Action == "heal")
+		})
+		return err
+	})
+	if err != nil || row == nil {
+		return "", err
+	}
+	return time.UnixMilli(row.At).UTC().Format(time.RFC3339) + " by " + changeOf(*row), nil
+}
+
+// changeOf names a change of the fleet as a person would: an edit, a drift
+// heal, the agent's apply of a commit, or an apply by hand.
+func changeOf(r state.AuditRow) string {
+	switch {
+	case r.Action == "edit":
+		return "an edit by " + r.Who
+	case r.Action == "heal":
+		return "a drift heal by the agent"
+	case strings.HasPrefix(r.Who, "agent"):
+		return "the apply of " + refs.Short(r.Commit) + " by " + r.Who
+	case r.Commit != "":
+		return "a hand apply of " + refs.Short(r.Commit) + " by " + r.Who
+	}
+	return "a hand apply of a file by " + r.Who
 }
 
 // reviewed reads the plan recorded for a head.
