@@ -306,7 +306,10 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 		if found && rv.Valid && rv.PlanHash == hash {
 			return proceed()
 		}
-		if found && rv.Valid && (moved == nil || rv.At > moved.At) {
+		// A parent that is the applied commit was a proposal that landed:
+		// a commit on top of it is new, never proposed.
+		landed := c.applied != nil && c.applied.Commit == h
+		if found && rv.Valid && !landed && (moved == nil || rv.At > moved.At) {
 			moved = &rv
 		}
 	}
