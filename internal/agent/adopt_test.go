@@ -214,3 +214,27 @@ func TestApplyByHandNamesTheChange(t *testing.T) {
 		t.Fatalf("apply of a moved plan: %v", err)
 	}
 }
+
+// Open proposals are planned again whenever the applied fleet changes, not
+// only when their head, the branch or the applied commit moves: after an
+// edit, the proposal's recorded plan is the plan against the fleet as it is.
+func TestProposalsFollowAFleetChange(t *testing.T) {
+	w := newWorld(t, agent.Config{})
+	w.commit(t, "main", docV2, "the fleet")
+	w.tick(t)
+	w.work.Git(t, "checkout", "-B", "grow")
+	head := w.commit(t, "grow", docV3, "8 GPUs")
+	w.tick(t)
+	before, _ := w.agent.Proposals()
+	w.clk.Advance(time.Minute)
+	if err := apply.ApplyEdit(w.store, apply.Edit{Kind: inventory.Pool, Name: "vps", Set: map[string]any{"gpuModel": "L4"}, Who: "ops@box", Now: w.clk.Now}); err != nil {
+		t.Fatal(err)
+	}
+	w.tick(t)
+	after, _ := w.agent.Proposals()
+	// The edit set a field the document leaves out: the proposal's plan
+	// now also takes it off again, so its hash moved.
+	if len(before) != 1 || len(after) != 1 || after[0].Commit != head || before[0].PlanHash == after[0].PlanHash || after[0].Summary.Update <= before[0].Summary.Update {
+		t.Fatalf("proposal before the edit %+v, after %+v", before, after)
+	}
+}
