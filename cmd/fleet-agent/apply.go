@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -11,13 +12,15 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/config"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
 func (a *app) applyCommand() *cobra.Command {
-	var prune, yes, offline bool
+	var prune, yes, offline, force bool
 	var planHash, commit string
 	cmd := &cobra.Command{
 		Use:   "apply FILE",
@@ -105,6 +108,9 @@ earlier and refuses with CONFIG_DRIFT when the fleet moved since.`,
 					_ = os.Remove(path)
 				}
 			}()
+			if err := a.agentsStateFile(store, cfg, path, force); err != nil {
+				return err
+			}
 			snap, err := store.Snapshot()
 			if err != nil {
 				return err
@@ -151,15 +157,71 @@ earlier and refuses with CONFIG_DRIFT when the fleet moved since.`,
 	cmd.Flags().StringVar(&commit, "commit", "", "apply the document at this commit of the branch (through the running agent; needs --plan-hash)")
 	cmd.Flags().StringVar(&planHash, "plan-hash", "", "apply only if the plan still has this hash")
 	cmd.Flags().BoolVar(&offline, "offline", false, "skip the live checks")
+	cmd.Flags().BoolVar(&force, "force", false, "apply FILE even to the state file of an agent that follows a branch (it then refuses the branch's tip until the tip matches)")
 	return cmd
+}
+
+// agentsStateFile refuses, without force, an apply of a file to the state
+// file of an agent that follows a branch (stopped: a running agent holds the
+// file and refuses apply FILE itself). Such an apply moves the fleet away
+// from the branch, and the agent would refuse every tip of it whose plan
+// then makes calls no one reviewed, until the branch matches again or the
+// tip is adopted by hand. A state file is an agent's when it applied a
+// commit, or recorded a refused tip or a proposal, or when the config follows
+// a repository and keeps its state in this file. With force it warns.
+func (a *app) agentsStateFile(store *state.Store, cfg *config.Config, path string, force bool) error {
+	v, err := agent.Status(store, cfg.Tenant)
+	if err != nil {
+		return err
+	}
+	var why string
+	switch {
+	case v.Applied != nil && v.Applied.Commit != "":
+		why = "it holds the apply of commit " + refs.Short(v.Applied.Commit) + " by " + v.Applied.AppliedBy
+	case len(v.Refused) > 0:
+		why = "it holds the refusal of commit " + refs.Short(v.Refused[0].Commit)
+	case len(v.Proposals) > 0:
+		why = "it holds the plan of the proposal " + v.Proposals[0].Ref
+	case cfg.Git.URL != "" && sameFile(path, cfg.State):
+		why = "the config's agent follows " + cfg.Git.URL + " with it"
+	default:
+		return nil
+	}
+	branch := cfg.Git.Branch
+	if branch == "" {
+		branch = config.DefaultBranch
+	}
+	if !force {
+		return refusal.New(refusal.InvalidState, "%s is the state file of an agent that follows a branch (%s): applying a file to it moves the fleet away from the branch, and the agent then refuses the tip of %s until the tip's document matches the fleet or is adopted by hand. Change the fleet through the repository (a pull request), or pass --force to apply it anyway",
+			path, why, branch)
+	}
+	fmt.Fprintf(a.stderr, "fleet-agent: warning: %s is the state file of an agent that follows a branch (%s): after this apply the agent refuses the tip of %s until the tip's document matches the fleet (fleet-agent status says so, with the commands that adopt it)\n",
+		path, why, branch)
+	return nil
+}
+
+// sameFile says whether two paths name the same file (either may not exist
+// yet: then their cleaned absolute paths are compared).
+func sameFile(p, q string) bool {
+	if q == "" {
+		return false
+	}
+	if a, err := os.Stat(p); err == nil {
+		if b, err := os.Stat(q); err == nil {
+			return os.SameFile(a, b)
+		}
+	}
+	ap, err1 := filepath.Abs(p)
+	bq, err2 := filepath.Abs(q)
+	return err1 == nil && err2 == nil && ap == bq
 }
 
 // again is the command that applies exactly the plan just printed: the
 // same program, file and flags that decide what is planned (state, config,
-// prune, offline), and the hash.
+// prune, offline; force, which it needs as well), and the hash.
 func (a *app) again(cmd *cobra.Command, file, hash string) string {
 	parts := []string{a.prog, "apply", quote(file)}
-	for _, name := range []string{"config", "state", "prune", "offline"} {
+	for _, name := range []string{"config", "state", "prune", "offline", "force"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || !f.Changed {
 			continue

@@ -119,11 +119,10 @@ func (a *app) doctorReport(ctx context.Context, cfg *config.Config, cfgPath stri
 	if st != nil {
 		f := doctor.Fleet{NodeDaemon: cfg.Substrate.NodeDaemon != nil}
 		var err error
-		if f.Refused, err = agent.RefusedTipsIn(st); err == nil {
-			var v agent.StatusView
-			if v, err = agent.Status(st, cfg.Tenant); err == nil {
-				f.Proposals, f.Substrates = v.Proposals, v.Substrates
-			}
+		// Status lists only the refusals no apply has overtaken since.
+		var v agent.StatusView
+		if v, err = agent.Status(st, cfg.Tenant); err == nil {
+			f.Refused, f.Proposals, f.Substrates = v.Refused, v.Proposals, v.Substrates
 		}
 		if err != nil {
 			add("fleet", "fleet-unreadable", doctor.Fail, "the fleet's records cannot be read: "+refusal.Text(err), "run fleet-agent backup and restore it, or report the error")

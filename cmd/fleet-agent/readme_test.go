@@ -508,7 +508,8 @@ func TestPastedBlocksRun(t *testing.T) {
 		// No -e: doctor exits 1 while the tip is refused, as it should.
 		out := runBash(t, t.TempDir(), bin, "-u", script)
 		for _, want := range []string{
-			"tip-refused",                                     // doctor says the tip was never proposed
+			"tip-refused",                                               // doctor says the tip was never proposed
+			"was never proposed", "  adopt: fleet-agent plan --commit ", // status says it too, and how to adopt it
 			"To apply exactly this plan",                      // plan --commit prints the command
 			"Applied 5 call(s) of",                            // the adopted tip
 			"proposal refs/heads/more-gpus at", "1 to update", // the proposal is planned

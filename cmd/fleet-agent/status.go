@@ -116,6 +116,16 @@ func (a *app) statusText(v agent.StatusView) {
 			}
 		}
 	}
+	for _, r := range v.Refused {
+		fmt.Fprintf(w, "refused: commit %s of the branch (%s): %s\n", r.Commit, r.Code, r.Reason)
+		for i, c := range r.Adopt {
+			lead := "  then:  "
+			if i == 0 {
+				lead = "  adopt: "
+			}
+			fmt.Fprintln(w, lead+c)
+		}
+	}
 	for _, l := range v.Substrates {
 		fmt.Fprintf(w, "substrate %s: %s", l.Pool, l.State)
 		if l.Message != "" {

@@ -114,7 +114,7 @@ func TestProposalsWithoutGitHub(t *testing.T) {
 	if ap := w.applied(t); ap != nil {
 		t.Fatalf("an unreviewed tip was applied: %+v", ap)
 	}
-	if !strings.Contains(w.log.String(), "no proposal with this plan") {
+	if !strings.Contains(w.log.String(), "was never proposed") {
 		t.Fatalf("refusal not logged:\n%s", w.log.String())
 	}
 	p, full, err := w.agent.PlanCommit(t.Context(), boot[:10])
@@ -162,7 +162,7 @@ func TestProposalsWithoutGitHub(t *testing.T) {
 	if ap := w.applied(t); ap.Commit != head {
 		t.Fatalf("a direct push was applied: %+v", ap)
 	}
-	if strings.Count(w.log.String(), "not applied: no proposal with this plan") != 2 { // boot and direct
+	if strings.Count(w.log.String(), "was never proposed") != 2 { // boot and direct
 		t.Fatalf("refusal not reported exactly once:\n%s", w.log.String())
 	}
 	// A force-push that rewinds main is refused.

@@ -102,12 +102,19 @@ func (a *Agent) resultBody(marker, commit, by string, p *plan.Plan) string {
 
 // refusedBody says a merged commit was not applied, why, and how to apply
 // it by hand after review.
-func (a *Agent) refusedBody(commit string, code refusal.Code, reason string) string {
+func (a *Agent) refusedBody(commit string, code refusal.Code, reason, planHash string) string {
 	var b strings.Builder
 	b.WriteString(a.Marker(commentResult, commit) + "\n")
 	fmt.Fprintf(&b, "### fleet-agent did not apply `%s`\n\n", commit)
 	fmt.Fprintf(&b, "`%s`: %s\n\n", code, reason)
-	fmt.Fprintf(&b, "Nothing was changed. To apply this commit by hand after review, on the ops box:\n\n```sh\nfleet-agent plan --commit %s\nfleet-agent apply --commit %s --plan-hash <the planHash printed by plan>\n```\n", commit, commit)
+	hash := "<the planHash printed by plan>"
+	if planHash != "" {
+		hash = planHash
+	}
+	fmt.Fprintf(&b, "Nothing was changed. To apply this commit by hand after review, on the ops box:\n\n```sh\nfleet-agent plan --commit %s\nfleet-agent apply --commit %s --plan-hash %s\n```\n", commit, commit, hash)
+	if planHash != "" {
+		b.WriteString("\nThe apply is refused with `CONFIG_DRIFT` if the plan is no longer this one when you run it.\n")
+	}
 	return b.String()
 }
 

@@ -74,7 +74,7 @@ func TestCommentBodies(t *testing.T) {
 		{"not-made", a.notMadeBody(head, []string{"UNAVAILABLE: a provider could not be reached; the plan was not made (try again, or plan with --offline)"})},
 		{"result", a.resultBody(a.Marker(commentResult, head), head, "agent (#7 by alice)", planOf(t, nonASCII))},
 		{"result-by-hand", a.resultBody(a.Marker(commentByHand, head), head, "ops@box", planOf(t, nonASCII))},
-		{"refused", a.refusedBody(head, refusal.InvalidState, "the plan changed since review: #7 was reviewed with plan 0123456789ab, the merged commit plans ba9876543210 (main moved, or the fleet changed); re-run the plan on a new pull request")},
+		{"refused", a.refusedBody(head, refusal.InvalidState, "the plan changed since review: #7 was reviewed with plan 0123456789ab, the merged commit plans ba9876543210 (main moved, or the fleet changed); re-run the plan on a new pull request", "")},
 		{"drift", a.driftBody(head, "d1f7", planOf(t, nonASCII))},
 		{"drift-cut", a.driftBody(head, "d2f7", cut)},
 		{"converged", a.convergedBody(a.Marker(commentConverged, "d1f7"), head)},

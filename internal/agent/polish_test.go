@@ -214,7 +214,7 @@ func TestApplyStatusWhileGitHubIsDown(t *testing.T) {
 	st = box.statuses(tip, "apply")
 	last := st[len(st)-1]
 	// #7's head was never planned: refused, with a status saying why.
-	if last.State != "failure" || !strings.Contains(last.Description, "before its plan was made") {
+	if last.State != "failure" || !strings.HasPrefix(last.Description, "unplanned merge; adopt: fleet-agent apply --commit "+tip[:12]+" --plan-hash ") {
 		t.Fatalf("after GitHub came back: %+v", st)
 	}
 }

@@ -27,7 +27,8 @@ type proposal struct {
 }
 
 // planProposals plans every proposal whose head moved, and all of them
-// when the branch's tip moved or an apply happened since their last plan.
+// when the branch's tip moved or the fleet changed (an apply, an edit, a
+// heal) since their last plan.
 func (a *Agent) planProposals(ctx context.Context, snap gitsync.Snapshot, prs []PullRequest) {
 	var todo []proposal
 	if a.forge != nil {
@@ -61,6 +62,21 @@ func (a *Agent) planProposals(ctx context.Context, snap gitsync.Snapshot, prs []
 	appliedCommit := ""
 	if ap != nil {
 		appliedCommit = ap.Commit + "/" + ap.PlanHash + "/" + strconv.FormatInt(ap.AppliedAt, 10)
+	}
+	// Any change of the applied fleet (an apply, a break-glass edit, a drift
+	// heal) makes every open proposal's plan stale: the audit row of the
+	// last one is part of what a proposal was planned against, so that its
+	// plan, comment and status follow the fleet.
+	var last *state.AuditRow
+	if err := a.store.View(func(tx *state.Tx) (err error) {
+		last, err = tx.LastAudit(func(r state.AuditRow) bool { return r.Action == "apply" || r.Action == "edit" || r.Action == "heal" })
+		return err
+	}); err != nil {
+		a.log.Error().Err(err).Msg("cannot read the audit")
+		return
+	}
+	if last != nil {
+		appliedCommit += "/" + strconv.FormatUint(last.Seq, 10)
 	}
 	open := map[string]bool{}
 	for _, p := range todo {

@@ -72,7 +72,7 @@ func TestRefusalIsLoggedOnce(t *testing.T) {
 	w.commit(t, "main", docV1, "never proposed")
 	w.tick(t)
 	w.tick(t)
-	if n := strings.Count(w.log.String(), "no proposal with this plan"); n != 1 {
+	if n := strings.Count(w.log.String(), "was never proposed"); n != 1 {
 		t.Fatalf("the refusal is in the log %d times:\n%s", n, w.log.String())
 	}
 }

@@ -31,6 +31,10 @@ type StatusView struct {
 	// Substrates are the Kubernetes substrates (contract section 5.4), as
 	// the substrate reconciler recorded them.
 	Substrates []substrate.Status `json:"substrates"`
+	// Refused are the commits of the branch the loop refused since the
+	// last apply, newest first, each with its reason and, when adopting it
+	// by hand is the way out, the commands that do it; [] when none.
+	Refused []Refused `json:"refused"`
 	// Warnings are what the running agent wants a person to know about its
 	// own set-up (a listener exposed by an opt-in); absent when none.
 	Warnings []string `json:"warnings,omitempty"`
@@ -74,7 +78,7 @@ func Status(s *state.Store, tenant string) (StatusView, error) {
 
 // statusAt is Status with joined nodes connected or not at now.
 func statusAt(s *state.Store, tenant string, now time.Time) (StatusView, error) {
-	v := StatusView{TenantID: tenant, Installation: s.Installation(), Proposals: []Proposal{}}
+	v := StatusView{TenantID: tenant, Installation: s.Installation(), Proposals: []Proposal{}, Refused: []Refused{}}
 	err := s.View(func(tx *state.Tx) error {
 		subs, err := substrate.StatusesAt(tx, now)
 		if err != nil {
@@ -96,6 +100,15 @@ func statusAt(s *state.Store, tenant string, now time.Time) (StatusView, error) 
 				v.Drift = &DriftView{Changes: orEmpty(dr.Changes, "[]"), Summary: orEmpty(dr.Summary, "{}"), Blocked: dr.Blocked, PlanHash: dr.PlanHash, Error: dr.Error}
 			}
 		}
+		if err := eachRecord(tx, spaceRefused, func(r Refused) {
+			// An apply of the same moment does not overtake it: an apply
+			// deletes the refusal of its own commit.
+			if ap == nil || r.At >= ap.AppliedAt {
+				v.Refused = append(v.Refused, r)
+			}
+		}); err != nil {
+			return err
+		}
 		return eachRecord(tx, spaceProposals, func(p storedProposal) {
 			if p.Errors == nil {
 				p.Errors = []string{}
@@ -103,7 +116,13 @@ func statusAt(s *state.Store, tenant string, now time.Time) (StatusView, error) 
 			v.Proposals = append(v.Proposals, p.Proposal)
 		})
 	})
+	sortRefused(v.Refused)
 	return v, err
+}
+
+// sortRefused puts the newest refusal first.
+func sortRefused(list []Refused) {
+	sort.SliceStable(list, func(i, j int) bool { return list[i].At > list[j].At })
 }
 
 // Drifted reports whether the recorded drift is a drift: calls to make or
@@ -187,7 +206,8 @@ func (a *Agent) Following() (tenant, repository, branch string) {
 }
 
 // RefusedTips lists the commits of the branch that were not applied and
-// why, newest first: what a person must act on.
+// why, newest first, including those an apply has overtaken since (status
+// shows only the others).
 func (a *Agent) RefusedTips() ([]Refused, error) { return RefusedTipsIn(a.store) }
 
 // RefusedTipsIn is RefusedTips read from a store, for the command line.
@@ -196,7 +216,7 @@ func RefusedTipsIn(s *state.Store) ([]Refused, error) {
 	err := s.View(func(tx *state.Tx) error {
 		return eachRecord(tx, spaceRefused, func(r Refused) { out = append(out, r) })
 	})
-	sort.Slice(out, func(i, j int) bool { return out[i].At > out[j].At })
+	sortRefused(out)
 	return out, err
 }
 

@@ -20,6 +20,21 @@ type Refused struct {
 	Reason string `json:"reason"`
 	PR     int    `json:"pr,omitempty"`
 	At     int64  `json:"at"`
+	// PlanHash and Adopt are set when the only fault is the review (a tip
+	// never proposed, pushed directly, or whose plan moved since review):
+	// the commit's plan hash now, and the commands that adopt it by hand,
+	// with the full commit and hash.
+	PlanHash string   `json:"planHash,omitempty"`
+	Adopt    []string `json:"adopt,omitempty"`
+}
+
+// adoptStatus is the apply status of a refused commit that can be adopted:
+// what happened in a few words, then the apply command with the real hash. A status description holds 140
+// code points, so the commit is its 12-character prefix (which --commit
+// takes) and the plan command is left to the reason, the comment, the
+// check run, status and the page.
+func adoptStatus(what, commit, planHash string) string {
+	return what + "; adopt: fleet-agent apply --commit " + refs.Short(commit) + " --plan-hash " + planHash
 }
 
 // pendingApply is a commit whose apply status is pending: it waits (for
@@ -94,18 +109,35 @@ func (a *Agent) settle(ctx context.Context, c *candidate, v verdict) error {
 			pr = m.Number
 		}
 	}
-	a.log.Error().Str("commit", c.commit).Str("code", string(v.code)).Int("pr", pr).Msg("not applied: " + v.reason)
-	a.metrics.Apply(triggerTip, resultRefused, 0)
 	r := Refused{Commit: c.commit, Code: string(v.code), Reason: v.reason, PR: pr, At: a.clock.Now().UnixMilli()}
+	desc := "not applied: " + v.reason
+	if v.adoptable && c.plan.Plan != nil {
+		r.PlanHash, r.Adopt = c.plan.PlanHash, adoptCommands(c.commit, c.plan.PlanHash)
+		desc = adoptStatus(v.what, c.commit, c.plan.PlanHash)
+	}
+	ev := a.log.Error().Str("commit", c.commit).Str("code", string(v.code)).Int("pr", pr)
+	if r.Adopt != nil {
+		ev = ev.Str("planHash", r.PlanHash).Strs("adopt", r.Adopt)
+	}
+	ev.Msg("not applied: " + v.reason)
+	a.metrics.Apply(triggerTip, resultRefused, 0)
+	body := a.refusedBody(c.commit, v.code, v.reason, r.PlanHash)
 	return a.store.Update(func(tx *state.Tx) error {
 		if err := tx.Put(spaceRefused, c.commit, r); err != nil {
 			return err
 		}
-		if err := a.setApplyStatus(tx, c.commit, "failure", "not applied: "+v.reason); err != nil {
+		// Without a pull request no comment explains the status: its check
+		// run (with GitHub App credentials) carries the reason and both
+		// commands.
+		summary := ""
+		if pr == 0 {
+			summary = body
+		}
+		if err := a.setApplyStatusWith(tx, c.commit, "failure", desc, summary); err != nil {
 			return err
 		}
 		if pr > 0 {
-			return a.enqueue(tx, outbox.Once(pr, a.Marker(commentResult, c.commit), a.refusedBody(c.commit, v.code, v.reason)))
+			return a.enqueue(tx, outbox.Once(pr, a.Marker(commentResult, c.commit), body))
 		}
 		return nil
 	})
@@ -129,6 +161,12 @@ func (a *Agent) waiting(commit, reason string) error {
 // A pending status is remembered until it is resolved, so a commit left
 // pending (a wait, a crash) is never pending forever (resolveSuperseded).
 func (a *Agent) setApplyStatus(tx *state.Tx, commit, st, desc string) error {
+	return a.setApplyStatusWith(tx, commit, st, desc, "")
+}
+
+// setApplyStatusWith is setApplyStatus with the summary of its check run
+// (when check runs are on), for a status that no comment explains.
+func (a *Agent) setApplyStatusWith(tx *state.Tx, commit, st, desc, summary string) error {
 	if st == "pending" {
 		if err := tx.Put(spacePending, commit, pendingApply{Commit: commit, At: a.clock.Now().UnixMilli(), Description: desc}); err != nil {
 			return err
@@ -136,7 +174,11 @@ func (a *Agent) setApplyStatus(tx *state.Tx, commit, st, desc string) error {
 	} else if err := tx.Delete(spacePending, commit); err != nil {
 		return err
 	}
-	return a.enqueue(tx, outbox.Status(commit, "apply", st, desc, ""))
+	posts := []outbox.Post{outbox.Status(commit, "apply", st, desc, "")}
+	if summary != "" && a.cfg.Checks {
+		posts = append(posts, outbox.Check(commit, "apply", st, desc, summary, nil))
+	}
+	return a.enqueue(tx, posts...)
 }
 
 // resolveSuperseded sets apply failure on the commits left pending that are

@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
@@ -38,6 +40,13 @@ type verdict struct {
 	kind   verdictKind
 	code   refusal.Code
 	reason string
+	// adoptable marks a refusal whose only fault is the review: the
+	// document is valid, its plan is not blocked, and an operator may adopt
+	// the commit by hand after reading its plan (adoptCommands).
+	adoptable bool
+	// what is the refusal in 15 characters at most, for the apply status,
+	// whose 140 code points hold it beside the adopt command.
+	what string
 }
 
 func proceed() verdict { return verdict{kind: goOn} }
@@ -48,6 +57,24 @@ func waitFor(format string, args ...any) verdict {
 
 func refused(code refusal.Code, format string, args ...any) verdict {
 	return verdict{kind: refuse, code: code, reason: fmt.Sprintf(format, args...)}
+}
+
+// unreviewed is the refusal of a commit no one reviewed the plan of: the
+// loop never applies it, a person may adopt it by hand.
+func unreviewed(what, format string, args ...any) verdict {
+	v := refused(refusal.InvalidState, format, args...)
+	v.adoptable, v.what = true, what
+	return v
+}
+
+// adoptCommands are the commands that adopt a refused commit by hand: read
+// its plan, then apply exactly that plan. Both name the full commit and
+// plan hash, so they can be pasted as they are.
+func adoptCommands(commit, planHash string) []string {
+	return []string{
+		"fleet-agent plan --commit " + commit,
+		"fleet-agent apply --commit " + commit + " --plan-hash " + planHash,
+	}
 }
 
 // err is the verdict as a refusal, for an apply by hand.
@@ -190,8 +217,18 @@ func (a *Agent) stepPlan(ctx context.Context, c *candidate) verdict {
 // stepHash holds an apply by hand to the plan the operator reviewed.
 func (a *Agent) stepHash(_ context.Context, c *candidate) verdict {
 	if c.plan.PlanHash != c.hashWanted {
-		return refused(refusal.ConfigDrift, "the plan of %s is now %s, not the reviewed %s: the fleet moved; plan it again",
-			refs.Short(c.commit), refs.Short(c.plan.PlanHash), refs.Short(c.hashWanted))
+		// When the operator reviewed is unknown: the last change is the
+		// likely cause, and says who to ask.
+		moved := "the fleet moved"
+		change, err := a.fleetChange(0)
+		if err != nil {
+			return verdictOf(err)
+		}
+		if change != "" {
+			moved += " (its last change: " + change + ")"
+		}
+		return refused(refusal.ConfigDrift, "the plan of %s is now %s, not the reviewed %s: %s; plan it again",
+			refs.Short(c.commit), refs.Short(c.plan.PlanHash), refs.Short(c.hashWanted), moved)
 	}
 	return proceed()
 }
@@ -220,7 +257,7 @@ func (a *Agent) stepMergeLinked(ctx context.Context, c *candidate) verdict {
 		if a.firstSeen(c.commit).Add(MergeLinkGrace).After(a.clock.Now()) {
 			return waitFor("waiting for GitHub to link %s to the pull request that merged it (up to %s)", refs.Short(c.commit), MergeLinkGrace)
 		}
-		return refused(refusal.InvalidState, "%s was pushed to %s directly: no merged pull request has it, so no plan was reviewed; apply it by hand with fleet-agent apply --commit",
+		return unreviewed("pushed directly", "%s was pushed to %s directly: no merged pull request has it, so no plan was reviewed; read its plan and adopt it by hand (fleet-agent plan --commit, then fleet-agent apply --commit with its planHash)",
 			refs.Short(c.commit), a.cfg.Branch)
 	}
 	c.pr, c.author, c.prHead = pr.Number, pr.Author, pr.HeadSHA
@@ -247,11 +284,10 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 		case err != nil:
 			return verdictOf(err)
 		case !found || !rv.Valid:
-			return refused(refusal.InvalidState, "pull request #%d was merged at head %s before its plan was made; apply it by hand after reviewing fleet-agent plan --commit %s",
+			return unreviewed("unplanned merge", "pull request #%d was merged at head %s before its plan was made; apply it by hand after reviewing fleet-agent plan --commit %s",
 				c.pr, refs.Short(c.prHead), refs.Short(c.commit))
 		case rv.PlanHash != hash:
-			return refused(refusal.InvalidState, "the plan changed since review: #%d was reviewed with plan %s, the merged commit plans %s (main moved, or the fleet changed); re-run the plan on a new pull request",
-				c.pr, refs.Short(rv.PlanHash), refs.Short(hash))
+			return a.planMoved(fmt.Sprintf("#%d", c.pr), rv, hash)
 		}
 		return proceed()
 	}
@@ -259,6 +295,9 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 	if err != nil {
 		return verdictOf(err)
 	}
+	// The newest plan recorded for the commit or a parent that is not this
+	// one: proposed, but the plan moved since.
+	var moved *Reviewed
 	for _, h := range append([]string{c.commit}, info.Parents...) {
 		rv, found, err := a.reviewed(h)
 		if err != nil {
@@ -267,9 +306,67 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 		if found && rv.Valid && rv.PlanHash == hash {
 			return proceed()
 		}
+		// A parent that is the applied commit was a proposal that landed:
+		// a commit on top of it is new, never proposed.
+		landed := c.applied != nil && c.applied.Commit == h
+		if found && rv.Valid && !landed && (moved == nil || rv.At > moved.At) {
+			moved = &rv
+		}
 	}
-	return refused(refusal.InvalidState, "no proposal with this plan (%s) was recorded for %s or its parents: push the change to a branch first so it is planned, then merge it",
-		refs.Short(hash), refs.Short(c.commit))
+	if moved != nil {
+		return a.planMoved("the proposal "+refs.Short(moved.Head), *moved, hash)
+	}
+	return unreviewed("never proposed", "%s was never proposed: no proposal with its plan (%s) was recorded for it or its parents, so no one reviewed it; read its plan and adopt it by hand (fleet-agent plan --commit, then fleet-agent apply --commit with its planHash)",
+		refs.Short(c.commit), refs.Short(hash))
+}
+
+// planMoved is the refusal of a merged commit whose plan is not the one
+// reviewed, saying what happened: what changed the applied fleet since the
+// review (an apply, an edit, a heal, by whom, when), or that nothing did and
+// so the merge itself brought more than the reviewed head.
+func (a *Agent) planMoved(what string, rv Reviewed, hash string) verdict {
+	change, err := a.fleetChange(rv.At)
+	if err != nil {
+		return verdictOf(err)
+	}
+	if change != "" {
+		return unreviewed("plan changed", "the plan changed since review: %s was reviewed as %s, now %s because the fleet changed at %s; re-run the plan on a new pull request, or read the plan and adopt it by hand",
+			what, refs.Short(rv.PlanHash), refs.Short(hash), change)
+	}
+	return unreviewed("plan changed", "the plan changed since review: %s was reviewed as %s, now %s, and the fleet has not changed since the review, so the merged commit holds more than the reviewed head (main moved under it); re-run the plan on a new pull request, or read the plan and adopt it by hand",
+		what, refs.Short(rv.PlanHash), refs.Short(hash))
+}
+
+// fleetChange says what last changed the applied fleet after since (Unix
+// ms), from the audit: "T by an edit by ops@box"; "" when nothing did.
+func (a *Agent) fleetChange(since int64) (string, error) {
+	var row *state.AuditRow
+	err := a.store.View(func(tx *state.Tx) (err error) {
+		row, err = tx.LastAudit(func(r state.AuditRow) bool {
+			return r.At > since && (r.Action == "apply" || r.Action == "edit" || r.Action == "heal")
+		})
+		return err
+	})
+	if err != nil || row == nil {
+		return "", err
+	}
+	return time.UnixMilli(row.At).UTC().Format(time.RFC3339) + " by " + changeOf(*row), nil
+}
+
+// changeOf names a change of the fleet as a person would: an edit, a drift
+// heal, the agent's apply of a commit, or an apply by hand.
+func changeOf(r state.AuditRow) string {
+	switch {
+	case r.Action == "edit":
+		return "an edit by " + r.Who
+	case r.Action == "heal":
+		return "a drift heal by the agent"
+	case strings.HasPrefix(r.Who, "agent"):
+		return "the apply of " + refs.Short(r.Commit) + " by " + r.Who
+	case r.Commit != "":
+		return "a hand apply of " + refs.Short(r.Commit) + " by " + r.Who
+	}
+	return "a hand apply of a file by " + r.Who
 }
 
 // reviewed reads the plan recorded for a head.

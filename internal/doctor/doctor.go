@@ -115,9 +115,12 @@ func CheckFleet(r *Report, f Fleet, now time.Time) {
 	before := len(r.Findings)
 	if len(f.Refused) > 0 {
 		t := f.Refused[0]
+		do := "fleet-agent plan --commit " + t.Commit + ", then apply it with the printed --plan-hash once the plan is right"
+		if len(t.Adopt) == 2 {
+			do = "read its plan with " + t.Adopt[0] + ", then adopt it with " + t.Adopt[1] + " (refused if the plan changed since)"
+		}
 		r.Add("fleet", "tip-refused", Fail,
-			fmt.Sprintf("the commit %s of the branch was refused (%s): %s", short(t.Commit), t.Code, t.Reason),
-			"fleet-agent plan --commit "+t.Commit+", then apply it with the printed --plan-hash once the plan is right")
+			fmt.Sprintf("the commit %s of the branch was refused (%s): %s", short(t.Commit), t.Code, t.Reason), do)
 	}
 	for _, p := range f.Proposals {
 		if p.Blocked || len(p.Errors) > 0 {

@@ -109,6 +109,23 @@ func (t *Tx) Audit() ([]AuditRow, error) {
 	return rows, err
 }
 
+// LastAudit returns the newest audit row that match accepts, reading from
+// the end so that finding the last change costs the rows after it, not the
+// whole history; nil when none matches.
+func (t *Tx) LastAudit(match func(AuditRow) bool) (*AuditRow, error) {
+	c := t.tx.Bucket(bucketAudit).Cursor()
+	for k, v := c.Last(); k != nil; k, v = c.Prev() {
+		var r AuditRow
+		if err := json.Unmarshal(v, &r); err != nil {
+			return nil, fmt.Errorf("audit row %x: %w", k, err)
+		}
+		if match(r) {
+			return &r, nil
+		}
+	}
+	return nil, nil
+}
+
 // Get and Put keep small records of the agent's own (reviewed plans,
 // proposals, cursors) under a named bucket of the kv space.
 func (t *Tx) Get(space, key string, v any) (bool, error) {

@@ -100,7 +100,11 @@ func situations() map[string]*Fleet {
 	f = applied(base())
 	f.Drift.Blocked = true
 	f.Drift.Changes = changes(plan.Change{Kind: "pool", Name: "vps", Action: "update", Fields: []string{"site"}, Blocked: "the site of a pool cannot change"})
-	f.Refused = []agent.Refused{{Commit: commitB, Code: "UNREVIEWED", Reason: "not applied: no proposal with this plan <b>was reviewed</b>", At: ms(time.Minute)}}
+	f.Refused = []agent.Refused{
+		{Commit: commitB, Code: "INVALID_STATE", Reason: "9e26dfeeb6e6 was never proposed: no one reviewed its plan", At: ms(time.Minute),
+			PlanHash: hashA, Adopt: []string{"fleet-agent plan --commit " + commitB, "fleet-agent apply --commit " + commitB + " --plan-hash " + hashA}},
+		{Commit: commitA, Code: "UNREVIEWED", Reason: "not applied: no proposal with this plan <b>was reviewed</b>", At: ms(2 * time.Minute)},
+	}
 	f.Proposals = []agent.ProposalPage{
 		{Proposal: agent.Proposal{Ref: "refs/heads/bad-doc", Commit: commitB, Errors: []string{`/pools/0/site: unknown site "<script>alert(1)</script>"`}}},
 		{PR: 9, Proposal: agent.Proposal{Ref: "refs/pull/9/head", Commit: commitA, PlanHash: hashA, Blocked: true,
@@ -234,7 +238,7 @@ func TestAttention(t *testing.T) {
 		{"fresh", nil},
 		{"insync", nil},
 		{"drifted", nil},
-		{"attention", []string{"was not applied", "plan is blocked", "pull request #9 is blocked", "pool k8s is in error", "3 nodes of pool edge have not joined for 20 min"}},
+		{"attention", []string{"was never proposed", "was not applied", "plan is blocked", "pull request #9 is blocked", "pool k8s is in error", "3 nodes of pool edge have not joined for 20 min"}},
 		{"substrates", nil}, // two nodes wait, but for 2 minutes only
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -247,6 +251,14 @@ func TestAttention(t *testing.T) {
 			for i, w := range c.want {
 				if !strings.Contains(got[i].What, w) || got[i].Do == "" {
 					t.Errorf("item %d = %+v, want %q with what to do", i, got[i], w)
+				}
+			}
+			// A refusal that can be adopted says the exact commands.
+			for i, r := range f.Refused {
+				for _, cmd := range r.Adopt {
+					if !strings.Contains(got[i].Do, cmd) {
+						t.Errorf("item %d says %q, want the command %q", i, got[i].Do, cmd)
+					}
 				}
 			}
 		})

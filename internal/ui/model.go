@@ -126,9 +126,12 @@ const JoinLate = 15 * time.Minute
 func (f *Fleet) Attention() []Attention {
 	var out []Attention
 	for _, r := range f.Refused {
+		do := "Open a pull request with the change and merge it once planned, or apply it by hand on the ops box: fleet-agent plan --commit SHA, then fleet-agent apply --commit SHA --plan-hash H."
+		if len(r.Adopt) == 2 {
+			do = "Read its plan, then adopt it by hand on the ops box: " + r.Adopt[0] + ", then " + r.Adopt[1] + " (refused if the plan changed since)."
+		}
 		out = append(out, Attention{What: "Commit " + short(r.Commit) + " of " + f.Branch + " was not applied: " + r.Code + ": " + r.Reason,
-			Do:   "Open a pull request with the change and merge it once planned, or apply it by hand on the ops box: fleet-agent plan --commit SHA, then fleet-agent apply --commit SHA --plan-hash H.",
-			Link: "proposals"})
+			Do: do, Link: "proposals"})
 	}
 	if d := f.Drift; d != nil && d.Blocked {
 		out = append(out, Attention{What: "The applied document's plan is blocked: the fleet has drifted in a way it cannot converge from.",

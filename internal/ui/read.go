@@ -37,17 +37,9 @@ func (s Source) Read(ctx context.Context) (*Fleet, error) {
 	if f.Proposals, err = s.Agent.ProposalPages(); err != nil {
 		return nil, err
 	}
-	refused, err := s.Agent.RefusedTips()
-	if err != nil {
-		return nil, err
-	}
-	// A refusal older than the last apply was overtaken by it: the branch
-	// moved on and the fleet follows it again.
-	for _, r := range refused {
-		if f.Applied == nil || r.At > f.Applied.AppliedAt {
-			f.Refused = append(f.Refused, r)
-		}
-	}
+	// Status lists the refusals an apply has not overtaken since: the
+	// branch moved on and the fleet follows it again.
+	f.Refused = st.Refused
 	if st.Substrates != nil {
 		if f.Substrates, err = SubstratesOf(st.Substrates); err != nil {
 			return nil, err

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/fleet-agent/fleet-agent/internal/agent"
+)
+
+// status prints a refused tip with its reason and, when it can be adopted,
+// the exact commands; the JSON carries them as they are.
+func TestStatusShowsARefusedTip(t *testing.T) {
+	const sha, hash = "9e26dfeeb6e641a33dae4961196235bdb965b21b", "4da1d9490c8475798f33da5c66a41cd788346f35265b7fcb1b281d10b76674ba"
+	adopt := []string{"fleet-agent plan --commit " + sha, "fleet-agent apply --commit " + sha + " --plan-hash " + hash}
+	for _, tc := range []struct {
+		name string
+		r    agent.Refused
+		want []string
+	}{
+		{"adoptable", agent.Refused{Commit: sha, Code: "INVALID_STATE", Reason: "9e26dfeeb6e6 was never proposed", PlanHash: hash, Adopt: adopt},
+			[]string{"refused: commit " + sha + " of the branch (INVALID_STATE): 9e26dfeeb6e6 was never proposed\n", "  adopt: " + adopt[0] + "\n", "  then:  " + adopt[1] + "\n"}},
+		{"not adoptable", agent.Refused{Commit: sha, Code: "INVALID_INPUT", Reason: "the document is invalid"},
+			[]string{"refused: commit " + sha + " of the branch (INVALID_INPUT): the document is invalid\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := agent.StatusView{TenantID: "root", Proposals: []agent.Proposal{}, Refused: []agent.Refused{tc.r}}
+			var out bytes.Buffer
+			(&app{stdout: &out}).statusText(v)
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("status text lacks %q:\n%s", w, out.String())
+				}
+			}
+			if tc.r.Adopt == nil && strings.Contains(out.String(), "adopt:") {
+				t.Errorf("a refusal that cannot be adopted prints commands:\n%s", out.String())
+			}
+			var back struct {
+				Refused []agent.Refused `json:"refused"`
+			}
+			b, _ := json.Marshal(v)
+			if err := json.Unmarshal(b, &back); err != nil || len(back.Refused) != 1 || strings.Join(back.Refused[0].Adopt, "|") != strings.Join(tc.r.Adopt, "|") ||
+				back.Refused[0].PlanHash != tc.r.PlanHash {
+				t.Errorf("status JSON %s", b)
+			}
+		})
+	}
+}
