@@ -364,3 +364,49 @@ func TestEditMustLeaveAValidFleet(t *testing.T) {
 		t.Fatalf("the fleet no longer exports: %v", err)
 	}
 }
+
+// TestEditResolvesReferences: a reference an edit sets is stored as the
+// id of an object of the fleet, given by name or by id; one to nothing is
+// refused with the nearest name, and nothing is changed.
+func TestEditResolvesReferences(t *testing.T) {
+	s := statetest.Open(t)
+	if _, err := apply.Apply(t.Context(), s, docFile(t, "everything.json"), apply.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	exported := func() string {
+		snap, err := s.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := plan.Export(snap)
+		if err != nil {
+			t.Fatalf("the fleet no longer exports: %v", err)
+		}
+		for _, p := range d.Pools {
+			if p.Name == "gpu-fra" {
+				return p.Site
+			}
+		}
+		t.Fatal("no pool gpu-fra")
+		return ""
+	}
+	for _, by := range []string{"tor", inventory.ID("root", inventory.Site, "tor")} {
+		if err := apply.ApplyEdit(s, apply.Edit{Kind: inventory.Pool, Name: "gpu-fra", Set: map[string]any{"site": by}, Who: "ops@box"}); err != nil {
+			t.Fatalf("site=%s: %v", by, err)
+		}
+		if got := exported(); got != "tor" {
+			t.Fatalf("site=%s: exported as %q", by, got)
+		}
+	}
+	before := len(audit(t, s))
+	err := apply.ApplyEdit(s, apply.Edit{Kind: inventory.Pool, Name: "gpu-fra", Set: map[string]any{"site": "fr"}, Who: "ops@box"})
+	if !refusal.Is(err, refusal.InvalidInput) || !strings.Contains(err.Error(), `did you mean "fra"?`) {
+		t.Fatalf("a site of nothing: %v", err)
+	}
+	if err := apply.ApplyEdit(s, apply.Edit{Kind: inventory.Pool, Name: "gpu-fra", Set: map[string]any{"site": inventory.ID("root", inventory.Pool, "burst")}, Who: "ops@box"}); !refusal.Is(err, refusal.InvalidInput) {
+		t.Fatalf("a pool's id as a site: %v", err)
+	}
+	if len(audit(t, s)) != before || exported() != "tor" {
+		t.Fatal("a refused edit changed the fleet")
+	}
+}

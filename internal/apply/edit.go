@@ -1,7 +1,9 @@
 package apply
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/canon"
@@ -22,6 +24,45 @@ var editable = map[inventory.Kind][]string{
 	inventory.Offer:           {"includeDescendants", "priority", "quota"},
 	inventory.Flavor:          {"diskGiB", "gpus", "memoryGiB", "offerId", "placement", "vcpu"},
 	inventory.SandboxTemplate: {"defaultTtlSeconds", "env", "flavor", "imageId", "maxTtlSeconds", "network", "runtime", "userData", "volumes", "warm"},
+}
+
+// references are the fields of an edit that name another object, and its
+// kind: the stored value is that object's id, and an edit may give its id
+// or its name.
+var references = map[inventory.Kind]map[string]inventory.Kind{
+	inventory.Pool: {"site": inventory.Site, "providerAccount": inventory.ProviderAccount},
+}
+
+// resolveRef turns the value of a reference field into the id of an
+// object of the fleet: an id as it is, a name into its id. Anything else
+// is refused, with the nearest name when it looks like a typo; stored, it
+// would leave a fleet whose export names nothing.
+func resolveRef(snap *inventory.Snapshot, kind inventory.Kind, field string, v any) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return nil, refusal.New(refusal.InvalidInput, "%s must name a %s (its name or id), got %s", field, kind, canon.MustMarshal(v))
+	}
+	if o, ok := snap.ByID(s); ok && o.Kind == kind {
+		return o.ID, nil
+	}
+	if o, ok := snap.ByName(kind, s); ok {
+		return o.ID, nil
+	}
+	var names []string
+	for _, o := range snap.Objects(kind) {
+		names = append(names, o.Name)
+	}
+	msg := fmt.Sprintf("%s %q: no %s of that name or id in the fleet", field, s, kind)
+	if best := fleet.Closest(s, names); best != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	if len(names) > 0 {
+		msg += "; the fleet's: " + strings.Join(names, ", ")
+	}
+	return nil, refusal.New(refusal.InvalidInput, "%s", msg)
 }
 
 // Edit is one break-glass change to one object, outside the document, as
@@ -82,6 +123,11 @@ func ApplyEdit(store *state.Store, e Edit) error {
 		}
 		params := map[string]any{"id": o.ID}
 		for f, v := range e.Set {
+			if kind, ok := references[e.Kind][f]; ok {
+				if v, err = resolveRef(snap, kind, f, v); err != nil {
+					return err
+				}
+			}
 			params[f] = v
 			if v == nil {
 				delete(o.Spec, f)

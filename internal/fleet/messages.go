@@ -88,6 +88,10 @@ func requiredContext(toks []string) string {
 	return " in " + fieldName(toks)
 }
 
+// Closest returns the candidate nearest to k when k looks like a typo of
+// it ("" when none is near), for the "did you mean" of a message.
+func Closest(k string, candidates []string) string { return closest(k, candidates) }
+
 // closest returns the allowed name nearest to k when it is a likely typo.
 func closest(k string, allowed []string) string {
 	best, bestD := "", 3
