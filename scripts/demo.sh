@@ -272,7 +272,7 @@ git commit -qam "raise the quota without review" && git push -q origin main
 DIRECT=$(git rev-parse HEAD)
 sleep 3
 check "the direct push is not applied" is_applied "$HEAD1"
-check "the refusal is in the log" grep -q "not applied: no proposal with this plan" "$DEMO/agent.log"
+check "the refusal is in the log" grep -q "not applied: [0-9a-f]* was never proposed" "$DEMO/agent.log"
 git reset -q --hard "$HEAD1" && git push -q --force origin main
 echo "    (main reset to the applied commit)"
 
