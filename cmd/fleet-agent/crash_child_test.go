@@ -268,39 +268,24 @@ func converged(list []substrate.Status, step crashtest.Step, want string) bool {
 // and the wait goes on with the new one, which it returns.
 func (w *trialWorld) waitConverged(c *child, step crashtest.Step, head, what string) (*child, bool) {
 	w.t.Helper()
-	client := agent.NewClient(w.socket)
-	deadline := time.Now().Add(90 * time.Second)
 	var list []substrate.Status
-	wasKilled := false
-	for {
-		select {
-		case <-c.killed:
-			<-c.done
-			wasKilled = true
-			c = w.start()
-		default:
-		}
-		ctx, cancel := context.WithTimeout(w.t.Context(), 5*time.Second)
-		var st agent.StatusView
-		err := client.Do(ctx, "GET", "/v1/status", nil, &st)
-		if err == nil && st.Applied != nil && st.Applied.Commit == head {
-			err = client.Do(ctx, "GET", "/v1/substrates", nil, &list)
-			if err == nil && converged(list, step, w.want) {
-				cancel()
-				return c, wasKilled
-			}
-		}
-		cancel()
-		if time.Now().After(deadline) {
-			w.t.Fatalf("%s: the substrates did not converge in 90 s: %+v (%v)\n%s", what, list, err, c.logs())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return w.waitUntil(c, head, what, "the substrates did not converge", func(ctx context.Context, client *agent.Client) (bool, error) {
+		err := client.Do(ctx, "GET", "/v1/substrates", nil, &list)
+		return err == nil && converged(list, step, w.want), err
+	}, func() string { return fmt.Sprintf("%+v", list) })
 }
 
 // waitApplied waits until the running agent applied head (a child killed
 // meanwhile is started again).
 func (w *trialWorld) waitApplied(c *child, head, what string) (*child, bool) {
+	w.t.Helper()
+	return w.waitUntil(c, head, what, head+" was not applied", func(context.Context, *agent.Client) (bool, error) { return true, nil }, func() string { return "" })
+}
+
+// waitUntil polls the running agent until it applied head and done says
+// so, for 90 s; a child killed meanwhile is started again and the wait goes
+// on with the new one, which it returns, with whether one was killed.
+func (w *trialWorld) waitUntil(c *child, head, what, failure string, done func(context.Context, *agent.Client) (bool, error), last func() string) (*child, bool) {
 	w.t.Helper()
 	client := agent.NewClient(w.socket)
 	deadline := time.Now().Add(90 * time.Second)
@@ -316,12 +301,16 @@ func (w *trialWorld) waitApplied(c *child, head, what string) (*child, bool) {
 		ctx, cancel := context.WithTimeout(w.t.Context(), 5*time.Second)
 		var st agent.StatusView
 		err := client.Do(ctx, "GET", "/v1/status", nil, &st)
-		cancel()
 		if err == nil && st.Applied != nil && st.Applied.Commit == head {
-			return c, wasKilled
+			var ok bool
+			if ok, err = done(ctx, client); ok {
+				cancel()
+				return c, wasKilled
+			}
 		}
+		cancel()
 		if time.Now().After(deadline) {
-			w.t.Fatalf("%s: %s was not applied in 90 s (%v)\n%s", what, head, err, c.logs())
+			w.t.Fatalf("%s: %s in 90 s: %s (%v)\n%s", what, failure, last(), err, c.logs())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
