@@ -20,6 +20,15 @@ build:
 # two cores, and the agent is concurrent (loop, outbox, socket, ops).
 test: kube chromium awscli googleapis
 	$(GO) test -race $(TESTFLAGS) ./...
+	$(MAKE) test-etcd
+
+# test-etcd: the suites of the store and of everything that writes it run
+# again on the etcd backend (a real etcd server from the control plane
+# cache, started by internal/state/statetest).
+.PHONY: test-etcd
+test-etcd: kube
+	FLEET_AGENT_TEST_STATE=etcd $(GO) test -race $(TESTFLAGS) ./internal/state/... ./internal/apply/ ./internal/outbox/ \
+	  ./internal/livecheck/ ./internal/substrate/join/ ./internal/agent/
 
 # kube: the Kubernetes control plane the tests start (internal/testutil/kubeplane),
 # built once per machine into ~/.cache/fleet-agent/kube (FLEET_AGENT_KUBE_CACHE

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // The joins bucket holds what the join side of a substrate knows (issue 12):
@@ -84,12 +82,12 @@ type JoinedNode struct {
 }
 
 // joinsBucket returns an inner bucket of joins (innerBucket).
-func (t *Tx) joinsBucket(name []byte) (*bolt.Bucket, error) {
+func (t *Tx) joinsBucket(name []byte) (kvBucket, error) {
 	return t.innerBucket(bucketJoins, name)
 }
 
 // joinedBuckets returns the nodes and keys buckets, for a write.
-func (t *Tx) joinedBuckets() (nodes, keys *bolt.Bucket, err error) {
+func (t *Tx) joinedBuckets() (nodes, keys kvBucket, err error) {
 	if nodes, err = t.joinsBucket(joinsNodes); err != nil {
 		return nil, nil, err
 	}
@@ -175,15 +173,15 @@ func (t *Tx) JoinedNodes(poolID string) ([]JoinedNode, error) {
 	}
 	var out []JoinedNode
 	prefix := joinedKey(poolID, "")
-	c := b.Cursor()
-	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+	err = b.Scan(prefix, func(k, v []byte) error {
 		n, err := decodeJoined(v, poolID, string(k[len(prefix):]))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out = append(out, *n)
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // JoinedNodeByKey returns the node whose node key hashes to keyHash, or nil.

@@ -1,7 +1,6 @@
 package state
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -135,16 +134,15 @@ func (t *Tx) SwapJournalOp(old *JournalOp, next *JournalOp) error {
 // order.
 func (t *Tx) JournalOps(prefix string) ([]JournalOp, error) {
 	var out []JournalOp
-	c := t.tx.Bucket(bucketJournal).Cursor()
-	p := []byte(prefix)
-	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+	err := t.tx.Bucket(bucketJournal).Scan([]byte(prefix), func(k, v []byte) error {
 		var op JournalOp
 		if err := json.Unmarshal(v, &op); err != nil {
-			return nil, fmt.Errorf("journal operation %s is damaged: %w", k, err)
+			return fmt.Errorf("journal operation %s is damaged: %w", k, err)
 		}
 		out = append(out, op)
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // DeleteJournalOp removes a finished operation; one that is not finished is

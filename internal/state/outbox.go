@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // The outbox bucket holds two buckets: the queue, keyed by a big-endian
@@ -30,7 +28,7 @@ type OutboxEntry struct {
 // outboxBuckets returns the queue and the index, creating them in a write
 // transaction; in a read transaction on a file that never queued anything
 // they are nil.
-func (t *Tx) outboxBuckets() (queue, index *bolt.Bucket, err error) {
+func (t *Tx) outboxBuckets() (queue, index kvBucket, err error) {
 	root := t.tx.Bucket(bucketOutbox)
 	if root == nil {
 		return nil, nil, fmt.Errorf("the state file has no outbox bucket")
@@ -108,7 +106,7 @@ func (t *Tx) OutboxGet(seq uint64) (OutboxEntry, bool, error) {
 	return t.outboxGet(queue, seq)
 }
 
-func (t *Tx) outboxGet(queue *bolt.Bucket, seq uint64) (OutboxEntry, bool, error) {
+func (t *Tx) outboxGet(queue kvBucket, seq uint64) (OutboxEntry, bool, error) {
 	v := queue.Get(u64(seq))
 	if v == nil {
 		return OutboxEntry{}, false, nil
@@ -161,7 +159,7 @@ func (t *Tx) OutboxFirst() (OutboxEntry, bool, error) {
 	if err != nil || queue == nil {
 		return OutboxEntry{}, false, err
 	}
-	k, v := queue.Cursor().First()
+	k, v := queue.First()
 	if k == nil {
 		return OutboxEntry{}, false, nil
 	}
@@ -190,7 +188,7 @@ func (t *Tx) OutboxLen() (int, error) {
 	if err != nil || queue == nil {
 		return 0, err
 	}
-	return queue.Stats().KeyN, nil
+	return queue.Len()
 }
 
 // OnCommit runs fn after the transaction commits (never when it rolls back):

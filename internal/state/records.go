@@ -3,8 +3,6 @@ package state
 import (
 	"encoding/json"
 	"fmt"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Applied is the record of the last apply: the document drift is measured
@@ -113,17 +111,19 @@ func (t *Tx) Audit() ([]AuditRow, error) {
 // the end so that finding the last change costs the rows after it, not the
 // whole history; nil when none matches.
 func (t *Tx) LastAudit(match func(AuditRow) bool) (*AuditRow, error) {
-	c := t.tx.Bucket(bucketAudit).Cursor()
-	for k, v := c.Last(); k != nil; k, v = c.Prev() {
+	var found *AuditRow
+	err := t.tx.Bucket(bucketAudit).Reverse(func(k, v []byte) (bool, error) {
 		var r AuditRow
 		if err := json.Unmarshal(v, &r); err != nil {
-			return nil, fmt.Errorf("audit row %x: %w", k, err)
+			return false, fmt.Errorf("audit row %x: %w", k, err)
 		}
 		if match(r) {
-			return &r, nil
+			found = &r
+			return false, nil
 		}
-	}
-	return nil, nil
+		return true, nil
+	})
+	return found, err
 }
 
 // Get and Put keep small records of the agent's own (reviewed plans,
@@ -150,7 +150,7 @@ func (t *Tx) Put(space, key string, v any) error {
 }
 
 // putIn writes v as JSON under key in b.
-func putIn(b *bolt.Bucket, key string, v any) error {
+func putIn(b kvBucket, key string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err

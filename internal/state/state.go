@@ -63,11 +63,33 @@ var (
 var allBuckets = [][]byte{bucketMeta, bucketObjects, bucketNames, bucketApplied, bucketDrift, bucketAudit,
 	bucketReviewed, bucketProposals, bucketOutbox, bucketJournal, bucketKV, bucketSubstrates, bucketJoins}
 
-// Store is an open state file.
+// Store is an open store: a bbolt file, or a prefix of an etcd cluster
+// (etcd.go).
 type Store struct {
-	db   *bolt.DB
+	be   backend
+	db   *bolt.DB // nil on etcd
+	etcd *etcdBackend
 	path string
 }
+
+// backend runs transactions; bbolt's and etcd's.
+type backend interface {
+	view(fn func(kvTx) error) error
+	update(fn func(kvTx) error) error
+	close() error
+}
+
+type boltBackend struct{ db *bolt.DB }
+
+func (b boltBackend) view(fn func(kvTx) error) error {
+	return b.db.View(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+}
+
+func (b boltBackend) update(fn func(kvTx) error) error {
+	return b.db.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+}
+
+func (b boltBackend) close() error { return b.db.Close() }
 
 // Options tune Open.
 type Options struct {
@@ -115,7 +137,7 @@ func Open(path string, opts Options) (*Store, error) {
 		}
 		return nil, refusal.Wrap(refusal.InvalidState, err, "cannot open the state file %s", path)
 	}
-	s := &Store{db: db, path: path}
+	s := &Store{be: boltBackend{db}, db: db, path: path}
 	if opts.ReadOnly {
 		if err := s.checkFormat(); err != nil {
 			db.Close()
@@ -123,46 +145,7 @@ func Open(path string, opts Options) (*Store, error) {
 		}
 		return s, nil
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range allBuckets {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		meta := tx.Bucket(bucketMeta)
-		if meta.Get(keyFormat) == nil {
-			if err := meta.Put(keyFormat, []byte(strconv.Itoa(FormatVersion))); err != nil {
-				return err
-			}
-			if err := meta.Put(keyCreated, []byte(strconv.FormatInt(opts.Now().UnixMilli(), 10))); err != nil {
-				return err
-			}
-		}
-		// A file made before installations gets its id on first open, in
-		// this same write transaction, and the substrates it recorded
-		// before its names derived from the installation keep the names
-		// they have (markLegacyNames).
-		if meta.Get(keyOwnedNames) == nil {
-			if err := markLegacyNames(tx); err != nil {
-				return err
-			}
-			if err := meta.Put(keyOwnedNames, []byte("1")); err != nil {
-				return err
-			}
-		}
-		if meta.Get(keyInstallation) == nil {
-			if opts.Installation != "" {
-				return meta.Put(keyInstallation, []byte(opts.Installation))
-			}
-			var b [16]byte
-			if _, err := rand.Read(b[:]); err != nil {
-				return err
-			}
-			return meta.Put(keyInstallation, []byte(hex.EncodeToString(b[:])))
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.be.update(func(tx kvTx) error { return prepare(tx, opts) }); err != nil {
 		db.Close()
 		return nil, refusal.Wrap(refusal.InvalidState, err, "cannot prepare the state file %s", path)
 	}
@@ -173,8 +156,50 @@ func Open(path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// prepare makes the buckets and the meta records of a new store, and
+// brings an older one up to date, in one write transaction.
+func prepare(tx kvTx, opts Options) error {
+	for _, b := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+			return err
+		}
+	}
+	meta := tx.Bucket(bucketMeta)
+	if meta.Get(keyFormat) == nil {
+		if err := meta.Put(keyFormat, []byte(strconv.Itoa(FormatVersion))); err != nil {
+			return err
+		}
+		if err := meta.Put(keyCreated, []byte(strconv.FormatInt(opts.Now().UnixMilli(), 10))); err != nil {
+			return err
+		}
+	}
+	// A file made before installations gets its id on first open, in
+	// this same write transaction, and the substrates it recorded
+	// before its names derived from the installation keep the names
+	// they have (markLegacyNames).
+	if meta.Get(keyOwnedNames) == nil {
+		if err := markLegacyNames(tx); err != nil {
+			return err
+		}
+		if err := meta.Put(keyOwnedNames, []byte("1")); err != nil {
+			return err
+		}
+	}
+	if meta.Get(keyInstallation) == nil {
+		if opts.Installation != "" {
+			return meta.Put(keyInstallation, []byte(opts.Installation))
+		}
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return err
+		}
+		return meta.Put(keyInstallation, []byte(hex.EncodeToString(b[:])))
+	}
+	return nil
+}
+
 func (s *Store) checkFormat() error {
-	return s.db.View(func(tx *bolt.Tx) error {
+	return s.be.view(func(tx kvTx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			return refusal.New(refusal.InvalidState, "%s is not a fleet-agent state file (no meta bucket)", s.path)
@@ -195,8 +220,10 @@ func (s *Store) checkFormat() error {
 // installations answers "" until a writer has opened it once.
 func (s *Store) Installation() string {
 	var id string
-	_ = s.db.View(func(tx *bolt.Tx) error {
-		id = string(tx.Bucket(bucketMeta).Get(keyInstallation))
+	_ = s.be.view(func(tx kvTx) error {
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			id = string(meta.Get(keyInstallation))
+		}
 		return nil
 	})
 	return id
@@ -205,17 +232,18 @@ func (s *Store) Installation() string {
 // Path is the file's path.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the file or lets go of etcd (and of any leadership).
+func (s *Store) Close() error { return s.be.close() }
 
 // View runs fn in a read transaction.
 func (s *Store) View(fn func(*Tx) error) error {
-	return s.db.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
+	return s.be.view(func(tx kvTx) error { return fn(&Tx{tx: tx}) })
 }
 
 // Update runs fn in the one write transaction; an error rolls it all back.
+// On etcd it is fenced: it commits only while this store leads (Lead).
 func (s *Store) Update(fn func(*Tx) error) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
+	return s.be.update(func(tx kvTx) error { return fn(&Tx{tx: tx}) })
 }
 
 // Snapshot reads the fleet in one read transaction.
@@ -239,12 +267,21 @@ func (s *Store) SnapshotAt() (*inventory.Snapshot, uint64, error) {
 
 // Backup writes a consistent copy of the file to w while others read and
 // write (bbolt copies inside a read transaction).
+// On etcd it writes a bbolt file holding the same records (CopyTo), so a
+// restore works on one box.
 func (s *Store) Backup(path string) error {
+	if s.db == nil {
+		return s.backupToFile(path)
+	}
 	return s.db.View(func(tx *bolt.Tx) error { return tx.CopyFile(path, 0o600) })
 }
 
 // Check runs bbolt's consistency check over the whole file.
+// On etcd it reads every record back (CheckRecords).
 func (s *Store) Check() error {
+	if s.db == nil {
+		return s.CheckRecords()
+	}
 	return s.db.View(func(tx *bolt.Tx) error {
 		var errs []error
 		for err := range tx.Check() {
@@ -256,7 +293,7 @@ func (s *Store) Check() error {
 
 // Tx is a transaction on the store.
 type Tx struct {
-	tx     *bolt.Tx
+	tx     kvTx
 	bumped bool
 }
 
@@ -431,6 +468,9 @@ func u64(n uint64) []byte {
 // WriteBackup streams a consistent copy of the file to w (a read
 // transaction: writers go on meanwhile).
 func (s *Store) WriteBackup(w io.Writer) (int64, error) {
+	if s.db == nil {
+		return s.streamBackup(w)
+	}
 	var n int64
 	err := s.db.View(func(tx *bolt.Tx) error {
 		var err error

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 )
 
@@ -195,14 +193,14 @@ type SubstrateRecord struct {
 }
 
 // substrateBucket returns an inner bucket of substrates (innerBucket).
-func (t *Tx) substrateBucket(name []byte) (*bolt.Bucket, error) {
+func (t *Tx) substrateBucket(name []byte) (kvBucket, error) {
 	return t.innerBucket(bucketSubstrates, name)
 }
 
 // innerBucket returns the bucket name inside the top-level bucket root,
 // creating both in a write transaction; nil in a read transaction that
 // finds none (a file written before root existed).
-func (t *Tx) innerBucket(root, name []byte) (*bolt.Bucket, error) {
+func (t *Tx) innerBucket(root, name []byte) (kvBucket, error) {
 	b := t.tx.Bucket(root)
 	if b == nil {
 		if !t.tx.Writable() {
@@ -342,7 +340,7 @@ func (t *Tx) ReleaseCluster(globalID, poolID string) error {
 // installation id (SubstrateWant.LegacyNames), in the transaction that
 // gives it one: those substrates' clusters and node pools exist under the
 // names they were given, and renaming them would make new ones.
-func markLegacyNames(tx *bolt.Tx) error {
+func markLegacyNames(tx kvTx) error {
 	root := tx.Bucket(bucketSubstrates)
 	if root == nil {
 		return nil
