@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -74,11 +75,19 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	resolver := secrets.NewResolver(secrets.Options{Env: a.lookupEnv, Dir: cfg.Secrets.Dir})
 	log := secrets.NewLogger(a.stderr, resolver.Redactor(), level)
 
-	store, err := state.Open(cfg.State, state.Options{})
+	// The etcd backend's requests are timed into the metrics, which are
+	// made once the store is open.
+	var mref atomic.Pointer[metrics.Metrics]
+	store, err := openStore(ctx, cfg, resolver, false, func(took time.Duration, err error) {
+		if m := mref.Load(); m != nil {
+			m.EtcdRequest(took, err)
+		}
+	})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	onEtcd := store.Backend() == "etcd"
 
 	// The adapters are opened once: the plans' live checks and the
 	// substrate reconciler share them.
@@ -127,6 +136,12 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		}
 	}
 	m := metrics.New(mbox)
+	mref.Store(m)
+	if st := store.EtcdStats(); st != nil {
+		m.WithLeadership(metrics.Leadership{Leading: store.Leading,
+			Transitions:   func() uint64 { return uint64(st.Transitions.Load()) },
+			FencedRefused: func() uint64 { return uint64(st.FencedRefused.Load()) }})
+	}
 	// The join store is shared by the in-cluster half (tokens, joined
 	// nodes) and the join listener (joins, heartbeats kept in memory).
 	joins := join.NewStore(store, join.StoreOptions{Log: log.With().Str("room", "join").Logger()})
@@ -134,13 +149,15 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	rec := substrateReconciler(store, opened, cfg, log, m, joins)
 	// The join listener faces the nodes' network; it listens before the
 	// agent says it runs, so a port taken fails the start.
+	// On etcd only the leader serves it (docs/ha.md): it is opened here to
+	// check the address, and again for each term of leadership.
 	var joinLn net.Listener
 	if cfg.Substrate.Join != nil {
 		if joinLn, err = net.Listen("tcp", cfg.Substrate.Join.Listen); err != nil {
 			return refusal.Wrap(refusal.InvalidState, err, "cannot listen on %s (substrate.join.listen)", cfg.Substrate.Join.Listen)
 		}
 		// Served below; closed here when the start fails before that.
-		defer joinLn.Close()
+		defer func() { joinLn.Close() }()
 	}
 	// The ops listener, as early, and for the same reason.
 	ops, err := net.Listen("tcp", cfg.Listen)
@@ -200,7 +217,7 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	api := agent.SocketServer(a.doctorHandler(cfg, cfgPath, store, ag.Handler()))
 	var hook http.Handler
 	if gh != nil && cfg.GitHub.WebhookSecret != "" {
-		hook = gh.WebhookHandler(ag.Wake)
+		hook = leaderOnly(store, gh.WebhookHandler(ag.Wake))
 	}
 	page := ui.Handler(ui.Options{Read: pageSource(ag, store, box, cfg).Read})
 	// Timeouts on the ops listener: a header within 10 s, a whole request
@@ -222,43 +239,73 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	}
 	serve(api, sock, "the local API")
 	serve(opsSrv, ops, "the ops listener")
-	if box != nil {
-		wg.Go(func() { _ = box.Run(ctx) })
-	}
-	if joinLn != nil {
-		jl := join.NewListener(join.ListenerOptions{Store: joins, Log: log.With().Str("room", "join").Logger()})
-		jcfg := *cfg.Substrate.Join
-		wg.Go(func() {
-			if err := jl.ServeOn(ctx, joinLn, jcfg); err != nil && ctx.Err() == nil {
-				log.Error().Err(err).Msg("the join listener stopped")
-			}
-		})
-	}
-	// The substrate reconciler runs beside the loop, on its own schedule
-	// (substrate.every) and at once after each apply.
-	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRec()
-	recDone := make(chan struct{})
-	go func() { defer close(recDone); _ = rec.Run(recCtx) }()
 	// SIGHUP and changes of the config file reload what can be reloaded.
 	wg.Go(func() { a.watchReload(ctx, cfgPath, log) })
 	notify := newNotifier(log)
 	notify.ready()
 	wg.Go(func() { notify.watchdog(ctx) })
-	log.Info().Str("repository", redactURL(cfg.Git.URL)).Str("branch", cfg.Git.Branch).Str("state", cfg.State).
+	log.Info().Str("repository", redactURL(cfg.Git.URL)).Str("branch", cfg.Git.Branch).Str("state", store.Path()).
 		Str("socket", cfg.Socket).Str("listen", ops.Addr().String()).Bool("github", cfg.GitHub != nil).Msg("fleet-agent running")
 
-	runErr := ag.Run(ctx)
-	notify.stopping()
-	// A stop lets the reconciler finish its current step, as the loop does:
-	// every journal step is its own transaction, so what is cut off is
-	// settled by reading the provider back at the next start.
-	stopRec()
-	select {
-	case <-recDone:
-	case <-time.After(agent.StopGrace):
-		log.Warn().Msg("the substrate reconciler did not stop within the grace; its step is settled at the next start")
+	// What acts (the loop, the outbox, the reconciler, the join listener)
+	// runs in a term: for the life of the process on a bbolt file, for as
+	// long as this agent leads on etcd. A standby serves the socket, the
+	// page and the metrics from the store meanwhile.
+	term := func(tctx context.Context, joinLn net.Listener) error {
+		var twg sync.WaitGroup
+		if box != nil {
+			twg.Go(func() { _ = box.Run(tctx) })
+		}
+		if joinLn != nil {
+			jl := join.NewListener(join.ListenerOptions{Store: joins, Log: log.With().Str("room", "join").Logger()})
+			jcfg := *cfg.Substrate.Join
+			twg.Go(func() {
+				if err := jl.ServeOn(tctx, joinLn, jcfg); err != nil && tctx.Err() == nil {
+					log.Error().Err(err).Msg("the join listener stopped")
+				}
+			})
+		}
+		// The substrate reconciler runs beside the loop, on its own schedule
+		// (substrate.every) and at once after each apply.
+		recCtx, stopRec := context.WithCancel(context.WithoutCancel(tctx))
+		defer stopRec()
+		recDone := make(chan struct{})
+		go func() { defer close(recDone); _ = rec.Run(recCtx) }()
+		err := ag.Run(tctx)
+		// A stop lets the reconciler finish its current step, as the loop does:
+		// every journal step is its own transaction, so what is cut off is
+		// settled by reading the provider back at the next start.
+		stopRec()
+		select {
+		case <-recDone:
+		case <-time.After(agent.StopGrace):
+			log.Warn().Msg("the substrate reconciler did not stop within the grace; its step is settled at the next start")
+		}
+		twg.Wait()
+		return err
 	}
+	var runErr error
+	if !onEtcd {
+		runErr = term(ctx, joinLn)
+	} else {
+		joinAddr := ""
+		if joinLn != nil {
+			joinAddr = joinLn.Addr().String()
+			joinLn.Close()
+		}
+		runErr = a.lead(ctx, store, log, func(tctx context.Context) error {
+			var ln net.Listener
+			if joinAddr != "" {
+				var err error
+				if ln, err = net.Listen("tcp", joinAddr); err != nil {
+					return refusal.Wrap(refusal.InvalidState, err, "cannot listen on %s (substrate.join.listen)", joinAddr)
+				}
+				defer ln.Close()
+			}
+			return term(tctx, ln)
+		})
+	}
+	notify.stopping()
 	log.Info().Msg("stopping: the current step is finished")
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -80,6 +80,17 @@ func (a *app) statusText(v agent.StatusView) {
 	for _, warn := range v.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
+	if st := v.Store; st != nil {
+		role := "standing by"
+		if st.Leading {
+			role = "leading"
+		}
+		leader := st.Leader
+		if leader == "" {
+			leader = "none (an election is under way)"
+		}
+		fmt.Fprintf(w, "store: %s, agent %s %s, leader %s\n", st.Backend, st.Agent, role, leader)
+	}
 	if v.Installation != "" {
 		fmt.Fprintf(w, "installation: %s\n", v.Installation)
 	}

@@ -38,6 +38,20 @@ type StatusView struct {
 	// Warnings are what the running agent wants a person to know about its
 	// own set-up (a listener exposed by an opt-in); absent when none.
 	Warnings []string `json:"warnings,omitempty"`
+	// Store is where the state lives and, on etcd, who leads; absent for a
+	// bbolt file.
+	Store *StoreView `json:"store,omitempty"`
+}
+
+// StoreView is the store of an agent on etcd: several agents share it and
+// one leads.
+type StoreView struct {
+	Backend string `json:"backend"`
+	// Agent is this agent's name, Leader the leading agent's ("" when
+	// none leads now), Leading whether this agent is it.
+	Agent   string `json:"agent"`
+	Leader  string `json:"leader"`
+	Leading bool   `json:"leading"`
 }
 
 // AppliedView is the applied record as status shows it.
@@ -185,6 +199,13 @@ func (a *Agent) status() (StatusView, error) {
 	a.mu.Lock()
 	v.Warnings = append([]string(nil), a.cfg.Warnings...)
 	a.mu.Unlock()
+	if a.store.Backend() == "etcd" {
+		leader, lerr := a.store.Leader(context.Background())
+		if lerr != nil {
+			leader = "unknown (" + refusal.Text(lerr) + ")"
+		}
+		v.Store = &StoreView{Backend: "etcd", Agent: a.store.Name(), Leader: leader, Leading: a.store.Leading()}
+	}
 	return v, err
 }
 

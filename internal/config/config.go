@@ -55,12 +55,15 @@ type Config struct {
 	// File is the name messages use for the file; "" when no file was read.
 	File string
 
-	Tenant      string
-	State       string // path of the bbolt state file
-	Socket      string // path of the local API socket
-	SocketGroup string // group that may use the socket; "" for none
-	Listen      string // host:port of the ops HTTP listener
-	Pprof       bool
+	Tenant string
+	State  string // path of the bbolt state file
+	// StateBackend is bbolt (the file at State) or etcd (Etcd).
+	StateBackend string
+	Etcd         *StateEtcd
+	Socket       string // path of the local API socket
+	SocketGroup  string // group that may use the socket; "" for none
+	Listen       string // host:port of the ops HTTP listener
+	Pprof        bool
 	// ExposeOps lets the ops listener (plain HTTP, no authentication) and
 	// ExposeInsecureJoin an insecure join listener serve on an address
 	// other than loopback; without them the agent refuses to start there.

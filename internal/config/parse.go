@@ -78,7 +78,7 @@ func (p *parser) parse(data []byte) {
 	}
 	c := p.c
 	p.str(top, "", "tenant", &c.Tenant, checkTenant)
-	p.str(top, "", "state", &c.State, checkPath)
+	p.state(top)
 	p.str(top, "", "socket", &c.Socket, checkSocket)
 	p.str(top, "", "socketGroup", &c.SocketGroup, checkGroup)
 	p.str(top, "", "listen", &c.Listen, checkListen)

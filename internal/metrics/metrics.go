@@ -34,6 +34,7 @@ type Metrics struct {
 	sweep          *prometheus.CounterVec
 	passErrors     *prometheus.CounterVec
 	exposed        *prometheus.GaugeVec
+	etcdRequests   *prometheus.HistogramVec
 
 	// registered is every collector on reg, in order: the registry cannot
 	// list them, and Describe must (docs/metrics.md is made from it).
@@ -92,6 +93,9 @@ func New(box *Outbox) *Metrics {
 	m.substrateNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_substrate_nodes", Help: "A substrate's Kubernetes Nodes, joined (true) or waiting to join (false)."}, []string{"pool", "joined"})
 	m.exposed = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_exposed_listener",
 		Help: "1 for a listener without TLS or authentication that serves on an address other than loopback by an explicit opt-in (exposeOps, exposeInsecureJoin), by listener (ops, join)."}, []string{"listener"})
+	m.etcdRequests = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fleet_agent_etcd_request_duration_seconds",
+		Help:    "Requests to etcd (state.backend: etcd), by result (ok, error): reads, commits and the election's.",
+		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}}, []string{"result"})
 	m.register(m.substrates, m.substrateNodes, m.exposed)
 	m.register(m.fetches, m.forgeErrors, m.drift, m.lastSuccess, m.durations,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -117,6 +121,41 @@ func New(box *Outbox) *Metrics {
 		}
 	}
 	return m
+}
+
+// Leadership is what an agent on an etcd store reports of its election.
+type Leadership struct {
+	Leading       func() bool
+	Transitions   func() uint64
+	FencedRefused func() uint64
+}
+
+// WithLeadership registers the leadership's metrics and the etcd request
+// histogram; an agent on a bbolt file has neither.
+func (m *Metrics) WithLeadership(l Leadership) {
+	m.register(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleet_agent_leader", Help: "1 while this agent leads (state.backend: etcd); a standby serves reads only."},
+			func() float64 {
+				if l.Leading() {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fleet_agent_leader_transitions_total", Help: "Times this agent took or lost the leadership."},
+			func() float64 { return float64(l.Transitions()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fleet_agent_fenced_refused_total",
+			Help: "Writes, provider calls and posts refused because this agent did not lead (or had lost its lease) when it tried."},
+			func() float64 { return float64(l.FencedRefused()) }),
+		m.etcdRequests)
+}
+
+// EtcdRequest records one request to etcd.
+func (m *Metrics) EtcdRequest(took time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.etcdRequests.WithLabelValues(result).Observe(took.Seconds())
 }
 
 func (m *Metrics) register(cs ...prometheus.Collector) {

@@ -417,6 +417,13 @@ func (o *Outbox) step(ctx context.Context) (stepResult, error) {
 		return stepResult{until: next, spaced: true}, nil
 	}
 
+	// The post leaves only while this agent leads (an etcd store): the
+	// write above was fenced by etcd, but a leader paused between it and
+	// here must not post once another agent took over. The entry stays in
+	// flight, and the leader that holds now settles it.
+	if err := o.store.Fenced(); err != nil {
+		return stepResult{}, err
+	}
 	p := rec.Post
 	var sendErr error
 	already := false

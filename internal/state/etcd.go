@@ -66,6 +66,9 @@ type EtcdOptions struct {
 	RequestTimeout time.Duration
 	// ReadOnly opens a store that must exist and never writes.
 	ReadOnly bool
+	// Observe, when set, sees every etcd request's duration and error
+	// (the metrics).
+	Observe func(took time.Duration, err error)
 	// Now and Installation as in Options.
 	Now          func() time.Time
 	Installation string
@@ -88,12 +91,13 @@ const (
 )
 
 type etcdBackend struct {
-	cli      *clientv3.Client
-	prefix   string
-	name     string
-	lease    time.Duration
-	timeout  time.Duration
-	readOnly bool
+	cli       *clientv3.Client
+	prefix    string
+	name      string
+	lease     time.Duration
+	timeout   time.Duration
+	readOnly  bool
+	observeFn func(time.Duration, error)
 
 	writeMu sync.Mutex // one writer in this process at a time, as in bbolt
 
@@ -158,7 +162,8 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Store, error) {
 	if err != nil {
 		return nil, refusal.Wrap(refusal.Unavailable, err, "cannot reach etcd at %s", strings.Join(o.Endpoints, ","))
 	}
-	be := &etcdBackend{cli: cli, prefix: o.Prefix, name: o.Name, lease: o.Lease, timeout: o.RequestTimeout, readOnly: o.ReadOnly}
+	be := &etcdBackend{cli: cli, prefix: o.Prefix, name: o.Name, lease: o.Lease, timeout: o.RequestTimeout, readOnly: o.ReadOnly,
+		observeFn: o.Observe}
 	s := &Store{be: be, etcd: be, path: "etcd:" + strings.Join(o.Endpoints, ",") + o.Prefix}
 	// A first request tells an unreachable cluster from a slow one now,
 	// not at the first write.
@@ -269,8 +274,12 @@ func (be *etcdBackend) ctx() (context.Context, context.CancelFunc) {
 }
 
 func (be *etcdBackend) observe(start time.Time, err error) {
+	took := time.Since(start)
+	if be.observeFn != nil {
+		be.observeFn(took, err)
+	}
 	be.stats.Requests.Add(1)
-	be.stats.RequestNanos.Add(int64(time.Since(start)))
+	be.stats.RequestNanos.Add(int64(took))
 	if err != nil {
 		be.stats.RequestErrors.Add(1)
 	}

@@ -249,6 +249,14 @@ func (p *pass) drive(op *state.JournalOp, stale bool) (outcome, error) {
 			if err := p.r.at(Point{Kind: PointBeforeCall, PoolID: op.PoolID, Op: op.Key, Step: op.Step, From: state.InFlight}); err != nil {
 				return outcome{}, err
 			}
+			// Only a leader calls (an etcd store): the journal's write
+			// above was fenced by etcd, and this asks again right before
+			// the call, so a leader paused in between never calls once
+			// another took over. The operation stays in flight: whoever
+			// leads reads the provider back, as after a crash.
+			if err := p.r.store.Fenced(); err != nil {
+				return outcome{}, err
+			}
 			obs, callErr := p.call(op)
 			if err := p.r.at(Point{Kind: PointAfterCall, PoolID: op.PoolID, Op: op.Key, Step: op.Step, From: state.InFlight}); err != nil {
 				return outcome{}, err // the provider may have acted; nothing is recorded

@@ -150,7 +150,10 @@ func (r *Reconciler) alive() error {
 	if r.crashed.Load() {
 		return errCrashed
 	}
-	return nil
+	// On an etcd store, only the leader acts: every step point and every
+	// in-cluster call asks, so a leader that lost its lease stops at the
+	// next one instead of acting as if it still led.
+	return r.store.Fenced()
 }
 
 // at is a point between journal steps: a test hook may crash there.
