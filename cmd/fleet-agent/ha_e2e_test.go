@@ -218,13 +218,7 @@ github:
   repository: %s
   apiURL: %s
   token: env://GITHUB_TOKEN
-state:
-  backend: etcd
-  etcd:
-    endpoints: [%s]
-    prefix: %s
-    name: %s
-    lease: %s
+%s
 socket: %s
 listen: %s
 apply:
@@ -237,7 +231,7 @@ secrets:
   dir: %s
 providers:
 %s
-`, w.remo.URL, haRepo, a.proxy.apiURL(w.emu.URL()), strings.Join(endpoints, ", "), w.prefix, a.name, haLease,
+`, w.remo.URL, haRepo, a.proxy.apiURL(w.emu.URL()), stateYAML(strings.Join(endpoints, ", "), w.prefix, a.name, dir),
 			a.socket, a.ops, secrets, fakeBlock))
 		w.agents = append(w.agents, a)
 	}
@@ -310,6 +304,13 @@ func (w *haWorld) start(a *haAgent) {
 	cmd := exec.Command(self, "run", "--config", a.config, "--log-level", "info")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "GIT_TOKEN="+w.srv.Password, "GITHUB_TOKEN="+canaryToken)
 	cmd.Stdout = io.Discard
+	// Its own working directory: with etcd the agent keeps its clone of
+	// the repository beside where a state file would be (./repository
+	// without STATE_DIRECTORY), which no two agents may share.
+	cmd.Dir = filepath.Join(w.dir, a.name)
+	if err := os.MkdirAll(cmd.Dir, 0o700); err != nil {
+		w.t.Fatal(err)
+	}
 	// Killed with the test binary, whatever ends it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
@@ -347,8 +348,11 @@ func (w *haWorld) start(a *haAgent) {
 	// Up when its ops listener answers (a standby serves it too).
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := w.leaderMetric(a); err == nil {
-			return
+		if resp, err := http.Get("http://" + a.ops + "/metrics"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
 		}
 		select {
 		case err := <-done:
@@ -538,14 +542,18 @@ func comments(gh *githubemu.Repo, pr int, marker string) int {
 func (w *haWorld) waitPlanned(pr int, head string, within time.Duration) {
 	w.t.Helper()
 	w.waitFor(within, fmt.Sprintf("#%d planned", pr), func() (bool, string) {
-		var plan string
-		for _, s := range w.gh.Statuses(head) {
-			if s.Context == "fleet-agent/plan" {
-				plan = s.State
-			}
-		}
-		return plan == "success" && comments(w.gh, pr, "<!-- fleet-agent:plan -->") >= 1, "plan status " + plan
+		return w.planned(pr, head), "no plan status success and comment yet"
 	})
+}
+
+func (w *haWorld) planned(pr int, head string) bool {
+	var plan string
+	for _, s := range w.gh.Statuses(head) {
+		if s.Context == "fleet-agent/plan" {
+			plan = s.State
+		}
+	}
+	return plan == "success" && comments(w.gh, pr, "<!-- fleet-agent:plan -->") >= 1
 }
 
 // substrates is the leader's view of the substrates.
@@ -728,10 +736,27 @@ func (w *haWorld) runTrial(tr haTrial) {
 	pr, head := w.openPR(crashtest.Document(tr.step))
 	switch tr.kind {
 	case "drain":
-		w.failover(lead, k, 60*time.Second)
+		// The k-th post may be one of the plan's or, after the merge, one
+		// of the apply's.
+		killedFirst := false
+		w.waitFor(60*time.Second, fmt.Sprintf("#%d planned or its leader killed", pr), func() (bool, string) {
+			select {
+			case <-k.killed:
+				killedFirst = true
+				return true, ""
+			default:
+			}
+			return w.planned(pr, head), "neither"
+		})
+		if killedFirst {
+			w.failover(lead, k, 60*time.Second)
+			w.waitPlanned(pr, head, 60*time.Second)
+			w.merge(pr, head)
+		} else {
+			w.merge(pr, head)
+			w.failover(lead, k, 60*time.Second)
+		}
 		lead.proxy.onWrite.Store(nil)
-		w.waitPlanned(pr, head, 60*time.Second)
-		w.merge(pr, head)
 	case "apply":
 		w.waitPlanned(pr, head, 60*time.Second)
 		// Killed at the k-th write to etcd after the merge: the apply's
@@ -806,9 +831,6 @@ func (w *haWorld) runTrial(tr haTrial) {
 	lead.onLine.Store(nil)
 	w.waitApplied(head, 90*time.Second)
 	w.waitConverged(tr.step, 120*time.Second)
-	w.waitFor(60*time.Second, fmt.Sprintf("#%d's result comment", pr), func() (bool, string) {
-		return comments(w.gh, pr, "<!-- fleet-agent:result:") >= 1, "none yet"
-	})
 	w.verify(tr, pr, head)
 	w.restartDead()
 }
@@ -818,6 +840,9 @@ func (w *haWorld) runTrial(tr haTrial) {
 func (w *haWorld) verify(tr haTrial, pr int, head string) {
 	t := w.t
 	t.Helper()
+	w.waitFor(60*time.Second, fmt.Sprintf("#%d's result comment", pr), func() (bool, string) {
+		return comments(w.gh, pr, "<!-- fleet-agent:result:") >= 1, "none yet"
+	})
 	if n := w.applies(head); n != 1 {
 		t.Errorf("%s k=%d: %s applied %d times (audit rows in etcd), want once", tr.kind, tr.k, head, n)
 	}
@@ -877,13 +902,7 @@ func (w *haWorld) pauseTrial(tr haTrial, pr int, head string, old *haAgent) {
 	var n atomic.Int64
 	hook := func(line string) {
 		if strings.Contains(line, `"message":"substrate: journal transition"`) && n.Add(1) == int64(tr.k) {
-			once.Do(func() {
-				old.mu.Lock()
-				_ = old.cmd.Process.Signal(syscall.SIGSTOP)
-				old.stopped = true
-				old.mu.Unlock()
-				paused <- time.Now()
-			})
+			once.Do(func() { paused <- w.pauseOutsideFake(old) })
 		}
 	}
 	old.onLine.Store(&hook)
@@ -930,9 +949,6 @@ func (w *haWorld) pauseTrial(tr haTrial, pr int, head string, old *haAgent) {
 	w.merge(pr2, head2)
 	w.waitApplied(head2, 90*time.Second)
 	w.waitConverged(changed, 120*time.Second)
-	w.waitFor(60*time.Second, fmt.Sprintf("#%d's result comment", pr2), func() (bool, string) {
-		return comments(w.gh, pr2, "<!-- fleet-agent:result:") >= 1, "none yet"
-	})
 	w.verify(haTrial{kind: "pause(change)", k: tr.k, step: changed}, pr2, head2)
 
 	// Continue the old leader and watch what it does.
@@ -980,6 +996,71 @@ func (w *haWorld) pauseTrial(tr haTrial, pr int, head string, old *haAgent) {
 		t.Errorf("pause: after %s was continued the leaders are %v, want only %s", old.name, names(ls), next.name)
 	}
 	w.step = changed
+}
+
+// pauseOutsideFake SIGSTOPs a at an instant it is not inside a call to
+// the fake, and returns when. The fake serialises its account on one file
+// lock, which a real cloud does not: a process paused while holding it
+// would freeze every other agent's calls, which says nothing about
+// fencing. So after the SIGSTOP the test tries the lock itself; when it
+// is held (only the leader calls the fake), a is continued for a moment
+// and paused again.
+func (w *haWorld) pauseOutsideFake(a *haAgent) time.Time {
+	lf, err := os.OpenFile(w.fake+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		w.t.Errorf("open the fake's lock: %v", err)
+	}
+	defer lf.Close()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for try := 0; ; try++ {
+		_ = a.cmd.Process.Signal(syscall.SIGSTOP)
+		a.stopped = true
+		at := time.Now()
+		// A signal is delivered after kill returns: until every thread
+		// is stopped, one may still take the lock.
+		waitStopped(w.t, a.cmd.Process.Pid)
+		if lf == nil {
+			return at
+		}
+		err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			_ = syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
+			if try > 0 {
+				w.t.Logf("pause: %s paused outside a call to the fake at the %d-th try", a.name, try+1)
+			}
+			return at
+		}
+		_ = a.cmd.Process.Signal(syscall.SIGCONT)
+		a.stopped = false
+		time.Sleep(time.Millisecond) // let the call finish: a retry interval, not a wait for an event
+	}
+}
+
+// waitStopped polls until every thread of pid is in the stopped state.
+func waitStopped(t *testing.T, pid int) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/stat")
+		all := len(tasks) > 0
+		for _, f := range tasks {
+			b, err := os.ReadFile(f)
+			// The state follows the command's closing parenthesis.
+			i := strings.LastIndexByte(string(b), ')')
+			if err != nil || i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+				all = false
+				break
+			}
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("process %d not stopped 5 s after SIGSTOP", pid)
+			return
+		}
+		time.Sleep(time.Millisecond) // poll interval
+	}
 }
 
 func names(as []*haAgent) []string {
@@ -1076,4 +1157,8 @@ func TestHAOnEtcd(t *testing.T) {
 	if w.twoLeaders > 0 {
 		t.Errorf("%d scrapes found two agents saying they lead", w.twoLeaders)
 	}
+}
+
+func stateYAML(endpoints, prefix, name, dir string) string {
+	return fmt.Sprintf("state:\n  backend: etcd\n  etcd:\n    endpoints: [%s]\n    prefix: %s\n    name: %s\n    lease: %s", endpoints, prefix, name, haLease)
 }
