@@ -726,8 +726,9 @@ func (w *haWorld) runTrial(tr haTrial) {
 		// the emulator did it, the agent never heard the answer.
 		k = &killer{killed: make(chan struct{})}
 		var n atomic.Int64
-		hook := func(*http.Request) {
+		hook := func(r *http.Request) {
 			if n.Add(1) == int64(tr.k) {
+				t.Logf("drain: %s killed while GitHub answers its %d-th post, %s %s", lead.name, tr.k, r.Method, r.URL.Path)
 				w.killNow(lead, k)
 			}
 		}
@@ -778,6 +779,11 @@ func (w *haWorld) runTrial(tr haTrial) {
 		w.merge(pr, head)
 		w.failover(lead, k, 60*time.Second)
 		cancel()
+		when := "before its apply's transaction committed"
+		if strings.Contains(lead.logs(), `"commit":"`+head+`","calls"`) {
+			when = "after its apply's transaction committed"
+		}
+		t.Logf("apply: %s killed at the %d-th etcd write after the merge, %s", lead.name, tr.k, when)
 	case "create":
 		w.waitPlanned(pr, head, 60*time.Second)
 		// Killed at its k-th journal transition after the merge: a
@@ -1085,28 +1091,36 @@ func haSeed() uint64 {
 	return haDefaultSeed
 }
 
-// haSteps are the documents the trials apply in turn: each one creates,
-// grows or shrinks a pool's substrate, so that every trial makes provider
-// calls and posts.
-func haSteps() []crashtest.Step {
+// haStep is the document of trial i: it creates pool p<i>, adds a
+// flavor to p<i-1> (a node pool create) and tears p<i-2> down, so that
+// every trial makes provider calls of each kind and posts. Every pool of
+// an earlier trial is named (those left out as Left): the check counts a
+// cluster of a torn-down pool as a leak, not as a pool it does not know.
+// Names are never reused: a pool's name comes back only as a new pool.
+func haStep(i int) crashtest.Step {
 	h100 := crashtest.Flavor{Name: "h100", MachineType: "fake-h100x8", Nodes: 1}
 	l4 := crashtest.Flavor{Name: "l4", MachineType: "fake-l4x1", Nodes: 2, Spot: true}
 	cpu := crashtest.Flavor{Name: "cpu", MachineType: "fake-cpu-4", Nodes: 1, Autoscaling: &[2]int{1, 3}}
-	// Every step names every pool a trial ever uses, those it leaves out
-	// as Left, so the check counts a cluster of a torn-down pool as a
-	// leak rather than as a pool it does not know.
-	pool := func(name string, fl ...crashtest.Flavor) crashtest.Pool {
-		return crashtest.Pool{Name: name, Flavors: fl}
+	first := func(j int) crashtest.Flavor {
+		if j%2 == 0 {
+			return h100
+		}
+		return cpu
 	}
-	left := func(name string) crashtest.Pool {
-		return crashtest.Pool{Name: name, Left: true, Flavors: []crashtest.Flavor{h100, l4, cpu}}
+	st := crashtest.Step{Prune: true}
+	for j := 0; j <= i; j++ {
+		p := crashtest.Pool{Name: "p" + strconv.Itoa(j)}
+		switch {
+		case j < i-1:
+			p.Left, p.Flavors = true, []crashtest.Flavor{h100, l4, cpu}
+		case j == i-1:
+			p.Flavors = []crashtest.Flavor{first(j), l4}
+		default:
+			p.Flavors = []crashtest.Flavor{first(j)}
+		}
+		st.Pools = append(st.Pools, p)
 	}
-	return []crashtest.Step{
-		{Pools: []crashtest.Pool{pool("gpu", h100), left("inf"), left("gpu2")}, Prune: true},
-		{Pools: []crashtest.Pool{pool("gpu", h100, l4), pool("inf", cpu), left("gpu2")}, Prune: true},
-		{Pools: []crashtest.Pool{left("gpu"), pool("inf", cpu), left("gpu2")}, Prune: true},
-		{Pools: []crashtest.Pool{left("gpu"), pool("inf", cpu, l4), pool("gpu2", h100)}, Prune: true},
-	}
+	return st
 }
 
 // TestHAOnEtcd runs the fixed trials (one of each kind) and then a seeded
@@ -1115,13 +1129,6 @@ func TestHAOnEtcd(t *testing.T) {
 	seed := haSeed()
 	rng := rand.New(rand.NewPCG(seed, 0))
 	w := newHAWorld(t)
-	steps := haSteps()
-	next := 0
-	step := func() crashtest.Step {
-		s := steps[next%len(steps)]
-		next++
-		return s
-	}
 	trials := []haTrial{
 		{kind: "apply", k: 1},
 		{kind: "create", k: 2},
@@ -1147,8 +1154,8 @@ func TestHAOnEtcd(t *testing.T) {
 			seed, len(trials), len(w.failovers), worst.Round(10*time.Millisecond), haLease, haFailoverBound, w.twoLeaders, time.Since(began).Round(time.Second))
 	})
 	for i, tr := range trials {
-		tr.step = step()
-		t.Logf("trial %d: %s, k=%d, step %d", i, tr.kind, tr.k, (next-1)%len(steps))
+		tr.step = haStep(i)
+		t.Logf("trial %d: %s, k=%d", i, tr.kind, tr.k)
 		w.runTrial(tr)
 		if t.Failed() {
 			t.Fatalf("trial %d (%s, k=%d) failed: rerun with FLEET_AGENT_HA_SEED=%d", i, tr.kind, tr.k, seed)
