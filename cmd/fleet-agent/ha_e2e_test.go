@@ -1141,8 +1141,14 @@ func TestHAOnEtcd(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("FLEET_AGENT_HA_TRIALS")); err == nil && v >= 0 {
 		campaign = v
 	}
+	// How far into each kind's events the kill may fall: an apply makes a
+	// few etcd writes before its transaction and more after it; a create
+	// five to ten journal transitions; a pull request and its merge about
+	// six posts.
+	reach := map[string]int{"apply": 8, "create": 8, "drain": 6, "pause": 4, "member": 3}
 	for range campaign {
-		trials = append(trials, haTrial{kind: kinds[rng.IntN(len(kinds))], k: 1 + rng.IntN(4)})
+		kind := kinds[rng.IntN(len(kinds))]
+		trials = append(trials, haTrial{kind: kind, k: 1 + rng.IntN(reach[kind])})
 	}
 	began := time.Now()
 	t.Cleanup(func() {
