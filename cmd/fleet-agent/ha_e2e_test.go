@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -962,17 +963,48 @@ func (w *haWorld) pauseTrial(tr haTrial, pr int, head string, old *haAgent) {
 	writes := old.proxy.writes.Load()
 	applies2 := w.applies(head2)
 	from := old.lineCount()
+	// A call to the fake that changes nothing (a create asked again under
+	// its token answers the cluster there) would not show in the truth,
+	// so the test holds the fake's account lock from before the SIGCONT
+	// until the old leader stood by: every call, of any agent, then waits
+	// in flock(2), and a thread of the old leader seen waiting there is a
+	// provider call it tried after it was continued.
+	lf, err := os.OpenFile(w.fake+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
 	w.signal(old, syscall.SIGCONT)
 	resumed := time.Now()
-	// It stands by: its metric says 0 (it answers again) and it does not
-	// lead while next does.
+	// It stands by: its log says it campaigns again (its term ended), its
+	// metric says 0, and it does not lead while next does.
 	w.waitFor(30*time.Second, old.name+" stands by after SIGCONT", func() (bool, string) {
+		if n := flockWaiters(old.cmd.Process.Pid); n > calls {
+			calls = n
+		}
+		if calls > 0 {
+			return true, ""
+		}
+		campaigning := false
+		for _, l := range old.linesSince(from) {
+			campaigning = campaigning || strings.Contains(l, `"message":"standing by: campaigning for the leadership"`)
+		}
 		v, err := w.leaderMetric(old)
 		if err != nil {
 			return false, err.Error()
 		}
-		return v == 0, "fleet_agent_leader " + strconv.Itoa(v)
+		return v == 0 && campaigning, fmt.Sprintf("fleet_agent_leader %d, campaigning again %v", v, campaigning)
 	})
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	if calls > 0 {
+		t.Errorf("pause: %s tried %d call(s) to the provider after it was continued (threads waiting for the fake's account)", old.name, calls)
+	}
 	// A full substrate pass of the new leader and a poll after the old
 	// one stood by: the new leader's journal moves no operation (the
 	// fleet converged), and the old one's log says what it did.
@@ -1041,6 +1073,23 @@ func (w *haWorld) pauseOutsideFake(a *haAgent) time.Time {
 		a.stopped = false
 		time.Sleep(time.Millisecond) // let the call finish: a retry interval, not a wait for an event
 	}
+}
+
+// flockSyscall is flock(2)'s number, as /proc/PID/task/TID/syscall shows
+// it for a thread blocked in it.
+var flockSyscall = map[string]string{"amd64": "73", "arm64": "32"}[runtime.GOARCH]
+
+// flockWaiters counts the threads of pid blocked in flock(2).
+func flockWaiters(pid int) int {
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/syscall")
+	n := 0
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.Fields(string(b) + " x")[0] == flockSyscall {
+			n++
+		}
+	}
+	return n
 }
 
 // waitStopped polls until every thread of pid is in the stopped state.
@@ -1141,11 +1190,12 @@ func TestHAOnEtcd(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("FLEET_AGENT_HA_TRIALS")); err == nil && v >= 0 {
 		campaign = v
 	}
-	// How far into each kind's events the kill may fall: an apply makes a
-	// few etcd writes before its transaction and more after it; a create
+	// How far into each kind's events the kill may fall: an apply makes
+	// several etcd writes before its transaction (the plan's records, the
+	// pending status) and more after it (the posts' deliveries); a create
 	// five to ten journal transitions; a pull request and its merge about
 	// six posts.
-	reach := map[string]int{"apply": 8, "create": 8, "drain": 6, "pause": 4, "member": 3}
+	reach := map[string]int{"apply": 16, "create": 8, "drain": 6, "pause": 4, "member": 3}
 	for range campaign {
 		kind := kinds[rng.IntN(len(kinds))]
 		trials = append(trials, haTrial{kind: kind, k: 1 + rng.IntN(reach[kind])})
