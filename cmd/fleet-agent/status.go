@@ -39,7 +39,7 @@ plans the applied document again now, so a break-glass edit shows at once.`,
 					return err
 				}
 			} else {
-				s, err := openStateRead(a.stateFile(cfg))
+				s, err := a.openRead(cmd.Context(), cfg)
 				if err != nil {
 					return err
 				}
