@@ -29,7 +29,8 @@ func openStore(ctx context.Context, cfg *config.Config, resolver *secrets.Resolv
 }
 
 func etcdOptions(ctx context.Context, e *config.StateEtcd, resolver *secrets.Resolver) (state.EtcdOptions, error) {
-	opts := state.EtcdOptions{Endpoints: e.Endpoints, Prefix: e.Prefix, Name: e.Name, Lease: e.Lease, Username: e.Username}
+	opts := state.EtcdOptions{Endpoints: e.Endpoints, Prefix: e.Prefix, Name: e.Name, Lease: e.Lease, Username: e.Username,
+		AuditKeep: int(e.AuditKeep)}
 	if e.Password != "" {
 		pw, err := resolver.Resolve(ctx, e.Password)
 		if err != nil {

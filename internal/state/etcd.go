@@ -66,6 +66,10 @@ type EtcdOptions struct {
 	RequestTimeout time.Duration
 	// ReadOnly opens a store that must exist and never writes.
 	ReadOnly bool
+	// AuditKeep is how many of the newest audit rows the store keeps;
+	// default 100,000. etcd holds its whole key space in memory, so the
+	// log cannot grow without bound there as it may in a file.
+	AuditKeep int
 	// Observe, when set, sees every etcd request's duration and error
 	// (the metrics).
 	Observe func(took time.Duration, err error)
@@ -98,6 +102,7 @@ type etcdBackend struct {
 	timeout   time.Duration
 	readOnly  bool
 	observeFn func(time.Duration, error)
+	auditKeep uint64
 
 	writeMu sync.Mutex // one writer in this process at a time, as in bbolt
 
@@ -148,6 +153,9 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Store, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.AuditKeep <= 0 {
+		o.AuditKeep = 100_000
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   o.Endpoints,
 		TLS:         o.TLS,
@@ -163,7 +171,7 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Store, error) {
 		return nil, refusal.Wrap(refusal.Unavailable, err, "cannot reach etcd at %s", strings.Join(o.Endpoints, ","))
 	}
 	be := &etcdBackend{cli: cli, prefix: o.Prefix, name: o.Name, lease: o.Lease, timeout: o.RequestTimeout, readOnly: o.ReadOnly,
-		observeFn: o.Observe}
+		observeFn: o.Observe, auditKeep: uint64(o.AuditKeep)}
 	s := &Store{be: be, etcd: be, path: "etcd:" + strings.Join(o.Endpoints, ",") + o.Prefix}
 	// A first request tells an unreachable cluster from a slow one now,
 	// not at the first write.
