@@ -47,3 +47,29 @@ func TestStatusShowsARefusedTip(t *testing.T) {
 		})
 	}
 }
+
+// On an etcd store status says which agent this is, whether it leads, and
+// who does.
+func TestStatusShowsTheLeader(t *testing.T) {
+	for _, tc := range []struct {
+		st   agent.StoreView
+		want string
+	}{
+		{agent.StoreView{Backend: "etcd", Agent: "ops-1", Leader: "ops-1", Leading: true}, "store: etcd, agent ops-1 leading, leader ops-1\n"},
+		{agent.StoreView{Backend: "etcd", Agent: "ops-2", Leader: "ops-1"}, "store: etcd, agent ops-2 standing by, leader ops-1\n"},
+		{agent.StoreView{Backend: "etcd", Agent: "ops-2"}, "store: etcd, agent ops-2 standing by, leader none (an election is under way)\n"},
+	} {
+		st := tc.st
+		v := agent.StatusView{TenantID: "root", Proposals: []agent.Proposal{}, Store: &st}
+		var out bytes.Buffer
+		(&app{stdout: &out}).statusText(v)
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("status text:\n%s\nwant the line %q", out.String(), tc.want)
+		}
+	}
+	var out bytes.Buffer
+	(&app{stdout: &out}).statusText(agent.StatusView{TenantID: "root", Proposals: []agent.Proposal{}})
+	if strings.Contains(out.String(), "store:") {
+		t.Errorf("a bbolt agent's status names a store: %s", out.String())
+	}
+}
