@@ -158,21 +158,27 @@ func waitLimited(t *testing.T, l *Listener, src string) {
 
 // TestProbation: a source with no attempt left keeps at most
 // ProbationConns connections open; a new one past that is closed while
-// they are alive and young, closes the oldest once it is past the grace,
-// and closes at once one its client already closed; a connection on
-// probation is cut after probationLife even when the header timeout is
-// longer.
+// they are alive, young and have sent bytes, closes the oldest once it is
+// past the grace, closes at once one whose client sent nothing at all
+// (however young), and first of all one its client already closed; a
+// connection on probation is cut after probationLife even when the header
+// timeout is longer.
 func TestProbation(t *testing.T) {
 	f := newFixture(t, clock.Real{})
 	f.serve(t, "127.0.0.1:0", nil, ListenerOptions{Limits: Limits{FailureBurst: 1, FailureEvery: time.Hour, ProbationConns: 2, ReadHeaderTimeout: 5 * time.Second}})
 	const src = "127.0.0.9"
-	dial := func() net.Conn {
+	dial := func(first string) net.Conn {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
 		c, err := d.Dial("tcp", f.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
+		if first != "" {
+			if _, err := io.WriteString(c, first); err != nil {
+				t.Fatal(err)
+			}
+		}
 		return c
 	}
 	// closedWithin reports whether the server closed c within d.
@@ -196,33 +202,46 @@ func TestProbation(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	_ = dial().Close() // the one attempt, spent
+	_ = dial("").Close() // the one attempt, spent
 	waitLimited(t, f.lis, src)
 	openOn(0)
-	a1, a2 := dial(), dial()
+	// a1 and a2 begin a request (as a node daemon's ClientHello would).
+	a1, a2 := dial("POST /v1/"), dial("POST /v1/")
 	openOn(2)
 	start := time.Now()
-	if a3 := dial(); !closedWithin(a3, 100*time.Millisecond) {
-		t.Fatal("a third connection on probation was kept while the two were alive and young")
+	if a3 := dial(""); !closedWithin(a3, 100*time.Millisecond) {
+		t.Fatal("a third connection on probation was kept while the two were alive, young and sending")
 	}
 	if time.Since(start) < probationGrace {
 		time.Sleep(probationGrace - time.Since(start)) // let a1 and a2 age past the grace
 	}
-	a4 := dial()
+	a4 := dial("")
 	if !closedWithin(a1, time.Second) {
-		t.Fatal("the oldest idle connection was not closed for a new one past the grace")
+		t.Fatal("the oldest connection was not closed for a new one past the grace")
 	}
 	if closedWithin(a4, 100*time.Millisecond) {
-		t.Fatal("the new connection was closed instead of the oldest idle one")
+		t.Fatal("the new connection was closed instead of the oldest one")
 	}
-	// a2's client goes away; the next one takes its place though a4 is young.
-	_ = a2.Close()
-	a5 := dial()
+	// a4 has sent nothing: the next one takes its place though it is young,
+	// rather than a2's, which is older and has sent bytes.
+	a5 := dial("")
+	if !closedWithin(a4, time.Second) {
+		t.Fatal("a connection that sent nothing kept its place for a newer one")
+	}
 	if closedWithin(a5, 100*time.Millisecond) {
+		t.Fatal("the new connection was closed instead of the one that sent nothing")
+	}
+	// a2's client goes away; the next one takes its place first, before a5's.
+	_ = a2.Close()
+	a6 := dial("")
+	if closedWithin(a6, 100*time.Millisecond) {
 		t.Fatal("a connection was refused while one on the list had been closed by its client")
 	}
-	// a4 is cut at probationLife, not at the 5 s header timeout.
-	if !closedWithin(a4, probationLife+time.Second) {
+	if closedWithin(a5, 100*time.Millisecond) {
+		t.Fatal("a connection that sent nothing was closed while one on the list had been closed by its client")
+	}
+	// a5 is cut at probationLife, not at the 5 s header timeout.
+	if !closedWithin(a5, probationLife+time.Second) {
 		t.Fatal("an idle connection on probation outlived probationLife")
 	}
 }
@@ -267,7 +286,28 @@ func TestProbationHandshakesOneAtATime(t *testing.T) {
 		t.Fatalf("after the first handshake ended: %v", err)
 	}
 	_ = third.Close() // closed mid-handshake: the slot is freed
-	if _, err := get(&tls.ClientHelloInfo{Conn: conn(time.Second)}); err != nil {
+	fourth := conn(time.Second)
+	c4, err := get(&tls.ClientHelloInfo{Conn: fourth})
+	if err != nil {
 		t.Fatalf("after a connection holding the slot closed: %v", err)
+	}
+	// A connection closed while it waits for the slot (a newer one took its
+	// place on probation) must not hold the slot once it gets it: nothing
+	// would release it again, and every later handshake on probation would
+	// wait its whole life. (The flood of `OPTIONS *` against the built
+	// binary did this: after it, a node's joins on probation all failed.)
+	waiting := conn(2 * time.Second)
+	got := make(chan error, 1)
+	go func() {
+		_, err := get(&tls.ClientHelloInfo{Conn: waiting})
+		got <- err
+	}()
+	_ = waiting.Close()                            // before or while it waits: c4 holds the slot
+	_ = c4.VerifyConnection(tls.ConnectionState{}) // the slot is free: the closed one takes it
+	if err := <-got; err == nil {
+		t.Error("a connection closed before its handshake got a config")
+	}
+	if _, err := get(&tls.ClientHelloInfo{Conn: conn(300 * time.Millisecond)}); err != nil {
+		t.Fatalf("after a connection closed while it waited for the slot: %v", err)
 	}
 }

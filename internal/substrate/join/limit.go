@@ -49,8 +49,9 @@ type Limits struct {
 	// through. Such a connection has a second for its handshake and its
 	// request; the request is served only if it succeeds (a valid node
 	// key, a valid join), else answered 429; a new connection past the cap
-	// closes the oldest of them that has not reached the handler and is
-	// older than a quarter second, so idle ones cannot hold the places.
+	// closes one of them that has not reached the handler: the oldest whose
+	// client has sent nothing yet, else the oldest older than a quarter
+	// second, so idle ones cannot hold the places.
 	ProbationConns int
 	// ConnsPerSource and MaxConns cap the open connections of one source
 	// address and of all (defaults 64 and 2048); a connection past either
@@ -355,17 +356,34 @@ func (c *connLimit) Accept() (net.Conn, error) {
 	}
 }
 
-// evictable is the probation connection a new one takes the place of: one
-// whose client has gone already (a connection closed by its client sits in
-// the accept queue and on the list until the server reads its end, and a
-// burst of them must not fill the places; the socket is peeked, nothing
-// read), else the oldest past probationGrace that no request reached yet;
-// nil when all are alive and too young or being served.
+// evictable is the probation connection a new one takes the place of, of
+// those no request reached yet: one whose client has gone already (a
+// connection closed by its client sits in the accept queue and on the list
+// until the server reads its end, and a burst of them must not fill the
+// places; the socket is peeked, nothing read); else the oldest idle one, a
+// connection whose client has sent nothing at all, however young (a node
+// daemon sends its ClientHello as it connects, so empty connections from
+// its address, made as fast as a neighbour can, only take each other's
+// places: with the grace for them too, they held all the places young and
+// the node's joins were closed, 0 of 27 through); else the oldest past
+// probationGrace; nil when all are being served, or sent bytes and are too
+// young.
 func evictable(list []*countedConn, now time.Time) *countedConn {
+	var idle *countedConn
 	for _, o := range list {
-		if !o.served.Load() && peerGone(o.Conn) {
+		if o.served.Load() {
+			continue
+		}
+		gone, pending := peek(o.Conn)
+		if gone {
 			return o
 		}
+		if idle == nil && !pending && !o.began.Load() {
+			idle = o
+		}
+	}
+	if idle != nil {
+		return idle
 	}
 	for _, o := range list {
 		if !o.served.Load() && now.Sub(o.at) >= probationGrace {
@@ -414,12 +432,13 @@ func (c *connLimit) counts(src string) (int, int) {
 	return c.open, c.bySource[src]
 }
 
-// countedConn is an accepted connection; served is set once a request on
-// it reached the handler.
+// countedConn is an accepted connection; began is set once a byte was read
+// from it, served once a request on it reached the handler.
 type countedConn struct {
 	net.Conn
 	owner  *connLimit
 	src    string
+	began  atomic.Bool
 	served atomic.Bool
 	once   sync.Once
 	// probation is set while it is on its source's probation list (under
@@ -429,6 +448,7 @@ type countedConn struct {
 	until     time.Time // on probation: when its reads are cut
 	relMu     sync.Mutex
 	release   func() // the probation handshake slot it holds, if any
+	isClosed  bool   // under relMu: Close ran, a slot taken now is released at once
 }
 
 // A connection on probation has probationLife for its handshake and its
@@ -482,7 +502,12 @@ func (h *probationHandshakes) configFor(base *tls.Config) func(*tls.ClientHelloI
 		}
 		var once sync.Once
 		release := func() { once.Do(func() { <-h.slot }) }
-		cc.setRelease(release)
+		if !cc.setRelease(release) {
+			// Closed while it waited (a newer connection took its place):
+			// its Close has run, and nothing would free the slot again.
+			release()
+			return nil, net.ErrClosed
+		}
 		c := base.Clone()
 		c.GetConfigForClient = nil
 		c.VerifyConnection = func(tls.ConnectionState) error { release(); return nil }
@@ -492,11 +517,25 @@ func (h *probationHandshakes) configFor(base *tls.Config) func(*tls.ClientHelloI
 
 var errProbationBusy = errors.New("join listener: a handshake on probation waited its whole life for its turn")
 
-// setRelease records what to release when the connection closes.
-func (c *countedConn) setRelease(f func()) {
+// setRelease records what to release when the connection closes; false
+// when it is closed already (the caller releases it then).
+func (c *countedConn) setRelease(f func()) bool {
 	c.relMu.Lock()
+	defer c.relMu.Unlock()
+	if c.isClosed {
+		return false
+	}
 	c.release = f
-	c.relMu.Unlock()
+	return true
+}
+
+// Read records that the client sent something.
+func (c *countedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.began.Load() {
+		c.began.Store(true)
+	}
+	return n, err
 }
 
 // SetReadDeadline is the server's, cut to probationLife on probation.
@@ -520,6 +559,7 @@ func (c *countedConn) Close() error {
 	c.once.Do(func() {
 		c.relMu.Lock()
 		rel := c.release
+		c.isClosed = true
 		c.relMu.Unlock()
 		if rel != nil {
 			rel()
