@@ -46,6 +46,7 @@ const (
 	attackUnderway   = 15 * time.Second
 	attackPeakMiB    = 200 // the agent's VmHWM after every attack
 	attackMaxBackoff = time.Second
+	attackHold       = 3 * time.Second
 )
 
 // joinAttack is one attack: start spends its goroutines on wg until ctx
@@ -56,8 +57,10 @@ const (
 // last of them.
 type attackCounts struct {
 	n, odd atomic.Int64
-	mu     sync.Mutex
-	last   string
+	// open are the attacker's connections open now.
+	open atomic.Int64
+	mu   sync.Mutex
+	last string
 }
 
 func (a *attackCounts) oddAnswer(what string) {
@@ -70,7 +73,11 @@ func (a *attackCounts) oddAnswer(what string) {
 type joinAttack struct {
 	name     string
 	underway int64
-	start    func(ctx context.Context, addr string, wg *sync.WaitGroup, acts *attackCounts)
+	// hold, when set, is how many connections the attack tries to keep
+	// open at once: the good node starts once they are open, or attackHold
+	// after underway if the listener does not let them be.
+	hold  int64
+	start func(ctx context.Context, addr string, wg *sync.WaitGroup, acts *attackCounts)
 }
 
 // TestJoinAttacksOnTheBinary: the attacks fail against the built binary,
@@ -162,7 +169,13 @@ func TestJoinAttacksOnTheBinary(t *testing.T) {
 		for acts.n.Load() < a.underway && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		ramp := acts.n.Load()
+		if a.hold > 0 {
+			held := time.Now().Add(attackHold)
+			for acts.open.Load() < a.hold && time.Now().Before(held) {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		ramp, open := acts.n.Load(), acts.open.Load()
 		good := runGoodNode(t, addr, pin, token, names[i], dir)
 		flood := time.Since(began)
 		stop()
@@ -173,8 +186,8 @@ func TestJoinAttacksOnTheBinary(t *testing.T) {
 		default:
 		}
 		peak := vmHWM(t, cmd.Process.Pid)
-		t.Logf("attack %q: %d attacker actions before the good node started, %s of flood; good node: %d/%d requests succeeded (joined in %s, %d heartbeats); agent VmHWM %.1f MiB",
-			a.name, ramp, flood.Round(time.Millisecond), good.ok, good.attempts, good.joinedIn.Round(time.Millisecond), good.beats, float64(peak)/1024)
+		t.Logf("attack %q: %d attacker actions and %d of its connections open when the good node started, %s of flood; good node: %d/%d requests succeeded (joined in %s, %d heartbeats); agent VmHWM %.1f MiB",
+			a.name, ramp, open, flood.Round(time.Millisecond), good.ok, good.attempts, good.joinedIn.Round(time.Millisecond), good.beats, float64(peak)/1024)
 		if ramp < a.underway {
 			t.Errorf("%s: the attack made only %d of %d actions in %s before the good node started", a.name, ramp, a.underway, attackUnderway)
 		}
@@ -284,7 +297,7 @@ func joinAttacks() []joinAttack {
 			// 33 sources x 64 keep-alive connections sending `OPTIONS *`
 			// (the review: every 20 s, holding all 2,048 slots; here every
 			// second, re-dialling at once when cut).
-			name: "OPTIONS * keep-alive from 33 sources x 64", underway: 33 * 64,
+			name: "OPTIONS * keep-alive from 33 sources x 64", underway: 33 * 64, hold: 33 * 64,
 			start: func(ctx context.Context, addr string, wg *sync.WaitGroup, acts *attackCounts) {
 				for s := range 33 {
 					src := fmt.Sprintf("127.1.%d.1", s)
@@ -297,7 +310,7 @@ func joinAttacks() []joinAttack {
 		{
 			// One source holds as many idle connections as it can (256
 			// dialling at once, the cap is 64 per source).
-			name: "connection flood from one source", underway: 512,
+			name: "connection flood from one source", underway: 512, hold: 256,
 			start: func(ctx context.Context, addr string, wg *sync.WaitGroup, acts *attackCounts) {
 				for range 256 {
 					wg.Go(func() { attacker(ctx, "127.2.0.1", addr, false, acts, holdConn) })
@@ -307,7 +320,7 @@ func joinAttacks() []joinAttack {
 		{
 			// 40 sources x 64 idle connections: 2,560, past the 2,048 in
 			// all.
-			name: "connection flood across 40 sources x 64", underway: 40 * 64,
+			name: "connection flood across 40 sources x 64", underway: 40 * 64, hold: 2048,
 			start: func(ctx context.Context, addr string, wg *sync.WaitGroup, acts *attackCounts) {
 				for s := range 40 {
 					src := fmt.Sprintf("127.3.%d.1", s)
@@ -369,8 +382,10 @@ func attacker(ctx context.Context, src, addr string, withTLS bool, acts *attackC
 			continue
 		}
 		acts.n.Add(1)
+		acts.open.Add(1)
 		use(ctx, c, acts)
 		c.Close()
+		acts.open.Add(-1)
 	}
 }
 
