@@ -311,3 +311,81 @@ func TestProbationHandshakesOneAtATime(t *testing.T) {
 		t.Fatalf("after a connection closed while it waited for the slot: %v", err)
 	}
 }
+
+// TestTotalCapTakesIdlePlaces: with every place in all taken by
+// connections that sent nothing (from many addresses, each under its own
+// cap), a node's join from another address takes the place of the oldest
+// idle one past the grace instead of being closed as it is accepted; with
+// every place taken by connections that have sent bytes, a new one is
+// still closed. (Before, 40 addresses x 64 idle connections shut a new
+// node out until the handshake timeout cut them.)
+func TestTotalCapTakesIdlePlaces(t *testing.T) {
+	f := newFixture(t, clock.Real{})
+	cert := newCert(t, t.TempDir(), "join", nil, false)
+	f.serve(t, "127.0.0.1:0", cert, ListenerOptions{Limits: Limits{MaxConns: 8, ConnsPerSource: 4}})
+	tok := f.mint(t, "pool_a", "n1")
+	dial := func(src, first string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c, err := d.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if first != "" {
+			_, _ = io.WriteString(c, first)
+		}
+		return c
+	}
+	waitOpen := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			n, _ := f.lis.conns.counts("")
+			if n == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections open, want %d", n, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// Places held by bytes: a new connection is closed as accepted.
+	var busy []net.Conn
+	for i := range 8 {
+		busy = append(busy, dial(fmt.Sprintf("127.0.8.%d", i/4+1), "\x16\x03\x01"))
+	}
+	waitOpen(8)
+	time.Sleep(probationGrace) // past the grace: only bytes keep them
+	if st, err := try(t.Context(), oneShot(cert, "127.0.9.1"), f.url+"v1/join", `{"poolId":"pool_a","nodeName":"n1","token":"`+tok+`"}`, ""); err == nil {
+		t.Fatalf("a ninth connection was served (%d) while 8 that sent bytes held every place", st)
+	}
+	for _, c := range busy {
+		c.Close()
+	}
+	waitOpen(0)
+	// Places held by connections that sent nothing: the join gets one.
+	var idle []net.Conn
+	for i := range 8 {
+		idle = append(idle, dial(fmt.Sprintf("127.0.10.%d", i/4+1), ""))
+	}
+	waitOpen(8)
+	time.Sleep(probationGrace) // idle past the grace
+	st, err := try(t.Context(), oneShot(cert, "127.0.9.2"), f.url+"v1/join", `{"poolId":"pool_a","nodeName":"n1","token":"`+tok+`"}`, "")
+	if err != nil || st != 200 {
+		t.Fatalf("the join while idle connections held every place: %d %v", st, err)
+	}
+	closed := 0
+	for _, c := range idle {
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+				closed++
+			}
+		}
+	}
+	if closed != 1 {
+		t.Errorf("%d idle connections were closed for the join, want 1 (the oldest)", closed)
+	}
+}

@@ -1,6 +1,7 @@
 package join
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -55,7 +56,9 @@ type Limits struct {
 	ProbationConns int
 	// ConnsPerSource and MaxConns cap the open connections of one source
 	// address and of all (defaults 64 and 2048); a connection past either
-	// is closed as it is accepted.
+	// is closed as it is accepted, except that past MaxConns it takes the
+	// place of the oldest connection whose client has sent nothing for a
+	// quarter second, when there is one.
 	ConnsPerSource int
 	MaxConns       int
 	// MaxHeaderBytes caps the request headers (default 8 KiB), MaxBodyBytes
@@ -288,9 +291,10 @@ func (s *sampler) let(key string) (bool, int) {
 }
 
 // connLimit closes, as they are accepted, the connections past the per
-// source and the total caps; a source with no attempt left keeps at most
-// probation connections open, a new one closing the oldest of them that no
-// request reached yet (Limits.ProbationConns says why). It tells when a
+// source cap, and past the total cap unless an idle connection gives its
+// place (idlest); a source with no attempt left keeps at most probation
+// connections open, a new one closing one of them that no request reached
+// yet (Limits.ProbationConns says why). It tells when a
 // connection closes whether a request on it reached the handler (the
 // handler accounts for those itself).
 type connLimit struct {
@@ -307,6 +311,8 @@ type connLimit struct {
 	// onProbation are the open connections of each source with no attempt
 	// left, oldest first.
 	onProbation map[string][]*countedConn
+	// order are all the open connections, oldest first (idlest).
+	order list.List
 }
 
 func (c *connLimit) Accept() (net.Conn, error) {
@@ -318,13 +324,17 @@ func (c *connLimit) Accept() (net.Conn, error) {
 		src := sourceOf(conn.RemoteAddr().String())
 		limited := !c.admit(src)
 		c.mu.Lock()
-		if c.open >= c.total || c.bySource[src] >= c.perSource {
+		now := time.Now()
+		var full *countedConn // an idle connection whose place in all this one takes
+		if c.bySource[src] < c.perSource && c.open >= c.total {
+			full = c.idlest(now)
+		}
+		if c.bySource[src] >= c.perSource || (c.open >= c.total && full == nil) {
 			c.mu.Unlock()
 			_ = conn.Close()
 			c.refused(src, CodeTooManyConnections)
 			continue
 		}
-		now := time.Now()
 		cc := &countedConn{Conn: conn, owner: c, src: src, at: now}
 		var evict *countedConn
 		if limited {
@@ -347,10 +357,15 @@ func (c *connLimit) Accept() (net.Conn, error) {
 		}
 		c.open++
 		c.bySource[src]++
+		cc.elem = c.order.PushBack(cc)
 		c.mu.Unlock()
 		if evict != nil {
 			_ = evict.Close()
 			c.refused(src, CodeRateLimited)
+		}
+		if full != nil {
+			_ = full.Close()
+			c.refused(full.src, CodeTooManyConnections)
 		}
 		return cc, nil
 	}
@@ -393,6 +408,36 @@ func evictable(list []*countedConn, now time.Time) *countedConn {
 	return nil
 }
 
+// idleScan bounds how many of the oldest open connections idlest looks at:
+// when every place in all is taken, a connection that sent nothing is
+// among the oldest (the others finish their requests within the timeouts).
+const idleScan = 64
+
+// idlest is the open connection a new one takes the place of when every
+// place in all is taken: the oldest, of the first idleScan, that no request
+// reached, whose client sent nothing at all (or left), and that is past
+// probationGrace (or on probation, where an idle one gives its place at
+// once); nil when there is none. It is taken off the list, so that no other
+// accept picks it too; the caller holds mu and closes it. So connections
+// made to hold places (from any number of addresses, each under its own
+// cap) cannot keep a node's out: its ClientHello comes as it connects.
+func (c *connLimit) idlest(now time.Time) *countedConn {
+	i := 0
+	for e := c.order.Front(); e != nil && i < idleScan; e, i = e.Next(), i+1 {
+		o := e.Value.(*countedConn)
+		if o.served.Load() || o.began.Load() || (!o.probation && now.Sub(o.at) < probationGrace) {
+			continue
+		}
+		if gone, pending := peek(o.Conn); !gone && pending {
+			continue
+		}
+		c.order.Remove(e)
+		o.elem = nil
+		return o
+	}
+	return nil
+}
+
 // dropProbation takes cc off its source's probation list; the caller holds
 // mu.
 func (c *connLimit) dropProbation(cc *countedConn) {
@@ -421,6 +466,10 @@ func (c *connLimit) release(cc *countedConn) {
 		delete(c.bySource, cc.src)
 	}
 	c.dropProbation(cc)
+	if cc.elem != nil {
+		c.order.Remove(cc.elem)
+		cc.elem = nil
+	}
 	c.mu.Unlock()
 	c.closed(cc.src, cc.served.Load())
 }
@@ -444,8 +493,9 @@ type countedConn struct {
 	// probation is set while it is on its source's probation list (under
 	// the owner's mu).
 	probation bool
-	at        time.Time // accepted
-	until     time.Time // on probation: when its reads are cut
+	at        time.Time     // accepted
+	elem      *list.Element // its place in the owner's order, under the owner's mu
+	until     time.Time     // on probation: when its reads are cut
 	relMu     sync.Mutex
 	release   func() // the probation handshake slot it holds, if any
 	isClosed  bool   // under relMu: Close ran, a slot taken now is released at once

@@ -264,7 +264,9 @@ func TestLimiterSources(t *testing.T) {
 }
 
 // TestConnLimits: connections past the per-source or the total cap are
-// closed as they are accepted; a closed one frees its place.
+// closed as they are accepted; a closed one frees its place. (The held ones
+// begin a request: past the total cap, idle ones give their places,
+// TestTotalCapTakesIdlePlaces.)
 func TestConnLimits(t *testing.T) {
 	f := newFixture(t, clock.Real{})
 	f.serve(t, "127.0.0.1:0", nil, ListenerOptions{Limits: Limits{ConnsPerSource: 3, MaxConns: 5}})
@@ -275,6 +277,7 @@ func TestConnLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
+		_, _ = io.WriteString(c, "POST /v1/")
 		return c
 	}
 	// open reports whether the server keeps c open (a read times out)
