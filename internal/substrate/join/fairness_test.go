@@ -341,7 +341,13 @@ func TestTotalCapTakesIdlePlaces(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			n, _ := f.lis.conns.counts("")
+			f.lis.mu.Lock()
+			conns := f.lis.conns
+			f.lis.mu.Unlock()
+			n := 0
+			if conns != nil {
+				n, _ = conns.counts("")
+			}
 			if n == want {
 				return
 			}
