@@ -52,7 +52,7 @@ const (
 // joinAttack is one attack: start spends its goroutines on wg until ctx
 // ends, counting what they did in acts; the good node starts once
 // acts.n reaches underway.
-// attackCounts are an attack's actions (a connection made, a request
+// attackCounts are an attack's actions (a connection tried, a request
 // answered) and the answers that were not the refusal expected, with the
 // last of them.
 type attackCounts struct {
@@ -186,7 +186,7 @@ func TestJoinAttacksOnTheBinary(t *testing.T) {
 		default:
 		}
 		peak := vmHWM(t, cmd.Process.Pid)
-		t.Logf("attack %q: %d attacker actions and %d of its connections open when the good node started, %s of flood; good node: %d/%d requests succeeded (joined in %s, %d heartbeats); agent VmHWM %.1f MiB",
+		t.Logf("attack %q: %d attacker actions (connections tried, answers read) and %d of its connections open when the good node started, %s of flood; good node: %d/%d requests succeeded (joined in %s, %d heartbeats); agent VmHWM %.1f MiB",
 			a.name, ramp, open, flood.Round(time.Millisecond), good.ok, good.attempts, good.joinedIn.Round(time.Millisecond), good.beats, float64(peak)/1024)
 		if ramp < a.underway {
 			t.Errorf("%s: the attack made only %d of %d actions in %s before the good node started", a.name, ramp, a.underway, attackUnderway)
@@ -333,7 +333,7 @@ func joinAttacks() []joinAttack {
 		{
 			// 16 sources x 8 connections announcing a 1,000-byte body and
 			// sending a byte a second.
-			name: "slow bodies from 16 sources x 8", underway: 16 * 8,
+			name: "slow bodies from 16 sources x 8", underway: 16 * 8, hold: 16 * 8,
 			start: func(ctx context.Context, addr string, wg *sync.WaitGroup, acts *attackCounts) {
 				for s := range 16 {
 					src := fmt.Sprintf("127.4.%d.1", s)
@@ -370,10 +370,13 @@ func joinAttacks() []joinAttack {
 }
 
 // attacker dials addr from src (TLS when withTLS) until ctx ends, counting
-// each connection made in acts and handing it to use, which returns when
-// the connection is done with.
+// each attempt in acts (made or not: the listener's defences slow the
+// attacker down, and what counts for "under way" is what it tries) and
+// handing each connection made to use, which returns when the connection
+// is done with.
 func attacker(ctx context.Context, src, addr string, withTLS bool, acts *attackCounts, use func(context.Context, net.Conn, *attackCounts)) {
 	for ctx.Err() == nil {
+		acts.n.Add(1)
 		c, err := dialFrom(ctx, src, addr, withTLS)
 		if err != nil {
 			// Closed as accepted, or the handshake cut: the attacker paces
@@ -381,7 +384,6 @@ func attacker(ctx context.Context, src, addr string, withTLS bool, acts *attackC
 			pace(ctx, 100*time.Millisecond)
 			continue
 		}
-		acts.n.Add(1)
 		acts.open.Add(1)
 		use(ctx, c, acts)
 		c.Close()
