@@ -142,7 +142,16 @@ func (a *app) statusText(v agent.StatusView) {
 		if l.Message != "" {
 			fmt.Fprintf(w, " (%s)", l.Message)
 		}
-		fmt.Fprintf(w, ", nodes %d/%d joined\n", l.Nodes.Joined, l.Nodes.Listed)
+		fmt.Fprintf(w, ", nodes %d/%d joined, %d connected\n", l.Nodes.Joined, l.Nodes.Listed, l.Nodes.Connected)
+		// Each joined node daemon, connected (a heartbeat within 90 s) or
+		// not, as the page and the JSON show them.
+		for _, n := range l.JoinedNodes {
+			what := "not connected"
+			if n.Connected {
+				what = "connected"
+			}
+			fmt.Fprintf(w, "  node %s: %s (last seen %s)\n", n.Name, what, ms(n.LastSeen))
+		}
 	}
 	for _, p := range v.Proposals {
 		what := p.Summary.Counts()
