@@ -56,6 +56,7 @@ func (p *Plan) TextLines(calls bool) []string {
 	if p.Summary.Blocked > 0 {
 		lines = append(lines, fmt.Sprintf("%d blocked.", p.Summary.Blocked))
 	}
+	lines = append(lines, p.Policy.PolicyLines()...)
 	if calls {
 		for _, c := range p.Calls {
 			lines = append(lines, c.CallLine())
