@@ -120,14 +120,17 @@ func (r *PolicyReport) Summary() string {
 // Line is a rule's text line: `<verdict> <rule>: <message>`, with who may
 // approve an approve rule.
 func (v RuleVerdict) Line() string {
-	var b strings.Builder
-	b.WriteString(string(v.Verdict))
-	b.WriteByte(' ')
-	b.WriteString(v.Name)
-	if v.Message != "" {
-		b.WriteString(": ")
-		b.WriteString(v.Message)
+	d := v.Detail()
+	if d == "" {
+		return string(v.Verdict) + " " + v.Name
 	}
+	return string(v.Verdict) + " " + v.Name + ": " + d
+}
+
+// Detail is the message, and who may approve (or approved) an approve rule.
+func (v RuleVerdict) Detail() string {
+	var b strings.Builder
+	b.WriteString(v.Message)
 	if v.Verdict == VerdictApprove {
 		if v.Approved != "" {
 			b.WriteString(" (approved by " + v.Approved + ")")
@@ -135,7 +138,7 @@ func (v RuleVerdict) Line() string {
 			b.WriteString(" (approval by " + strings.Join(v.Approvers, ", ") + ")")
 		}
 	}
-	return b.String()
+	return strings.TrimSpace(b.String())
 }
 
 // HitLine is a matched change's line under its rule.
@@ -167,4 +170,33 @@ func (r *PolicyReport) PolicyLines() []string {
 		lines = append(lines, "  note: "+n)
 	}
 	return lines
+}
+
+// MarkdownLines are the report in a comment: each rule that did not pass,
+// its matched changes beneath it, then the notes.
+func (r *PolicyReport) MarkdownLines() []string {
+	if r == nil {
+		return nil
+	}
+	var lines []string
+	for _, v := range r.Rules {
+		if v.Verdict == VerdictPass {
+			continue
+		}
+		lines = append(lines, "- **"+string(v.Verdict)+"** `"+v.Name+"`: "+v.Detail())
+		for _, h := range v.Matched {
+			lines = append(lines, "  - `"+string(h.Type)+" "+string(h.Kind)+" "+h.Name+"`"+lineOf(h)+": "+h.Message)
+		}
+	}
+	for _, n := range r.Notes {
+		lines = append(lines, "- _"+n+"_")
+	}
+	return lines
+}
+
+func lineOf(h PolicyHit) string {
+	if h.Line > 0 {
+		return fmt.Sprintf(" (line %d)", h.Line)
+	}
+	return ""
 }
