@@ -24,21 +24,67 @@ import (
 // document is finite and a loop inside a loop is seen for what it costs.
 // The optional-value functions, which the estimator has no figure for, cost
 // one and give a value of at most MaxSize.
-type sizes struct{}
+type sizes struct{ max uint64 }
 
-func (sizes) EstimateSize(n cost.AstNode) *cost.SizeEstimate {
+func (s sizes) EstimateSize(n cost.AstNode) *cost.SizeEstimate {
 	if n.ComputedSize() != nil || (n.Expr() != nil && n.Expr().Kind() == ast.LiteralKind) {
 		return nil
 	}
-	return &cost.SizeEstimate{Min: 0, Max: MaxSize}
+	return &cost.SizeEstimate{Min: 0, Max: s.max}
 }
 
-func (sizes) EstimateCallCost(function, _ string, _ *cost.AstNode, _ []cost.AstNode) *cost.CallEstimate {
+func (s sizes) EstimateCallCost(function, _ string, _ *cost.AstNode, _ []cost.AstNode) *cost.CallEstimate {
 	switch function {
 	case "orValue", "value", "hasValue", "or", "optional.of", "optional.ofNonZeroValue", "optional.none", "_?._", "_[?_]":
-		return &cost.CallEstimate{CostEstimate: cost.CostEstimate{Min: 1, Max: 1}, ResultSize: &cost.SizeEstimate{Min: 0, Max: MaxSize}}
+		return &cost.CallEstimate{CostEstimate: cost.CostEstimate{Min: 1, Max: 1}, ResultSize: &cost.SizeEstimate{Min: 0, Max: s.max}}
 	}
 	return nil
+}
+
+// implied are the kinds and change types an expression can only be true
+// for: its top-level conjunction holding change.kind == 'K' (change.type
+// == 'T'). A change of another kind makes that conjunct false and so the
+// whole false, whatever else errs (CEL's && is commutative on errors), so
+// skipping it gives the same verdict without running the expression: most
+// rules over a plan of thousands of changes run on the few they are about.
+func implied(e ast.Expr) (kinds, types []string) {
+	var walk func(e ast.Expr)
+	walk = func(e ast.Expr) {
+		if e.Kind() != ast.CallKind {
+			return
+		}
+		c := e.AsCall()
+		switch c.FunctionName() {
+		case "_&&_":
+			for _, a := range c.Args() {
+				walk(a)
+			}
+		case "_==_":
+			args := c.Args()
+			for i := range 2 {
+				field, lit := args[i], args[1-i]
+				if field.Kind() != ast.SelectKind || lit.Kind() != ast.LiteralKind {
+					continue
+				}
+				sel := field.AsSelect()
+				if sel.IsTestOnly() || sel.Operand().Kind() != ast.IdentKind || sel.Operand().AsIdent() != "change" {
+					continue
+				}
+				v, ok := lit.AsLiteral().Value().(string)
+				if !ok {
+					continue
+				}
+				switch sel.FieldName() {
+				case "kind":
+					kinds = append(kinds, v)
+				case "type":
+					types = append(types, v)
+				}
+			}
+		}
+	}
+	walk(e)
+	return kinds, types
 }
 
 // Input is what a policy judges: the plan, and what it was made of.
@@ -65,7 +111,7 @@ func (p *Policy) Evaluate(in Input) *plan.PolicyReport {
 	if in.Tenant == "" {
 		in.Tenant = "root"
 	}
-	w := newWorld(in)
+	w := newWorld(p, in)
 	rep := &plan.PolicyReport{Rules: make([]plan.RuleVerdict, 0, len(p.Rules))}
 	acts := make([]*changeVars, len(in.Plan.Changes))
 	for _, r := range p.Rules {
@@ -86,6 +132,9 @@ func (p *Policy) Evaluate(in Input) *plan.PolicyReport {
 			if !broke {
 				continue
 			}
+			if cv.line == 0 {
+				cv.line = w.lineOf(cv.pointer)
+			}
 			v.Matched = append(v.Matched, plan.PolicyHit{Kind: c.Kind, Name: c.Name, ID: cv.id, Type: c.Action,
 				Pointer: cv.pointer, Line: cv.line, Message: msg})
 		}
@@ -105,6 +154,16 @@ func (p *Policy) Evaluate(in Input) *plan.PolicyReport {
 func (r *Rule) selects(k inventory.Kind, a plan.Action) bool {
 	if len(r.Match.Kinds) > 0 && !slices.Contains(r.Match.Kinds, string(k)) {
 		return false
+	}
+	for _, want := range r.impliedKinds {
+		if string(k) != want {
+			return false
+		}
+	}
+	for _, want := range r.impliedTypes {
+		if string(a) != want {
+			return false
+		}
 	}
 	if len(r.Match.Changes) == 0 {
 		return a != plan.Unchanged
@@ -150,17 +209,37 @@ type world struct {
 	planVal  ref.Val
 	pointers map[string]string // kind + "\x00" + name -> pointer
 	poolAcct map[string]string // document pool name -> account name
-	loc      *fleet.Locator
+	// loc is the document's text parsed for places, made on the first
+	// line asked for: lines are read for the changes that break a rule,
+	// and for every change only when an expression reads change.line.
+	loc       *fleet.Locator
+	located   bool
+	needLines bool
 }
 
-func newWorld(in Input) *world {
+// lineOf is the line of the value ptr names, 0 when unknown.
+func (w *world) lineOf(ptr string) int {
+	if ptr == "" || w.in.Data == nil {
+		return 0
+	}
+	if !w.located {
+		w.loc, w.located = fleet.Locate(w.in.Data), true
+	}
+	if pos, ok := w.loc.Value(ptr); ok {
+		return pos.Line
+	}
+	return 0
+}
+
+func newWorld(p *Policy, in Input) *world {
 	w := &world{in: in, pointers: map[string]string{}, poolAcct: map[string]string{}}
 	w.doc = documentValue(in.Doc)
 	w.docVal = types.DefaultTypeAdapter.NativeToValue(w.doc)
-	w.planVal = types.DefaultTypeAdapter.NativeToValue(planValue(in.Plan))
-	if in.Data != nil {
-		w.loc = fleet.Locate(in.Data)
+	w.planVal = types.DefaultTypeAdapter.NativeToValue(map[string]any{})
+	if p.usesPlan {
+		w.planVal = types.DefaultTypeAdapter.NativeToValue(planValue(in.Plan))
 	}
+	w.needLines = p.usesLine
 	if in.Doc != nil {
 		w.index(in.Doc)
 	}
@@ -286,8 +365,8 @@ func (w *world) change(c *plan.Change) *changeVars {
 	var pool string
 	if ptr, ok := w.pointers[key(c.Kind, c.Name)]; ok && c.Action != plan.Delete {
 		cv.pointer = ptr
-		if pos, ok := w.loc.Value(ptr); ok {
-			cv.line = pos.Line
+		if w.needLines {
+			cv.line = w.lineOf(ptr)
 		}
 		a := w.at(ptr)
 		switch c.Kind {

@@ -82,6 +82,9 @@ type Rule struct {
 
 	expr cel.Program
 	msg  cel.Program // nil: the default message
+	// impliedKinds and impliedTypes are what the expression itself
+	// requires of change.kind and change.type (implied).
+	impliedKinds, impliedTypes []string
 }
 
 // Policy is a loaded, compiled policy.
@@ -90,6 +93,11 @@ type Policy struct {
 	// Hash is the SHA-256 of the file's bytes: two agents judging by the
 	// same hash judge alike.
 	Hash string
+	// usesPlan and usesLine: some expression may read the plan variable or
+	// change.line (their words appear in its text), so Evaluate makes them
+	// for every change; otherwise it spares a plan's worth of maps and a
+	// parse of the document's text.
+	usesPlan, usesLine bool
 }
 
 // Problem is one thing wrong with a policy file, at its line.
@@ -158,6 +166,11 @@ func Load(data []byte) (*Policy, error) {
 	}
 	sum := sha256.Sum256(data)
 	pol.Hash = hex.EncodeToString(sum[:])
+	for _, r := range pol.Rules {
+		src := r.Expression + " " + r.Message
+		pol.usesPlan = pol.usesPlan || strings.Contains(src, "plan")
+		pol.usesLine = pol.usesLine || strings.Contains(src, "line")
+	}
 	return pol, nil
 }
 
@@ -359,10 +372,14 @@ func (l *loader) rule(n *yaml.Node) *Rule {
 		l.add(n.Line, r.Name, "approvers are for an approve rule; this one is %s", r.Action)
 	}
 	if exprNode != nil {
-		r.expr = l.compile(exprNode, r.Name, "expression", r.Expression, types.BoolType)
+		var checked *cel.Ast
+		r.expr, checked = l.compile(exprNode, r.Name, "expression", r.Expression, types.BoolType)
+		if checked != nil {
+			r.impliedKinds, r.impliedTypes = implied(checked.NativeRep().Expr())
+		}
 	}
 	if msgNode != nil && r.Message != "" {
-		r.msg = l.compile(msgNode, r.Name, "message", r.Message, types.StringType)
+		r.msg, _ = l.compile(msgNode, r.Name, "message", r.Message, types.StringType)
 	}
 	if len(l.problems) > before {
 		return nil
@@ -371,20 +388,23 @@ func (l *loader) rule(n *yaml.Node) *Rule {
 }
 
 // compile parses, type-checks and cost-estimates one expression; the
-// result must be of type want (or dyn, checked when it runs).
-func (l *loader) compile(n *yaml.Node, rule, field, src string, want *types.Type) cel.Program {
+// result must be of type want (or dyn, checked when it runs). An
+// expression whose estimate does not grow with the sizes of what it reads
+// is bounded by the estimate itself and runs without the runtime limit's
+// tracking (a third of a simple rule's time); any other runs under it.
+func (l *loader) compile(n *yaml.Node, rule, field, src string, want *types.Type) (cel.Program, *cel.Ast) {
 	if len(src) > MaxExprBytes {
 		l.add(n.Line, rule, "%s is %d bytes, over the limit of %d", field, len(src), MaxExprBytes)
-		return nil
+		return nil, nil
 	}
 	if strings.TrimSpace(src) == "" {
 		l.add(n.Line, rule, "%s is empty", field)
-		return nil
+		return nil, nil
 	}
 	e, err := env()
 	if err != nil {
 		l.add(n.Line, rule, "the CEL environment: %v", err)
-		return nil
+		return nil, nil
 	}
 	ast, iss := e.Compile(src)
 	if iss != nil && iss.Err() != nil {
@@ -397,27 +417,31 @@ func (l *loader) compile(n *yaml.Node, rule, field, src string, want *types.Type
 			}
 			l.add(line, rule, "%s, column %d: %s", field, ce.Location.Column()+1, ce.Message)
 		}
-		return nil
+		return nil, nil
 	}
 	out := ast.OutputType()
 	if !out.IsExactType(want) && !out.IsExactType(types.DynType) {
 		l.add(n.Line, rule, "%s gives %s; it must give %s", field, out, want)
-		return nil
+		return nil, nil
 	}
-	est, err := e.EstimateCost(ast, sizes{})
+	est, err := e.EstimateCost(ast, sizes{max: MaxSize})
 	if err != nil {
 		l.add(n.Line, rule, "%s: cannot estimate its cost: %v", field, err)
-		return nil
+		return nil, nil
 	}
 	if est.Max > MaxEstimatedCost {
 		l.add(n.Line, rule, "%s may cost up to %d, over the limit of %d (with lists and strings of up to %d): avoid nested loops over the document or the calls",
 			field, est.Max, uint64(MaxEstimatedCost), MaxSize)
-		return nil
+		return nil, nil
 	}
-	prg, err := e.Program(ast, cel.CostLimit(runtimeCostLimit), cel.EvalOptions(cel.OptOptimize))
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	if larger, err := e.EstimateCost(ast, sizes{max: 4 * MaxSize}); err != nil || larger.Max != est.Max || est.Max > runtimeCostLimit {
+		opts = append(opts, cel.CostLimit(runtimeCostLimit))
+	}
+	prg, err := e.Program(ast, opts...)
 	if err != nil {
 		l.add(n.Line, rule, "%s: %v", field, err)
-		return nil
+		return nil, nil
 	}
-	return prg
+	return prg, ast
 }

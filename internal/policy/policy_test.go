@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -262,5 +263,37 @@ func TestRuntimeCostLimit(t *testing.T) {
 	rep := judged(t, "rules:\n  - {name: slow, match: {kinds: [site], changes: [unchanged]}, expression: \"plan.calls.all(c, c.method != '')\", action: warn}\n")
 	if v := rep.Rules[0]; v.Verdict != plan.VerdictWarn || !strings.Contains(v.Message, "cost limit") {
 		t.Errorf("verdict %s: %s", v.Verdict, v.Message)
+	}
+}
+
+// TestImpliedSkipsNothing: a rule whose expression requires change.kind or
+// change.type runs only on those changes, with the verdicts it has when it
+// runs on all of them (errors included).
+func TestImpliedSkipsNothing(t *testing.T) {
+	for _, c := range []struct{ expr, implied string }{
+		{`change.kind == 'flavor' && change.after.gpus > 8`, "[flavor] []"},
+		{`change.after.gpus > 8 && change.kind == 'flavor'`, "[flavor] []"},
+		{`'flavor' == change.kind && change.type == 'create'`, "[flavor] [create]"},
+		{`change.type == 'delete' && (change.kind == 'pool' || change.after.nope == 1)`, "[] [delete]"},
+		{`change.kind == 'flavor' || change.kind == 'pool'`, "[] []"},
+		{`!(change.kind == 'flavor') && change.after.gpus > 8`, "[] []"},
+	} {
+		text := "rules:\n  - name: r\n    expression: \"" + c.expr + "\"\n    action: warn\n"
+		with := judged(t, text)
+		pol, err := Load([]byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := pol.Rules[0]
+		if got := fmt.Sprintf("%v %v", r.impliedKinds, r.impliedTypes); got != c.implied {
+			t.Errorf("%s: implied %s, want %s", c.expr, got, c.implied)
+		}
+		r.impliedKinds, r.impliedTypes = nil, nil
+		snap := FleetOf(document(t, base), "root")
+		doc := document(t, next)
+		without := pol.Evaluate(Input{Doc: doc, Data: []byte(next), Snap: snap, Plan: plan.Make(doc, snap, plan.Options{Prune: true})})
+		if a, b := hits(with.Rules[0]), hits(without.Rules[0]); a != b || with.Rules[0].Message != without.Rules[0].Message {
+			t.Errorf("%s: with implied %q, without %q", c.expr, a, b)
+		}
 	}
 }
