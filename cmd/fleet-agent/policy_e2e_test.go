@@ -142,6 +142,18 @@ func TestPolicyApproveOnGitHub(t *testing.T) {
 	if c := lastCheck(t, w, head, "policy"); len(c.Annotations) != 1 || c.Annotations[0].Level != "warning" {
 		t.Errorf("policy check %+v", c)
 	}
+	// A waiting proposal is judged again at every poll: approved, its
+	// status turns success without a push.
+	other := w.openPR(2, boot, strings.Replace(bigFlavorDoc, `"gpus": 16`, `"gpus": 12`, 1))
+	w.step()
+	if s := w.lastStatus(other, "policy"); s.State != "pending" {
+		t.Fatalf("policy status of #2 %+v", s)
+	}
+	w.gh.SubmitReview(2, githubemu.Review{User: "carol", State: "APPROVED"})
+	w.step()
+	if s := w.lastStatus(other, "policy"); s.State != "success" || !strings.Contains(s.Description, "1 approved") {
+		t.Fatalf("policy status of #2 once approved %+v", s)
+	}
 
 	w.merge(1, head)
 	w.step()
