@@ -199,6 +199,21 @@ func TestPolicyLooseningOnGitHub(t *testing.T) {
 		t.Fatalf("the loosened policy let its own pull request apply: %s", ap.Commit)
 	}
 
+	// Deleting the policy does not escape it either.
+	w.work.Git(t, "checkout", "-q", "-B", "pr9", boot)
+	w.work.Git(t, "rm", "-q", "policy.yaml")
+	drop := w.push("pr9", bigFlavorDoc, "drop the policy")
+	w.remo.UpdateRef(t, "refs/pull/9/head", drop)
+	w.gh.OpenPR(githubemu.PR{Number: 9, HeadSHA: drop, HeadRef: "pr9", BaseRef: "main", User: "alice"})
+	w.step()
+	if s := w.lastStatus(drop, "policy"); s.State != "failure" {
+		t.Fatalf("a pull request deleting the policy escapes it: %+v", s)
+	}
+	if cm := w.planComments(9); len(cm) != 1 || !strings.Contains(cm[0].Body, "this pull request deletes policy.yaml: it is judged by the current policy") {
+		t.Fatalf("plan comment of #9: %+v", cm)
+	}
+	w.gh.ClosePR(9)
+
 	// A broken policy merged with an empty plan is applied; the last good
 	// policy keeps judging.
 	w.work.Git(t, "checkout", "-q", "-B", "main", boot)

@@ -159,6 +159,10 @@ func (a *Agent) judgeProposal(ctx context.Context, head string, pr int, doc *fle
 	current := a.policy.data
 	a.policyMu.Unlock()
 	proposed, err := a.repo.ReadFile(head, a.cfg.PolicyPath)
+	var ge *gitsync.Error
+	if errors.As(err, &ge) && ge.Kind == gitsync.KindFileMissing && current != nil {
+		rep.Notes = append(rep.Notes, "this pull request deletes "+a.cfg.PolicyPath+": it is judged by the current policy; once applied, plans are not judged")
+	}
 	if err == nil && !bytes.Equal(proposed, current) {
 		next, err := policy.Load(proposed)
 		if err != nil {
