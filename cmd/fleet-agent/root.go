@@ -56,6 +56,7 @@ the other commands work on their own or through a running agent.`,
 		a.substratesCommand(),
 		a.doctorCommand(),
 		a.schemaCommand(),
+		a.policyCommand(),
 		a.versionCommand(),
 	)
 	return root

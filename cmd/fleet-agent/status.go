@@ -127,6 +127,14 @@ func (a *app) statusText(v agent.StatusView) {
 			}
 		}
 	}
+	if pv := v.Policy; pv != nil {
+		if pv.Hash != "" {
+			fmt.Fprintf(w, "policy: %s at %s, %d rule(s)\n", pv.Path, pv.Commit, pv.Rules)
+		}
+		if pv.Problem != "" {
+			fmt.Fprintf(w, "policy: %s\n", pv.Problem)
+		}
+	}
 	for _, r := range v.Refused {
 		fmt.Fprintf(w, "refused: commit %s of the branch (%s): %s\n", r.Commit, r.Code, r.Reason)
 		for i, c := range r.Adopt {
