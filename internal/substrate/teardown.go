@@ -119,10 +119,13 @@ func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) 
 		p.readFail("cluster "+cmpOr(ref.Name, ref.ID), err)
 		return false, nil
 	}
-	if del && !p.owner().Owns(c.Labels) {
+	if del && !p.owner().Owns(c.Labels) && !p.deleteAccepted(prefix+c.Ref.Name) {
 		// Deleted only when its labels say it is ours: a recorded id or a
 		// name is not enough (another installation's cluster, labels taken
-		// off by hand). The substrate lets go of it and says so.
+		// off by hand). The substrate lets go of it and says so. A delete
+		// the provider already accepted is followed to its end instead: it
+		// was decided on the labels the cluster had then, and the provider
+		// is deleting it whatever they say now.
 		p.foreign(c)
 		p.notes = append(p.notes, "left "+p.whose(c)+" in place: fleet-agent deletes only clusters carrying its labels")
 		for _, key := range p.keys() {
@@ -203,6 +206,13 @@ func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) 
 	}
 	p.take(out, "")
 	return false, nil
+}
+
+// deleteAccepted reports whether the delete of object is accepted at the
+// provider.
+func (p *pass) deleteAccepted(object string) bool {
+	op := p.pending(object, stepDeleteCluster)
+	return op != nil && op.State == state.Accepted
 }
 
 // settleUnlisted finishes the node pool deletes (of objects with prefix)
