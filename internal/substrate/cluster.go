@@ -41,6 +41,16 @@ func (p *pass) created() (*providers.Cluster, error) {
 	for range 2 {
 		var obs *providers.Cluster
 		op := p.pending(name, stepCreateCluster)
+		if old := p.ops[opKey(p.want.PoolID, stepCreateCluster, name, p.want.Generation, p.seen.Recreated)]; op == nil && old != nil && old.State == state.Failed {
+			// Refused for good at this generation, whether or not the
+			// cluster it made (one in error at the provider) is recorded:
+			// only a new document helps. The same after a restart as in
+			// the pass that refused it (found by the exhaustive campaign:
+			// a crash after the refusal read the failed cluster again and
+			// never converged).
+			p.take(outcome{res: resFailed, message: p.describe(old) + ": " + failure(old)}, "")
+			return nil, nil
+		}
 		if op == nil && (p.seen.Cluster == nil || p.seen.Cluster.ID == "") {
 			repeat := p.seen.Recreated
 			if p.seen.GhostGeneration == p.want.Generation && p.seen.Ghosts > maxRepeats {
@@ -54,10 +64,6 @@ func (p *pass) created() (*providers.Cluster, error) {
 				return nil, nil
 			}
 			if old := p.ops[opKey(p.want.PoolID, stepCreateCluster, name, p.want.Generation, repeat)]; old != nil {
-				if old.State == state.Failed {
-					p.take(outcome{res: resFailed, message: p.describe(old) + ": " + failure(old)}, "")
-					return nil, nil
-				}
 				// Succeeded but its record was lost: its result says
 				// which cluster it made; the read below confirms it.
 				var ref providers.ClusterRef

@@ -176,7 +176,8 @@ func (p *pass) readBack(op *state.JournalOp) (observed, error) {
 			return observed{phase: phAbsent}, nil
 		}
 		// An update of a pool that is gone cannot happen; the next pass
-		// makes the pool again.
+		// (a full one: the listing is read again) makes the pool again.
+		p.doubt()
 		return observed{phase: phFailed, message: fmt.Sprintf("node pool %s is gone", name)}, nil
 	}
 	if err != nil {
