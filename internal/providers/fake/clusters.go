@@ -2,6 +2,9 @@ package fake
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"maps"
 	"regexp"
 	"slices"
@@ -175,7 +178,20 @@ func (f *Fake) view(c *ClusterRecord) providers.Cluster {
 	} else if c.Message != "" {
 		v.Message = c.Message
 	}
+	v.NodePoolsRevision = poolsRevision(c)
 	return v
+}
+
+// poolsRevision is a digest of what a listing shows of a cluster's node
+// pools, as GKE's and DOKS's cluster listings carry the pools themselves.
+func poolsRevision(c *ClusterRecord) string {
+	h := sha256.New()
+	for _, name := range sortedKeys(c.NodePools) {
+		data, _ := json.Marshal(poolView(c.NodePools[name]))
+		h.Write(data)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // compareVersions compares dotted numeric versions.

@@ -46,25 +46,40 @@ func TestWorkFaults(t *testing.T) {
 		want       string
 	}{
 		{name: "a lost create does nothing", fault: fake.Fault{Method: "EnsureCluster", Class: providers.Unavailable, SideEffect: providers.Maybe, Lost: true},
-			call:    func(t *testing.T, f *fake.Fake) error { _, err := f.EnsureCluster(t.Context(), acct, clusterSpec("c")); return err },
+			call: func(t *testing.T, f *fake.Fake) error {
+				_, err := f.EnsureCluster(t.Context(), acct, clusterSpec("c"))
+				return err
+			},
 			wantErr: true, want: "absent"},
 		{name: "a lost drop does nothing", fault: fake.Fault{Method: "EnsureNodePool", Drop: true, Lost: true}, pool: true,
-			call:    func(t *testing.T, f *fake.Fake) error { _, err := f.EnsureNodePool(t.Context(), acct, ref, spec); return err },
+			call: func(t *testing.T, f *fake.Fake) error {
+				_, err := f.EnsureNodePool(t.Context(), acct, ref, spec)
+				return err
+			},
 			wantErr: true, want: "absent"},
 		{name: "a create that vanishes answers its object, then is gone", fault: fake.Fault{Method: "EnsureCluster", Vanish: true},
-			call: func(t *testing.T, f *fake.Fake) error { _, err := f.EnsureCluster(t.Context(), acct, clusterSpec("c")); return err },
+			call: func(t *testing.T, f *fake.Fake) error {
+				_, err := f.EnsureCluster(t.Context(), acct, clusterSpec("c"))
+				return err
+			},
 			want: "absent"},
 		{name: "a throttled delete whose cluster someone else removed", fault: fake.Fault{Method: "DeleteCluster", Class: providers.Throttled, SideEffect: providers.None, Vanish: true}, made: true,
 			call:    func(t *testing.T, f *fake.Fake) error { _, err := f.DeleteCluster(t.Context(), acct, ref); return err },
 			wantErr: true, want: "absent"},
 		{name: "a create whose work fails", fault: fake.Fault{Method: "EnsureCluster", WorkFails: true},
-			call: func(t *testing.T, f *fake.Fake) error { _, err := f.EnsureCluster(t.Context(), acct, clusterSpec("c")); return err },
+			call: func(t *testing.T, f *fake.Fake) error {
+				_, err := f.EnsureCluster(t.Context(), acct, clusterSpec("c"))
+				return err
+			},
 			want: string(providers.ClusterError)},
 		{name: "a delete whose work fails leaves the cluster running", fault: fake.Fault{Method: "DeleteCluster", WorkFails: true}, made: true,
 			call: func(t *testing.T, f *fake.Fake) error { _, err := f.DeleteCluster(t.Context(), acct, ref); return err },
 			want: string(providers.ClusterRunning)},
 		{name: "a node pool create whose work fails", fault: fake.Fault{Method: "EnsureNodePool", WorkFails: true}, pool: true,
-			call: func(t *testing.T, f *fake.Fake) error { _, err := f.EnsureNodePool(t.Context(), acct, ref, spec); return err },
+			call: func(t *testing.T, f *fake.Fake) error {
+				_, err := f.EnsureNodePool(t.Context(), acct, ref, spec)
+				return err
+			},
 			want: string(providers.NodePoolError)},
 		{name: "a resize whose pool vanishes", fault: fake.Fault{Method: "ResizeNodePool", Vanish: true}, pool: true, made: true,
 			call: func(t *testing.T, f *fake.Fake) error {
@@ -73,10 +88,16 @@ func TestWorkFaults(t *testing.T) {
 			},
 			want: "absent"},
 		{name: "a node pool delete whose work fails leaves it running", fault: fake.Fault{Method: "DeleteNodePool", WorkFails: true}, pool: true, made: true,
-			call: func(t *testing.T, f *fake.Fake) error { _, err := f.DeleteNodePool(t.Context(), acct, ref, "p"); return err },
+			call: func(t *testing.T, f *fake.Fake) error {
+				_, err := f.DeleteNodePool(t.Context(), acct, ref, "p")
+				return err
+			},
 			want: string(providers.NodePoolRunning)},
 		{name: "a throttled node pool delete whose pool someone else removed", fault: fake.Fault{Method: "DeleteNodePool", Class: providers.Throttled, SideEffect: providers.None, Vanish: true}, pool: true, made: true,
-			call:    func(t *testing.T, f *fake.Fake) error { _, err := f.DeleteNodePool(t.Context(), acct, ref, "p"); return err },
+			call: func(t *testing.T, f *fake.Fake) error {
+				_, err := f.DeleteNodePool(t.Context(), acct, ref, "p")
+				return err
+			},
 			wantErr: true, want: "absent"},
 	}
 	for _, tc := range cases {
