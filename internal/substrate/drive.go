@@ -76,6 +76,9 @@ const (
 	resFailed
 	// resSuperseded: abandoned for a newer generation's operation.
 	resSuperseded
+	// resLater: in error, looked at again later; nothing in the journal
+	// waits (a step's stop, never an operation's).
+	resLater
 )
 
 type outcome struct {
