@@ -53,6 +53,9 @@ type env struct {
 	logs      *syncBuffer
 	// tune changes the reconciler's options at every start.
 	tune func(*substrate.Options)
+	// installation is the state file's installation id ("":
+	// testInstallation).
+	installation string
 
 	store *state.Store
 	fake  *fake.Fake
@@ -80,7 +83,7 @@ func newEnv(t testing.TB, tune func(*substrate.Options)) *env {
 func (e *env) start() {
 	e.t.Helper()
 	var err error
-	if e.store, err = state.Open(e.statePath, state.Options{Now: e.clock.Now, NoSync: true, Installation: testInstallation}); err != nil {
+	if e.store, err = state.Open(e.statePath, state.Options{Now: e.clock.Now, NoSync: true, Installation: e.owner()}); err != nil {
 		e.t.Fatal(err)
 	}
 	if e.fake, err = fake.New(e.fakeCfg, crashtest.DefaultSecrets, fake.WithClock(e.clock)); err != nil {
@@ -241,6 +244,16 @@ func inParallel(t *testing.T, n int, fn func(i int)) {
 	}
 	close(next)
 	wg.Wait()
+}
+
+// owner is the env's installation id.
+func (e *env) owner() string { return cmpOr(e.installation, testInstallation) }
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // testInstallation is the installation id of the state files these tests
