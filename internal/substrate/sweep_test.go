@@ -46,7 +46,7 @@ func (e *env) sweep() substrate.SweepReport {
 // backup taken before the cluster was made; the sweep finds the cluster by
 // its label and takes it back, and nothing is made twice.
 func TestSweepTakesBackAnUnrecordedCluster(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newEnvOn(t, nil, false) // restores the file itself
 	e.applyStep(gpuStep)
 	backup := e.statePath + ".bak"
 	copyFile(t, e.statePath, backup)
