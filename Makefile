@@ -29,6 +29,9 @@ test: kube chromium awscli googleapis
 test-etcd: kube
 	FLEET_AGENT_TEST_STATE=etcd $(GO) test -race $(TESTFLAGS) ./internal/state/... ./internal/apply/ ./internal/outbox/ \
 	  ./internal/livecheck/ ./internal/substrate/join/ ./internal/agent/
+	# The substrate suite with its random crash campaign on etcd; the
+	# exhaustive and two-installation campaigns run on files above.
+	FLEET_AGENT_TEST_STATE=etcd $(GO) test -race $(TESTFLAGS) -skip 'TestCrashAtEveryPoint|TestTwoInstallationsCrashCampaign' ./internal/substrate/
 
 # kube: the Kubernetes control plane the tests start (internal/testutil/kubeplane),
 # built once per machine into ~/.cache/fleet-agent/kube (FLEET_AGENT_KUBE_CACHE

@@ -1,6 +1,7 @@
-// Package schema holds the JSON Schema of fleet.json (draft 2020-12). The
-// binary embeds it to validate documents and prints it for editors
-// (`fleet-agent schema`).
+// Package schema holds the JSON Schemas (draft 2020-12) of fleet.json and
+// of a policy file. The binary embeds the first to validate documents, and
+// prints either for editors (`fleet-agent schema`, `fleet-agent schema
+// --policy`).
 package schema
 
 import _ "embed"
@@ -12,3 +13,10 @@ var JSON []byte
 
 // ID is the schema's $id, the name it is compiled under.
 const ID = "https://fleet-agent.dev/schema/fleet.schema.json"
+
+// PolicyJSON is the schema of a policy file (docs/policy.md), byte for byte
+// as committed. The policy loader checks the same rules with the line of
+// each problem; a test holds the two to the same enumerations.
+//
+//go:embed policy.schema.json
+var PolicyJSON []byte

@@ -43,7 +43,7 @@ func (a *app) backupCommand() *cobra.Command {
 					return fail(err)
 				}
 			} else {
-				store, err := openStateRead(a.stateFile(cfg))
+				store, err := a.openRead(cmd.Context(), cfg)
 				if err != nil {
 					return fail(err)
 				}

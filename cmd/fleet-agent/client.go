@@ -32,7 +32,7 @@ func readFleet[T any](ctx context.Context, a *app, cfg *config.Config, route str
 		err := c.Do(ctx, "GET", route, nil, &v)
 		return v, err
 	}
-	s, err := openStateRead(a.stateFile(cfg))
+	s, err := a.openRead(ctx, cfg)
 	if err != nil {
 		return v, err
 	}

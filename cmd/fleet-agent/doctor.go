@@ -107,8 +107,11 @@ func (a *app) doctorReport(ctx context.Context, cfg *config.Config, cfgPath stri
 		if st != nil {
 			defer st.Close()
 		}
-	} else {
+	} else if store.Backend() != "etcd" {
 		add("state", "state-ok", doctor.OK, "the state file "+cfg.State+" is open in the running agent; installation "+store.Installation(), "")
+	}
+	if st != nil && st.Backend() == "etcd" {
+		doctorEtcd(ctx, st, add)
 	}
 
 	a.doctorGit(ctx, cfg, resolver, add)
@@ -138,6 +141,15 @@ type addFunc func(check, code string, sev doctor.Severity, found, do string)
 // doctorState opens the state file read-only and says what it found; nil
 // when there is nothing to read.
 func (a *app) doctorState(cfg *config.Config, add addFunc) *state.Store {
+	if cfg.StateBackend == config.BackendEtcd && a.stateFile(cfg) == cfg.State {
+		s, err := a.openRead(context.Background(), cfg)
+		if err != nil {
+			add("state", "etcd-unreachable", doctor.Fail, "the store on etcd ("+strings.Join(cfg.Etcd.Endpoints, ",")+cfg.Etcd.Prefix+") cannot be read: "+refusal.Text(err),
+				"check that a quorum of the etcd members is up and that state.etcd's endpoints, TLS files and credentials are right (docs/ha.md)")
+			return nil
+		}
+		return s
+	}
 	path := a.stateFile(cfg)
 	none, err := noStateYet(path)
 	switch {
@@ -357,4 +369,36 @@ func (a *app) doctorHandler(cfg *config.Config, cfgPath string, store *state.Sto
 		agent.WriteJSON(w, http.StatusOK, a.doctorReport(r.Context(), cfg, cfgPath, store))
 	})
 	return mux
+}
+
+// doctorEtcd reports an etcd store: each endpoint, and who leads.
+func doctorEtcd(ctx context.Context, st *state.Store, add addFunc) {
+	health := st.EtcdHealth(ctx)
+	down := 0
+	for _, h := range health {
+		if h.Err != "" {
+			down++
+			add("state", "etcd-member-down", doctor.Fail, "etcd endpoint "+h.Endpoint+" does not answer: "+h.Err,
+				"bring the member back (etcd keeps serving while a quorum is up; the agents use the others meanwhile)")
+		}
+	}
+	if down == len(health) {
+		add("state", "etcd-unreachable", doctor.Fail, "no etcd endpoint answers", "check the etcd cluster and state.etcd.endpoints (docs/ha.md)")
+		return
+	}
+	leader, err := st.Leader(ctx)
+	switch {
+	case err != nil:
+		add("state", "etcd-unreachable", doctor.Fail, "the election cannot be read: "+refusal.Text(err), "check the etcd cluster (docs/ha.md)")
+	case leader == "":
+		add("state", "etcd-no-leader", doctor.Fail, "the store on etcd ("+st.Path()+") opens, installation "+st.Installation()+", but no agent leads it: nothing is planned or applied",
+			"start fleet-agent run on one of the agents' boxes (systemctl start fleet-agent)")
+	default:
+		role := ""
+		if st.Name() != "" && st.Leading() {
+			role = " (this agent)"
+		}
+		add("state", "state-ok", doctor.OK, fmt.Sprintf("the store on etcd (%s) opens, installation %s; %d of %d endpoints answer; agent %s%s leads",
+			st.Path(), st.Installation(), len(health)-down, len(health), leader, role), "")
+	}
 }

@@ -53,6 +53,8 @@ type ghWorld struct {
 	// and it posts check runs beside its statuses.
 	checks bool
 	appKey string
+	// policyPath is the agent's policy.path ("" for none).
+	policyPath string
 }
 
 func newGHWorld(t *testing.T) *ghWorld {
@@ -91,7 +93,7 @@ func (w *ghWorld) start() {
 	// No spacing between sends: step drains the queue with Flush on a
 	// clock that moves only when told to (the outbox's tests keep it).
 	w.box = outbox.New(w.store, g.Poster(), outbox.Options{Clock: w.clk, Log: log, MinSpacing: outbox.NoSpacing})
-	w.ag = agent.New(agent.Config{Branch: "main", RequireReviewedPlan: true, Prefix: "fleet-agent", Checks: w.checks},
+	w.ag = agent.New(agent.Config{Branch: "main", RequireReviewedPlan: true, Prefix: "fleet-agent", Checks: w.checks, PolicyPath: w.policyPath},
 		agent.Options{Store: w.store, Repo: repo, Forge: agentForge{g}, Outbox: w.box, Clock: w.clk, Log: log})
 }
 

@@ -34,7 +34,7 @@ to overwrite one.`,
 				}
 				data = b.Bytes()
 			} else {
-				s, err := openStateRead(a.stateFile(cfg))
+				s, err := a.openRead(cmd.Context(), cfg)
 				if err != nil {
 					return err
 				}

@@ -28,7 +28,7 @@ listener, keeps the node key it gets in --state-dir, and heartbeats with it. Eve
 failure is retried with backoff and logged with what to fix. SIGTERM stops it.
 
 Each flag may also come from the environment: FLEET_NODE_CONFIG_DIR,
-FLEET_NODE_TOKEN_FILE, FLEET_NODE_STATE_DIR, NODE_NAME.`,
+FLEET_NODE_TOKEN_FILE, FLEET_NODE_POD_TOKEN_FILE, FLEET_NODE_STATE_DIR, NODE_NAME, POD_UID.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			level, err := zerolog.ParseLevel(logLevel)
@@ -47,6 +47,7 @@ FLEET_NODE_TOKEN_FILE, FLEET_NODE_STATE_DIR, NODE_NAME.`,
 			fromEnv("pod-token-file", "FLEET_NODE_POD_TOKEN_FILE", &o.PodTokenFile)
 			fromEnv("state-dir", "FLEET_NODE_STATE_DIR", &o.StateDir)
 			fromEnv("node-name", join.NodeNameEnv, &o.NodeName)
+			fromEnv("pod-uid", join.PodUIDEnv, &o.PodUID)
 			// The token and the node key are added as they are read, so no
 			// log line can show them.
 			o.Redactor = secrets.NewRedactor()
@@ -61,6 +62,7 @@ FLEET_NODE_TOKEN_FILE, FLEET_NODE_STATE_DIR, NODE_NAME.`,
 	cmd.Flags().StringVar(&o.PodTokenFile, "pod-token-file", join.DefaultPodTokenFile, "the Pod's projected service-account token (audience "+join.PodAudience+"), tried first when joining")
 	cmd.Flags().StringVar(&o.StateDir, "state-dir", join.DefaultStateDir, "where the node key is kept (mode 0600), so a restart heartbeats instead of joining again")
 	cmd.Flags().StringVar(&o.NodeName, "node-name", "", "this Node's name (default $NODE_NAME, from the downward API's spec.nodeName)")
+	cmd.Flags().StringVar(&o.PodUID, "pod-uid", "", "this Pod's uid (default $POD_UID, from the downward API's metadata.uid), sent with each heartbeat so that a key left on the Node by another Pod is refused")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

@@ -58,13 +58,16 @@ func planOutcome(blocked bool, calls int, failOnDrift bool, what string) error {
 
 func (a *app) planCommand() *cobra.Command {
 	var prune, calls, failOnDrift, offline bool
-	var output, commit string
+	var output, commit, policyFile string
 	cmd := &cobra.Command{
 		Use:   "plan FILE",
 		Short: "Show what applying a document would change",
 		Long: `Plans FILE against the fleet (the state file and the live providers) and prints
 one line per change, then the counts. Exits 1 with PLAN_BLOCKED when a change is
-blocked, and with --fail-on-drift, FLEET_DRIFTED when any call would run.`,
+blocked, and with --fail-on-drift, FLEET_DRIFTED when any call would run.
+With --policy FILE the plan is judged by that policy (docs/policy.md): each
+rule's verdict is printed with the plan, and a broken deny rule exits 1 with
+PLAN_BLOCKED.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := plan.ParseFormat(output)
@@ -74,6 +77,13 @@ blocked, and with --fail-on-drift, FLEET_DRIFTED when any call would run.`,
 			cfg, client, err := a.begin(cmd, args, commit, &prune)
 			if err != nil {
 				return err
+			}
+			if policyFile != "" {
+				if commit != "" {
+					return fmt.Errorf("--policy judges a FILE; the agent judges --commit by the policy of its branch")
+				}
+				return a.planWithPolicy(cmd, cfg, client, args[0], policyFile, format, planFlags{prune: prune, pruneSet: cmd.Flags().Changed("prune"),
+					calls: calls, failOnDrift: failOnDrift, offline: offline})
 			}
 			var resp agent.PlanResponse
 			switch {
@@ -140,5 +150,6 @@ blocked, and with --fail-on-drift, FLEET_DRIFTED when any call would run.`,
 	cmd.Flags().BoolVar(&failOnDrift, "fail-on-drift", false, "exit FLEET_DRIFTED when any call would run")
 	cmd.Flags().BoolVar(&offline, "offline", false, "skip the live checks")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, json or markdown")
+	cmd.Flags().StringVar(&policyFile, "policy", "", "judge the plan by this policy file (YAML or JSON)")
 	return cmd
 }

@@ -50,11 +50,13 @@ the other commands work on their own or through a running agent.`,
 		a.runCommand(),
 		a.editCommand(),
 		a.backupCommand(),
+		a.stateCommand(),
 		a.auditCommand(),
 		a.nodeCommand(),
 		a.substratesCommand(),
 		a.doctorCommand(),
 		a.schemaCommand(),
+		a.policyCommand(),
 		a.versionCommand(),
 	)
 	return root

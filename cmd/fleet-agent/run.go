@@ -197,14 +197,16 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		Prefix: statusPrefix(cfg), DriftEvery: cfg.Drift.Every, Heal: cfg.Drift.Heal, Repository: redactURL(cfg.Git.URL),
 		// Check runs need an App's installation token; a user token keeps
 		// to commit statuses (README, "GitHub checks").
-		Checks:   cfg.GitHub != nil && cfg.GitHub.App != nil,
-		Warnings: warnings},
+		Checks:     cfg.GitHub != nil && cfg.GitHub.App != nil,
+		PolicyPath: cfg.Policy.Path,
+		Warnings:   warnings},
 		agent.Options{Store: store, Repo: repo, Forge: agentF, Outbox: agentO, Live: live, Log: log, Metrics: m,
 			Substrates: rec})
 
 	a.reconfigure = func(next *config.Config) {
 		ag.Reconfigure(func(c *agent.Config) {
 			c.Prune, c.RequireReviewedPlan = next.Apply.Prune, next.Apply.RequireReviewedPlan
+			c.PolicyPath = next.Policy.Path
 			c.DriftEvery, c.Heal = next.Drift.Every, next.Drift.Heal
 		})
 	}

@@ -7,13 +7,20 @@ import (
 )
 
 func (a *app) schemaCommand() *cobra.Command {
-	return &cobra.Command{
+	var policy bool
+	cmd := &cobra.Command{
 		Use:   "schema",
-		Short: "Print the embedded JSON Schema of fleet.json",
+		Short: "Print the embedded JSON Schema of fleet.json (or, with --policy, of a policy file)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := a.stdout.Write(schema.JSON)
+			out := schema.JSON
+			if policy {
+				out = schema.PolicyJSON
+			}
+			_, err := a.stdout.Write(out)
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&policy, "policy", false, "print the schema of a policy file instead")
+	return cmd
 }

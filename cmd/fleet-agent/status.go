@@ -39,7 +39,7 @@ plans the applied document again now, so a break-glass edit shows at once.`,
 					return err
 				}
 			} else {
-				s, err := openStateRead(a.stateFile(cfg))
+				s, err := a.openRead(cmd.Context(), cfg)
 				if err != nil {
 					return err
 				}
@@ -127,6 +127,14 @@ func (a *app) statusText(v agent.StatusView) {
 			}
 		}
 	}
+	if pv := v.Policy; pv != nil {
+		if pv.Hash != "" {
+			fmt.Fprintf(w, "policy: %s at %s, %d rule(s)\n", pv.Path, pv.Commit, pv.Rules)
+		}
+		if pv.Problem != "" {
+			fmt.Fprintf(w, "policy: %s\n", pv.Problem)
+		}
+	}
 	for _, r := range v.Refused {
 		fmt.Fprintf(w, "refused: commit %s of the branch (%s): %s\n", r.Commit, r.Code, r.Reason)
 		for i, c := range r.Adopt {
@@ -142,7 +150,16 @@ func (a *app) statusText(v agent.StatusView) {
 		if l.Message != "" {
 			fmt.Fprintf(w, " (%s)", l.Message)
 		}
-		fmt.Fprintf(w, ", nodes %d/%d joined\n", l.Nodes.Joined, l.Nodes.Listed)
+		fmt.Fprintf(w, ", nodes %d/%d joined, %d connected\n", l.Nodes.Joined, l.Nodes.Listed, l.Nodes.Connected)
+		// Each joined node daemon, connected (a heartbeat within 90 s) or
+		// not, as the page and the JSON show them.
+		for _, n := range l.JoinedNodes {
+			what := "not connected"
+			if n.Connected {
+				what = "connected"
+			}
+			fmt.Fprintf(w, "  node %s: %s (last seen %s)\n", n.Name, what, ms(n.LastSeen))
+		}
 	}
 	for _, p := range v.Proposals {
 		what := p.Summary.Counts()

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/testutil/golden"
 )
 
 // status prints a refused tip with its reason and, when it can be adopted,
@@ -46,4 +48,61 @@ func TestStatusShowsARefusedTip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// On an etcd store status says which agent this is, whether it leads, and
+// who does.
+func TestStatusShowsTheLeader(t *testing.T) {
+	for _, tc := range []struct {
+		st   agent.StoreView
+		want string
+	}{
+		{agent.StoreView{Backend: "etcd", Agent: "ops-1", Leader: "ops-1", Leading: true}, "store: etcd, agent ops-1 leading, leader ops-1\n"},
+		{agent.StoreView{Backend: "etcd", Agent: "ops-2", Leader: "ops-1"}, "store: etcd, agent ops-2 standing by, leader ops-1\n"},
+		{agent.StoreView{Backend: "etcd", Agent: "ops-2"}, "store: etcd, agent ops-2 standing by, leader none (an election is under way)\n"},
+	} {
+		st := tc.st
+		v := agent.StatusView{TenantID: "root", Proposals: []agent.Proposal{}, Store: &st}
+		var out bytes.Buffer
+		(&app{stdout: &out}).statusText(v)
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("status text:\n%s\nwant the line %q", out.String(), tc.want)
+		}
+	}
+	var out bytes.Buffer
+	(&app{stdout: &out}).statusText(agent.StatusView{TenantID: "root", Proposals: []agent.Proposal{}})
+	if strings.Contains(out.String(), "store:") {
+		t.Errorf("a bbolt agent's status names a store: %s", out.String())
+	}
+}
+
+// status prints each substrate with its joined node daemons, each
+// connected or not, as the page and the JSON show them.
+func TestStatusShowsJoinedNodes(t *testing.T) {
+	const t0 = int64(1796209200000) // 2026-12-02T11:00:00Z
+	sub := func(pool, state string, listed int, nodes ...substrate.StatusJoinedNode) substrate.Status {
+		s := substrate.Status{Pool: pool, State: state, JoinedNodes: nodes}
+		s.Nodes.Listed, s.Nodes.Joined = listed, len(nodes)
+		for _, n := range nodes {
+			if n.Connected {
+				s.Nodes.Connected++
+			}
+		}
+		return s
+	}
+	v := agent.StatusView{TenantID: "root", Proposals: []agent.Proposal{}, Substrates: []substrate.Status{
+		sub("gpu", "ready", 3,
+			substrate.StatusJoinedNode{Name: "gpu-a", Connected: true, LastSeen: t0},
+			substrate.StatusJoinedNode{Name: "gpu-b", Connected: false, LastSeen: t0 - 20*60*1000}),
+		sub("cpu", "creating", 2),
+	}}
+	var out bytes.Buffer
+	(&app{stdout: &out}).statusText(v)
+	var lines []string
+	for _, l := range strings.SplitAfter(out.String(), "\n") {
+		if strings.HasPrefix(l, "substrate ") || strings.HasPrefix(l, "  node ") {
+			lines = append(lines, l)
+		}
+	}
+	golden.Check(t, "testdata/status-substrates.golden", []byte(strings.Join(lines, "")))
 }

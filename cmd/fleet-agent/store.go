@@ -29,7 +29,8 @@ func openStore(ctx context.Context, cfg *config.Config, resolver *secrets.Resolv
 }
 
 func etcdOptions(ctx context.Context, e *config.StateEtcd, resolver *secrets.Resolver) (state.EtcdOptions, error) {
-	opts := state.EtcdOptions{Endpoints: e.Endpoints, Prefix: e.Prefix, Name: e.Name, Lease: e.Lease, Username: e.Username}
+	opts := state.EtcdOptions{Endpoints: e.Endpoints, Prefix: e.Prefix, Name: e.Name, Lease: e.Lease, Username: e.Username,
+		AuditKeep: int(e.AuditKeep)}
 	if e.Password != "" {
 		pw, err := resolver.Resolve(ctx, e.Password)
 		if err != nil {
@@ -60,4 +61,15 @@ func etcdOptions(ctx context.Context, e *config.StateEtcd, resolver *secrets.Res
 		opts.TLS = tc
 	}
 	return opts, nil
+}
+
+// openRead opens the store a read-only command reads when no agent answers
+// on the socket: the etcd store of the config (state.backend: etcd, and no
+// --state or FLEET_AGENT_STATE naming a file), else the state file, which
+// must exist (openStateRead).
+func (a *app) openRead(ctx context.Context, cfg *config.Config) (*state.Store, error) {
+	if cfg.StateBackend == config.BackendEtcd && a.stateFile(cfg) == cfg.State {
+		return openStore(ctx, cfg, secrets.NewResolver(secrets.Options{Env: a.lookupEnv, Dir: cfg.Secrets.Dir}), true, nil)
+	}
+	return openStateRead(a.stateFile(cfg))
 }

@@ -34,4 +34,16 @@ func (f agentForge) MergedPullRequest(ctx context.Context, sha string) (agent.Pu
 	return toPR(p), ok, err
 }
 
-var _ agent.Forge = agentForge{}
+// Approvals and TeamMember are what policy approve rules read.
+func (f agentForge) Approvals(ctx context.Context, pr int, head string) ([]string, error) {
+	return f.g.Approvals(ctx, pr, head)
+}
+
+func (f agentForge) TeamMember(ctx context.Context, org, team, login string) (bool, error) {
+	return f.g.TeamMember(ctx, org, team, login)
+}
+
+var (
+	_ agent.Forge    = agentForge{}
+	_ agent.Approver = agentForge{}
+)

@@ -74,6 +74,9 @@ type Config struct {
 	// Repository is the followed repository as people may see it (no
 	// credentials): the local API names it in its refusals.
 	Repository string
+	// PolicyPath is the policy file (docs/policy.md), read at the applied
+	// commit; "" for none.
+	PolicyPath string
 	// Checks: post a check run beside every status (checks.go). Only a
 	// GitHub App may (github.app); with a token the agent posts statuses.
 	Checks bool
@@ -113,6 +116,10 @@ type Agent struct {
 	ticks            int
 	metrics          Metrics
 	substrates       Waker
+
+	// policyMu guards policy, the policy in use (policy.go).
+	policyMu sync.Mutex
+	policy   policyState
 }
 
 // Options wire an agent.
@@ -215,6 +222,9 @@ type storedProposal struct {
 	// Lines are the plan's text lines, for the page (status leaves them
 	// out); a proposal planned before they were kept has none.
 	Lines []string `json:"lines,omitempty"`
+	// Awaiting: a policy approve rule waited for an approval; the proposal
+	// is judged again every poll until one is given.
+	Awaiting bool `json:"awaiting,omitempty"`
 }
 
 // Tick is one iteration: poll, apply the tip, plan the proposals.
@@ -319,6 +329,7 @@ func (a *Agent) readDocument(commit string) (*fleet.Document, fleet.Errors, erro
 type planned struct {
 	*plan.Plan
 	checks plan.Checks
+	snap   *inventory.Snapshot // what it was planned against (the policy's before)
 }
 
 // planHow says how a plan is made: with the agent's prune, or the one a
@@ -355,7 +366,7 @@ func (a *Agent) planAgainst(ctx context.Context, doc *fleet.Document, snap *inve
 	if err != nil {
 		return planned{}, err
 	}
-	return planned{Plan: p, checks: checks}, nil
+	return planned{Plan: p, checks: checks, snap: snap}, nil
 }
 
 // wakeSubstrates tells the reconciler an apply happened.

@@ -82,6 +82,25 @@ type PlanResponse struct {
 	Applied  int    `json:"applied,omitempty"`
 }
 
+// leaderOnly refuses a write on an agent that stands by (an etcd store
+// several agents share): it names the leader, where the command works.
+// The store would refuse the write anyway; this says so before the
+// command does anything else.
+func (a *Agent) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if a.store.Leading() {
+			h(w, r)
+			return
+		}
+		leader, _ := a.store.Leader(r.Context())
+		if leader == "" {
+			leader = "none yet (an election is under way)"
+		}
+		WriteError(w, refusal.Wrap(refusal.Unavailable, state.ErrNotLeader,
+			"this agent (%s) stands by and takes no writes; the leader is %s: run the command on its box", a.store.Name(), leader))
+	}
+}
+
 // maxRequest bounds a request body: a document (16 MiB) as the base64 of a
 // JSON string, with room to spare.
 const maxRequest = 32 << 20
@@ -124,7 +143,7 @@ func (a *Agent) Handler() http.Handler {
 		}
 		a.replyPlan(w, p.Plan, f, req.Calls, "", 0)
 	})
-	mux.HandleFunc("POST /v1/apply", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /v1/apply", a.leaderOnly(func(w http.ResponseWriter, r *http.Request) {
 		var req ApplyRequest
 		if !readJSON(w, r, &req) {
 			return
@@ -147,7 +166,7 @@ func (a *Agent) Handler() http.Handler {
 			return
 		}
 		a.replyPlan(w, p, plan.Text, false, req.Commit, n)
-	})
+	}))
 	mux.HandleFunc("POST /v1/apply-document", func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, refusal.New(refusal.InvalidState,
 			"this agent follows %s: documents reach the fleet from branch %s; merge the change, or apply a commit of it by hand with fleet-agent apply --commit SHA --plan-hash H",
@@ -170,7 +189,7 @@ func (a *Agent) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(data)
 	})
-	mux.HandleFunc("POST /v1/edit", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /v1/edit", a.leaderOnly(func(w http.ResponseWriter, r *http.Request) {
 		var req EditRequest
 		if !readJSON(w, r, &req) {
 			return
@@ -180,7 +199,7 @@ func (a *Agent) Handler() http.Handler {
 			err = apply.ApplyEdit(a.store, apply.Edit{Kind: inventory.Kind(req.Kind), Name: req.Name, Set: req.Set, Delete: req.Delete, Who: who})
 		}
 		reply(w, map[string]any{"ok": err == nil, "who": who}, err)
-	})
+	}))
 	mux.HandleFunc("GET /v1/audit", func(w http.ResponseWriter, r *http.Request) {
 		rows, err := AuditRows(a.store)
 		reply(w, rows, err)

@@ -84,7 +84,7 @@ func (a *Agent) planProposals(ctx context.Context, snap gitsync.Snapshot, prs []
 		var prev storedProposal
 		var found bool
 		_ = a.store.View(func(tx *state.Tx) (err error) { found, err = tx.Get(spaceProposals, p.ref, &prev); return })
-		if found && prev.Commit == p.head && prev.Tip == snap.Tip && prev.Applied == appliedCommit {
+		if found && prev.Commit == p.head && prev.Tip == snap.Tip && prev.Applied == appliedCommit && !prev.Awaiting {
 			continue // nothing moved for this proposal
 		}
 		a.planOne(ctx, p, snap.Tip, appliedCommit)
@@ -143,6 +143,11 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 			posts = append(posts, status("error", "the plan could not be made: "+refusal.Text(err)), comment(a.notMadeBody(p.head, []string{refusal.Text(err)})))
 			break
 		}
+		// The text again, for the lines of the objects (annotations and
+		// the policy): a plan only holds the document's values.
+		data, _ := a.repo.ReadFile(p.head, a.cfg.Path)
+		pl.Policy = a.judgeProposal(ctx, p.head, p.pr, doc, data, made)
+		rec.Awaiting = len(pl.Policy.Awaiting()) > 0
 		rec.PlanHash, rec.Summary, rec.Blocked = pl.PlanHash, pl.Summary, pl.Blocked()
 		rec.Lines = pl.TextLines(false)
 		state := "success"
@@ -155,15 +160,12 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 		posts = append(posts, st, cm)
 		if a.cfg.Checks {
 			var anns []annotation.Annotation
-			if pl.Blocked() {
-				// The text again, for the offsets of the blocked objects:
-				// a plan only holds the document's values.
-				if data, err := a.repo.ReadFile(p.head, a.cfg.Path); err == nil {
-					anns = a.blockedAnnotations(data, doc, pl)
-				}
+			if pl.Blocked() && data != nil {
+				anns = a.blockedAnnotations(data, doc, pl)
 			}
 			posts = append(posts, planCheck(st, cm, anns))
 		}
+		posts = append(posts, a.policyPosts(p.head, pl.Policy)...)
 	}
 	a.log.Info().Str("ref", p.ref).Str("commit", p.head).Str("planHash", rec.PlanHash).Bool("blocked", rec.Blocked).Int("errors", len(rec.Errors)).Msg("planned proposal")
 	err = a.store.Update(func(tx *state.Tx) error {

@@ -35,6 +35,9 @@ type StatusView struct {
 	// last apply, newest first, each with its reason and, when adopting it
 	// by hand is the way out, the commands that do it; [] when none.
 	Refused []Refused `json:"refused"`
+	// Policy is the policy plans are judged by (policy.path): where it was
+	// read, and why the applied one is not in use when it is not.
+	Policy *PolicyView `json:"policy,omitempty"`
 	// Warnings are what the running agent wants a person to know about its
 	// own set-up (a listener exposed by an opt-in); absent when none.
 	Warnings []string `json:"warnings,omitempty"`
@@ -113,6 +116,9 @@ func statusAt(s *state.Store, tenant string, now time.Time) (StatusView, error) 
 				v.Applied.CheckedAt = dr.CheckedAt
 				v.Drift = &DriftView{Changes: orEmpty(dr.Changes, "[]"), Summary: orEmpty(dr.Summary, "{}"), Blocked: dr.Blocked, PlanHash: dr.PlanHash, Error: dr.Error}
 			}
+		}
+		if v.Policy, err = policyView(tx); err != nil {
+			return err
 		}
 		if err := eachRecord(tx, spaceRefused, func(r Refused) {
 			// An apply of the same moment does not overtake it: an apply

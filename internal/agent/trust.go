@@ -126,6 +126,7 @@ func (a *Agent) tipSteps() []step {
 		{"plan", a.stepPlan},
 		{"merge", a.stepMergeLinked},
 		{"reviewed", a.stepReviewed},
+		{"policy", a.stepPolicy},
 	}
 }
 
@@ -139,6 +140,7 @@ func (a *Agent) byHandSteps() []step {
 		{"document", a.stepDocument},
 		{"plan", a.stepPlan},
 		{"hash", a.stepHash},
+		{"policy", a.stepPolicy},
 	}
 }
 

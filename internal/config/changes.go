@@ -99,6 +99,23 @@ func flatten(c *Config) map[string]flat {
 	}
 	put("tenant", c.Tenant)
 	put("state", c.State)
+	put("state.backend", c.StateBackend)
+	if e := c.Etcd; e != nil {
+		put("state.etcd.endpoints", strings.Join(e.Endpoints, ","))
+		put("state.etcd.prefix", e.Prefix)
+		put("state.etcd.name", e.Name)
+		put("state.etcd.lease", e.Lease.String())
+		put("state.etcd.username", e.Username)
+		ref("state.etcd.password", e.Password)
+		if e.TLS != nil {
+			put("state.etcd.tls.ca", e.TLS.CA)
+			put("state.etcd.tls.cert", e.TLS.Cert)
+			put("state.etcd.tls.key", e.TLS.Key)
+		}
+		if e.AuditKeep > 0 {
+			put("state.etcd.auditKeep", strconv.FormatInt(e.AuditKeep, 10))
+		}
+	}
 	put("socket", c.Socket)
 	put("socketGroup", c.SocketGroup)
 	put("listen", c.Listen)
@@ -131,6 +148,7 @@ func flatten(c *Config) map[string]flat {
 	}
 	put("apply.prune", strconv.FormatBool(c.Apply.Prune))
 	put("apply.requireReviewedPlan", strconv.FormatBool(c.Apply.RequireReviewedPlan))
+	put("policy.path", c.Policy.Path)
 	put("drift.every", c.Drift.Every.String())
 	put("drift.heal", strconv.FormatBool(c.Drift.Heal))
 	put("secrets.dir", c.Secrets.Dir)

@@ -73,6 +73,7 @@ type Config struct {
 	Git       Git
 	GitHub    *GitHub // nil when the file has no github block: nothing is posted
 	Apply     Apply
+	Policy    Policy
 	Drift     Drift
 	Secrets   Secrets
 	Substrate Substrate
@@ -141,6 +142,13 @@ type GitHubApp struct {
 type Apply struct {
 	Prune               bool
 	RequireReviewedPlan bool
+}
+
+// Policy says where the plans' policy is (docs/policy.md).
+type Policy struct {
+	// Path is the policy file in the repository, read at the applied commit
+	// of git.branch (never from a pull request under review); "" for none.
+	Path string
 }
 
 // Drift are the drift options.

@@ -207,6 +207,7 @@ func TestKeysGood(t *testing.T) {
 		{"git: { url: fleet }", func(c *Config) bool { return c.Git.URL == "fleet" }},
 		{"git: { branch: release/v1.2 }", func(c *Config) bool { return c.Git.Branch == "release/v1.2" }},
 		{"git: { path: deploy/fleet.json }", func(c *Config) bool { return c.Git.Path == "deploy/fleet.json" }},
+		{"policy: { path: policy/fleet.yaml }", func(c *Config) bool { return c.Policy.Path == "policy/fleet.yaml" }},
 		{"git: { interval: 1s }", func(c *Config) bool { return c.Git.Interval == time.Second }},
 		{"git: { interval: 1h30m }", func(c *Config) bool { return c.Git.Interval == 90*time.Minute }},
 		{"git: { auth: { token: env://GIT_TOKEN } }", func(c *Config) bool { return c.Git.Auth.Token == "env://GIT_TOKEN" }},
@@ -361,6 +362,8 @@ func TestKeysBad(t *testing.T) {
 		{"github:\n  repository: acme/fleet\n  token: env://T\n  statusContext: ''", 4, "is not a status context prefix"},
 		{"github:\n  repository: acme/fleet\n  token: env://T\n  statusContext: 'a>'", 4, "is not a status context prefix"},
 		{"apply:\n  prune: 'true'", 2, "apply.prune must be true or false, not a string"},
+		{"policy:\n  path: ../policy.yaml", 2, "policy.path: \"../policy.yaml\" is not a file path inside the repository"},
+		{"policy:\n  file: policy.yaml", 2, `unknown key "file" in policy; known: path`},
 		{"apply:\n  requireReviewedPlan: ~", 2, "apply.requireReviewedPlan has no value"},
 		{"drift:\n  every: 15", 2, "drift.every must be a duration with a unit"},
 		{"drift:\n  every: 0.5s", 2, "too short"},
@@ -402,7 +405,7 @@ func TestUnknownKeys(t *testing.T) {
 		text, want string
 		line       int
 	}{
-		{"gti: {}", `config.yaml:1: unknown key "gti" at the top level; known: tenant, state, socket, socketGroup, listen, pprof, exposeOps, exposeInsecureJoin, git, github, apply, drift, secrets, providers, substrate (did you mean "git"?)`, 1},
+		{"gti: {}", `config.yaml:1: unknown key "gti" at the top level; known: tenant, state, socket, socketGroup, listen, pprof, exposeOps, exposeInsecureJoin, git, github, apply, policy, drift, secrets, providers, substrate (did you mean "git"?)`, 1},
 		{"git:\n  url: /r\n  brnach: main", `config.yaml:3: unknown key "brnach" in git; known: url, branch, path, interval, auth, verify (did you mean "branch"?)`, 3},
 		{"git:\n  auth:\n    tokn: env://T", `unknown key "tokn" in git.auth; known: token, username, password, sshKey, knownHosts (did you mean "token"?)`, 3},
 		{"git:\n  verify:\n    keys: /k", `unknown key "keys" in git.verify; known: keyring`, 3},

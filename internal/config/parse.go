@@ -18,7 +18,7 @@ import (
 
 // The keys of each block, in the documented order (messages list them so).
 var (
-	topKeys     = []string{"tenant", "state", "socket", "socketGroup", "listen", "pprof", "exposeOps", "exposeInsecureJoin", "git", "github", "apply", "drift", "secrets", "providers", "substrate"}
+	topKeys     = []string{"tenant", "state", "socket", "socketGroup", "listen", "pprof", "exposeOps", "exposeInsecureJoin", "git", "github", "apply", "policy", "drift", "secrets", "providers", "substrate"}
 	gitKeys     = []string{"url", "branch", "path", "interval", "auth", "verify"}
 	authKeys    = []string{"token", "username", "password", "sshKey", "knownHosts"}
 	verifyKeys  = []string{"keyring"}
@@ -26,6 +26,7 @@ var (
 	appKeys     = []string{"id", "installationId", "privateKey"}
 	applyKeys   = []string{"prune", "requireReviewedPlan"}
 	driftKeys   = []string{"every", "heal"}
+	policyKeys  = []string{"path"}
 	secretsKeys = []string{"dir"}
 )
 
@@ -94,6 +95,9 @@ func (p *parser) parse(data []byte) {
 	if a := p.section(top, "", "apply", applyKeys); a != nil {
 		p.boolean(a, "apply", "prune", &c.Apply.Prune)
 		p.boolean(a, "apply", "requireReviewedPlan", &c.Apply.RequireReviewedPlan)
+	}
+	if pol := p.section(top, "", "policy", policyKeys); pol != nil {
+		p.str(pol, "policy", "path", &c.Policy.Path, checkDocPath)
 	}
 	if d := p.section(top, "", "drift", driftKeys); d != nil {
 		p.duration(d, "drift", "every", &c.Drift.Every, time.Second)

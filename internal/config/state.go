@@ -20,7 +20,7 @@ const (
 
 var (
 	stateKeys    = []string{"backend", "path", "etcd"}
-	stateEtcdKey = []string{"endpoints", "prefix", "name", "lease", "tls", "username", "password"}
+	stateEtcdKey = []string{"endpoints", "prefix", "name", "lease", "tls", "username", "password", "auditKeep"}
 	etcdTLSKeys  = []string{"ca", "cert", "key"}
 )
 
@@ -33,6 +33,7 @@ type StateEtcd struct {
 	TLS       *EtcdTLS
 	Username  string
 	Password  string // reference
+	AuditKeep int64  // newest audit rows kept; 0 for the default
 }
 
 // EtcdTLS are the files of a TLS connection to etcd.
@@ -109,6 +110,7 @@ func (p *parser) state(top map[string]entry) {
 	if (et.Username == "") != (et.Password == "") {
 		p.errorf(m["etcd"].key.Line, "state.etcd needs username and password together, or neither")
 	}
+	p.positiveInt(em, "state.etcd", "auditKeep", &et.AuditKeep)
 	c.Etcd = et
 }
 

@@ -56,6 +56,7 @@ func (p *Plan) TextLines(calls bool) []string {
 	if p.Summary.Blocked > 0 {
 		lines = append(lines, fmt.Sprintf("%d blocked.", p.Summary.Blocked))
 	}
+	lines = append(lines, p.Policy.PolicyLines()...)
 	if calls {
 		for _, c := range p.Calls {
 			lines = append(lines, c.CallLine())
@@ -115,8 +116,13 @@ func (p *Plan) Markdown(o MarkdownOptions) string {
 		head.WriteString(o.Marker + "\n")
 	}
 	status := "applicable"
-	if p.Blocked() {
+	switch {
+	case p.Blocked():
 		status = "blocked"
+	case p.Policy.Denied():
+		status = "denied by policy"
+	case len(p.Policy.Awaiting()) > 0:
+		status = "awaiting approval"
 	}
 	fmt.Fprintf(&head, "### fleet-agent plan: %s\n\n", status)
 	if o.Head != "" {
@@ -147,12 +153,18 @@ func (p *Plan) Markdown(o MarkdownOptions) string {
 	fmt.Fprintf(&foot, "planHash: `%s`\n\n", p.PlanHash)
 	if p.Blocked() {
 		fmt.Fprintf(&foot, "This plan is blocked: merging it to `%s` applies nothing. Fix the document and push again.\n", branch)
+	} else if p.Policy.Denied() {
+		fmt.Fprintf(&foot, "A policy rule denies this plan: merging it to `%s` applies nothing. Change the document, or the policy on `%s` first.\n", branch, branch)
+	} else if len(p.Policy.Awaiting()) > 0 {
+		fmt.Fprintf(&foot, "Applies on merge to `%s` once one of the approvers named above approves this pull request.\n", branch)
 	} else if p.Empty() {
 		fmt.Fprintf(&foot, "Nothing to change: merging to `%s` records this document as applied.\n", branch)
 	} else {
 		fmt.Fprintf(&foot, "Applies on merge to `%s`.\n", branch)
 	}
 
+	pol := p.Policy.MarkdownLines()
+	cutPol := 0
 	build := func(diff, blocked, calls []string, cutDiff, cutBlocked, cutCalls int) string {
 		var b strings.Builder
 		b.WriteString(head.String())
@@ -178,6 +190,18 @@ func (p *Plan) Markdown(o MarkdownOptions) string {
 			}
 			b.WriteString("\n")
 		}
+		if p.Policy != nil {
+			b.WriteString("**" + p.Policy.Summary() + "**\n\n")
+			for _, l := range pol {
+				b.WriteString(l + "\n")
+			}
+			if cutPol > 0 {
+				fmt.Fprintf(&b, "- _%d more policy line(s) cut to fit a comment; run `fleet-agent plan --policy FILE`._\n", cutPol)
+			}
+			if len(pol) > 0 || cutPol > 0 {
+				b.WriteString("\n")
+			}
+		}
 		if len(calls) > 0 || cutCalls > 0 {
 			fmt.Fprintf(&b, "<details><summary>%d call(s)</summary>\n\n```text\n", len(p.Calls))
 			for _, l := range calls {
@@ -197,7 +221,7 @@ func (p *Plan) Markdown(o MarkdownOptions) string {
 	if size(out) <= o.Limit {
 		return out
 	}
-	// Cut, in order: calls, blocked reasons, plan lines. Each step removes
+	// Cut, in order: calls, policy lines, blocked reasons, plan lines. Each step removes
 	// just enough lines, from the end, to fit.
 	fit := func(lines []string, over int) ([]string, int) {
 		cut := 0
@@ -213,6 +237,10 @@ func (p *Plan) Markdown(o MarkdownOptions) string {
 	over := size(out) - o.Limit + slack
 	calls, cutCalls = fit(calls, over)
 	out = build(diff, blocked, calls, cutDiff, cutBlocked, cutCalls)
+	if over = size(out) - o.Limit + slack; over > 0 {
+		pol, cutPol = fit(pol, over)
+		out = build(diff, blocked, calls, cutDiff, cutBlocked, cutCalls)
+	}
 	if over = size(out) - o.Limit + slack; over > 0 {
 		blocked, cutBlocked = fit(blocked, over)
 		out = build(diff, blocked, calls, cutDiff, cutBlocked, cutCalls)

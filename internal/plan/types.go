@@ -117,6 +117,9 @@ type Plan struct {
 	Calls    []Call   `json:"calls"`
 	Summary  Summary  `json:"summary"`
 	PlanHash string   `json:"planHash"`
+	// Policy is what a policy said of the plan (nil when none judged it).
+	// It is not part of the planHash: the hash says what an apply does.
+	Policy *PolicyReport `json:"policy,omitempty"`
 
 	// opts are what the plan was made with (the live facts included), so
 	// Again can plan once more without calling out.

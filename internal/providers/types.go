@@ -124,6 +124,12 @@ type Cluster struct {
 	PrivateNodes bool              `json:"privateNodes,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
 	Outputs      ClusterOutputs    `json:"outputs"`
+	// NodePoolsRevision changes whenever what a listing of the cluster's
+	// node pools shows changes (a pool made, gone, resized, relabelled, its
+	// status); "" when the provider cannot tell without listing them. The
+	// discovery sweep lists a converged substrate's node pools only when it
+	// moved (or is "").
+	NodePoolsRevision string `json:"nodePoolsRevision,omitempty"`
 }
 
 // Accelerators are the GPUs of a node or a machine type.

@@ -66,6 +66,10 @@ type EtcdOptions struct {
 	RequestTimeout time.Duration
 	// ReadOnly opens a store that must exist and never writes.
 	ReadOnly bool
+	// AuditKeep is how many of the newest audit rows the store keeps;
+	// default 100,000. etcd holds its whole key space in memory, so the
+	// log cannot grow without bound there as it may in a file.
+	AuditKeep int
 	// Observe, when set, sees every etcd request's duration and error
 	// (the metrics).
 	Observe func(took time.Duration, err error)
@@ -98,6 +102,7 @@ type etcdBackend struct {
 	timeout   time.Duration
 	readOnly  bool
 	observeFn func(time.Duration, error)
+	auditKeep uint64
 
 	writeMu sync.Mutex // one writer in this process at a time, as in bbolt
 
@@ -148,6 +153,9 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Store, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.AuditKeep <= 0 {
+		o.AuditKeep = 100_000
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   o.Endpoints,
 		TLS:         o.TLS,
@@ -163,7 +171,7 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Store, error) {
 		return nil, refusal.Wrap(refusal.Unavailable, err, "cannot reach etcd at %s", strings.Join(o.Endpoints, ","))
 	}
 	be := &etcdBackend{cli: cli, prefix: o.Prefix, name: o.Name, lease: o.Lease, timeout: o.RequestTimeout, readOnly: o.ReadOnly,
-		observeFn: o.Observe}
+		observeFn: o.Observe, auditKeep: uint64(o.AuditKeep)}
 	s := &Store{be: be, etcd: be, path: "etcd:" + strings.Join(o.Endpoints, ",") + o.Prefix}
 	// A first request tells an unreachable cluster from a slow one now,
 	// not at the first write.
@@ -334,6 +342,7 @@ type etcdTx struct {
 	overlay  map[string]*chunkOp // a commit being rolled forward
 	writes   map[string]*chunkOp
 	cache    map[string][]byte
+	replaced map[string]bool // data keys written, whose stored parts go
 	onCommit []func()
 	err      error
 }
@@ -467,13 +476,22 @@ func (tx *etcdTx) set(key string, v []byte) error {
 	if !tx.writable {
 		return fmt.Errorf("write in a read transaction")
 	}
-	if old := tx.raw(key); bytes.HasPrefix(old, []byte(etcdSplitMarker)) {
-		if id, n, ok := parseSplit(old); ok {
+	// A value this transaction split and now replaces leaves no parts.
+	if w, ok := tx.writes[key]; ok && !w.D && bytes.HasPrefix(w.V, []byte(etcdSplitMarker)) {
+		if id, n, ok := parseSplit(w.V); ok {
 			for i := range n {
-				pk := tx.be.partKey(id, i)
-				tx.writes[pk] = &chunkOp{K: pk, D: true}
+				delete(tx.writes, tx.be.partKey(id, i))
 			}
 		}
+	}
+	// The parts of the stored value are dropped at commit (dropStoredParts),
+	// which reads the old values a bucket at a time rather than one round
+	// trip per write.
+	if strings.Contains(key, "/=") {
+		if tx.replaced == nil {
+			tx.replaced = map[string]bool{}
+		}
+		tx.replaced[key] = true
 	}
 	if v == nil {
 		tx.writes[key] = &chunkOp{K: key, D: true}
@@ -493,6 +511,78 @@ func (tx *etcdTx) set(key string, v []byte) error {
 	}
 	tx.writes[key] = &chunkOp{K: key, V: []byte(etcdSplitMarker + id + ":" + strconv.Itoa(n))}
 	return tx.err
+}
+
+// stored is a key's value as committed at the transaction's revision,
+// ignoring its own writes.
+func (tx *etcdTx) stored(key string) []byte {
+	if op, ok := tx.overlay[key]; ok {
+		if op.D {
+			return nil
+		}
+		return op.V
+	}
+	if v, ok := tx.cache[key]; ok {
+		return v
+	}
+	r, err := tx.be.get(key, clientv3.WithRev(tx.rev))
+	if err != nil {
+		tx.fail(err)
+		return nil
+	}
+	var v []byte
+	if len(r.Kvs) == 1 {
+		v = r.Kvs[0].Value
+	}
+	tx.cache[key] = v
+	return v
+}
+
+// dropStoredParts deletes the parts of every split value the transaction
+// replaces or deletes. Keys not read yet are read by bucket when a bucket
+// has many, one by one otherwise.
+func (tx *etcdTx) dropStoredParts() {
+	byBucket := map[string][]string{}
+	for k := range tx.replaced {
+		if _, ok := tx.cache[k]; ok {
+			continue
+		}
+		if _, ok := tx.overlay[k]; ok {
+			continue
+		}
+		pfx := k[:strings.LastIndex(k, "/=")+2]
+		byBucket[pfx] = append(byBucket[pfx], k)
+	}
+	for pfx, keys := range byBucket {
+		if len(keys) <= 4 {
+			continue // read one by one below
+		}
+		r, err := tx.be.get(pfx, clientv3.WithPrefix(), clientv3.WithRev(tx.rev))
+		if err != nil {
+			tx.fail(err)
+			return
+		}
+		for _, k := range keys {
+			tx.cache[k] = nil
+		}
+		for _, kv := range r.Kvs {
+			if tx.replaced[string(kv.Key)] {
+				tx.cache[string(kv.Key)] = kv.Value
+			}
+		}
+	}
+	for k := range tx.replaced {
+		old := tx.stored(k)
+		if !bytes.HasPrefix(old, []byte(etcdSplitMarker)) {
+			continue
+		}
+		if id, n, ok := parseSplit(old); ok {
+			for i := range n {
+				pk := tx.be.partKey(id, i)
+				tx.writes[pk] = &chunkOp{K: pk, D: true}
+			}
+		}
+	}
 }
 
 type etcdKV struct {
@@ -782,6 +872,10 @@ func (be *etcdBackend) commit(fn func(kvTx) error, l *Leadership) error {
 			f()
 		}
 		return nil
+	}
+	tx.dropStoredParts()
+	if tx.err != nil {
+		return tx.err
 	}
 	ops := make([]chunkOp, 0, len(tx.writes))
 	size := 0

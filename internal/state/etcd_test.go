@@ -329,3 +329,24 @@ func dump(t *testing.T, s *state.Store) string {
 	b, _ := json.Marshal(out)
 	return string(b)
 }
+
+// On etcd the audit log keeps its newest rows, so it cannot grow without
+// bound in etcd's memory.
+func TestEtcdAuditIsBounded(t *testing.T) {
+	opts := statetest.EtcdOptions(t)
+	opts.AuditKeep = 5
+	s := openEtcd(t, opts)
+	lead(t, s)
+	for i := range 12 {
+		if err := s.Update(func(tx *state.Tx) error { return tx.AppendAudit(state.AuditRow{Action: "apply", Who: fmt.Sprint(i)}) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rows []state.AuditRow
+	if err := s.View(func(tx *state.Tx) (err error) { rows, err = tx.Audit(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 5 || rows[0].Seq != 8 || rows[4].Seq != 12 {
+		t.Fatalf("rows kept: %+v, want seq 8..12", rows)
+	}
+}

@@ -79,6 +79,10 @@ type JoinedNode struct {
 	// batches. Beaten says a heartbeat was written.
 	LastSeen int64 `json:"lastSeen"`
 	Beaten   bool  `json:"beaten,omitempty"`
+	// PodUID is the uid of the node daemon's Pod that joined with its Pod
+	// token (empty after a join with the pool's Secret token): the key is
+	// that Pod's, and another Pod on the Node must join with its own token.
+	PodUID string `json:"podUid,omitempty"`
 }
 
 // joinsBucket returns an inner bucket of joins (innerBucket).

@@ -299,3 +299,36 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	l.lose("resigned")
 	return err
 }
+
+// EndpointHealth is one etcd endpoint as a health check sees it.
+type EndpointHealth struct {
+	Endpoint string
+	Err      string // "" when it answered
+	Version  string
+	DBSize   int64
+	// IsLeader says the member is etcd's own raft leader.
+	IsLeader bool
+}
+
+// EtcdHealth asks each endpoint of an etcd store for its status (doctor);
+// nil on bbolt.
+func (s *Store) EtcdHealth(ctx context.Context) []EndpointHealth {
+	if s.etcd == nil {
+		return nil
+	}
+	var out []EndpointHealth
+	for _, ep := range s.etcd.cli.Endpoints() {
+		h := EndpointHealth{Endpoint: ep}
+		sctx, cancel := context.WithTimeout(ctx, s.etcd.timeout)
+		st, err := s.etcd.cli.Status(sctx, ep)
+		cancel()
+		if err != nil {
+			h.Err = err.Error()
+		} else {
+			h.Version, h.DBSize = st.Version, st.DbSize
+			h.IsLeader = st.Header != nil && st.Leader == st.Header.MemberId
+		}
+		out = append(out, h)
+	}
+	return out
+}

@@ -90,6 +90,13 @@ func (t *Tx) AppendAudit(r AuditRow) error {
 	if err != nil {
 		return err
 	}
+	if t.auditKeep > 0 && seq > t.auditKeep {
+		// On etcd the log keeps its newest rows only: each row in drops
+		// the one that many rows older (a backup keeps what it holds).
+		if err := b.Delete(u64(seq - t.auditKeep)); err != nil {
+			return err
+		}
+	}
 	return b.Put(u64(seq), data)
 }
 

@@ -237,13 +237,21 @@ func (s *Store) Close() error { return s.be.close() }
 
 // View runs fn in a read transaction.
 func (s *Store) View(fn func(*Tx) error) error {
-	return s.be.view(func(tx kvTx) error { return fn(&Tx{tx: tx}) })
+	return s.be.view(func(tx kvTx) error { return fn(s.tx(tx)) })
+}
+
+func (s *Store) tx(tx kvTx) *Tx {
+	t := &Tx{tx: tx}
+	if s.etcd != nil {
+		t.auditKeep = s.etcd.auditKeep
+	}
+	return t
 }
 
 // Update runs fn in the one write transaction; an error rolls it all back.
 // On etcd it is fenced: it commits only while this store leads (Lead).
 func (s *Store) Update(fn func(*Tx) error) error {
-	return s.be.update(func(tx kvTx) error { return fn(&Tx{tx: tx}) })
+	return s.be.update(func(tx kvTx) error { return fn(s.tx(tx)) })
 }
 
 // Snapshot reads the fleet in one read transaction.
@@ -295,6 +303,8 @@ func (s *Store) Check() error {
 type Tx struct {
 	tx     kvTx
 	bumped bool
+	// auditKeep bounds the audit log on etcd (EtcdOptions.AuditKeep).
+	auditKeep uint64
 }
 
 // Generation counts the transactions that changed an object. Two reads at

@@ -3,13 +3,15 @@ package substrate
 // A step of the pass: the claim, by which one cluster backs one pool.
 
 import (
+	"fmt"
+
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
 // claim records the cluster's provider-global id as this pool's before any
 // node pool is made: a second pool reaching the same cluster (through
 // another account) is refused here and makes nothing.
-func (p *pass) claim() (bool, error) {
+func (p *pass) claim() (claimResult, error) {
 	c := p.seen.Cluster
 	key := c.GlobalID
 	if key == "" {
@@ -17,10 +19,10 @@ func (p *pass) claim() (bool, error) {
 		key = p.acct.Provider + ":" + p.acct.Name + ":" + c.ID
 	}
 	if p.seen.Claim == key {
-		return true, nil
+		return claimResult{}, nil
 	}
 	if err := p.r.alive(); err != nil {
-		return false, err
+		return claimResult{}, err
 	}
 	var holder, holderPool string
 	holderCreated := false
@@ -45,7 +47,7 @@ func (p *pass) claim() (bool, error) {
 		return tx.PutSubstrateSeen(seen)
 	})
 	if err != nil {
-		return false, err
+		return claimResult{}, err
 	}
 	if holder != p.want.PoolID {
 		// What archiving the holder would do decides the advice: a
@@ -55,14 +57,11 @@ func (p *pass) claim() (bool, error) {
 		if holderCreated {
 			advice = "that pool created it, so archiving that pool deletes the cluster: choose another cluster (or create one with cluster.create)"
 		}
-		p.problem("cluster %s (%s) already backs pool %q; one cluster backs one pool: %s",
-			cmpOr(c.Name, c.ID), key, cmpOr(holderPool, holder), advice)
-		p.scheduled = true
-		p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
 		p.r.log.Warn().Str("pool", p.want.Pool).Str("globalId", key).Str("holder", holder).Msg("substrate: cluster claimed by another pool; nothing is made in it")
-		return false, nil
+		return claimResult{refusedUntil(fmt.Sprintf("cluster %s (%s) already backs pool %q; one cluster backs one pool: %s",
+			cmpOr(c.Name, c.ID), key, cmpOr(holderPool, holder), advice), p.r.clock.Now().Add(p.r.opts.Every))}, nil
 	}
 	p.seen.Claim = key
 	p.r.log.Info().Str("pool", p.want.Pool).Str("globalId", key).Msg("substrate: cluster claimed")
-	return true, p.r.at(Point{Kind: PointTransition, PoolID: p.want.PoolID, Step: "claim"})
+	return claimResult{}, p.r.at(Point{Kind: PointTransition, PoolID: p.want.PoolID, Step: "claim"})
 }

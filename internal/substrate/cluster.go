@@ -23,8 +23,8 @@ func (p *pass) clusterRef() providers.ClusterRef {
 }
 
 // created makes (or finds again) the cluster a create-mode substrate owns
-// and returns it once it runs; nil while it is not there yet.
-func (p *pass) created() (*providers.Cluster, error) {
+// and returns it once it runs; a stop while it is not there yet.
+func (p *pass) created() (clusterResult, error) {
 	cr := p.want.Spec.Cluster.Create
 	name := ClusterName(p.want.Pool, p.owner())
 	spec := providers.ClusterSpec{Name: name, Location: cr.Location, PrivateNodes: cr.PrivateNodes,
@@ -34,30 +34,35 @@ func (p *pass) created() (*providers.Cluster, error) {
 	// cluster is gone, and made again then.
 	if op := p.pending(name, stepDeleteCluster); op != nil {
 		out, err := p.drive(op, true)
-		if err != nil || !p.take(out, "") {
-			return nil, err
+		if err != nil {
+			return clusterResult{}, err
+		}
+		if !p.take(out, "") {
+			return clusterResult{stop: filed}, nil
 		}
 	}
 	for range 2 {
 		var obs *providers.Cluster
 		op := p.pending(name, stepCreateCluster)
+		if old := p.ops[opKey(p.want.PoolID, stepCreateCluster, name, p.want.Generation, p.seen.Recreated)]; op == nil && old != nil && old.State == state.Failed {
+			// Refused for good at this generation, whether or not the
+			// cluster it made (one in error at the provider) is recorded:
+			// only a new document helps. The same after a restart as in
+			// the pass that refused it (found by the exhaustive campaign:
+			// a crash after the refusal read the failed cluster again and
+			// never converged).
+			return clusterResult{stop: stop{stopped: true, res: resFailed, message: p.describe(old) + ": " + failure(old)}}, nil
+		}
 		if op == nil && (p.seen.Cluster == nil || p.seen.Cluster.ID == "") {
 			repeat := p.seen.Recreated
 			if p.seen.GhostGeneration == p.want.Generation && p.seen.Ghosts > maxRepeats {
 				// Like a node pool that keeps disappearing: made again a
 				// few times, then the substrate says so instead of making
 				// clusters without bound.
-				p.problem("cluster %s was made %d times since the document last changed and keeps disappearing at the provider; fleet-agent stops making it again: find what deletes it (the provider's console or audit log), then change the substrate in the document to try again",
-					name, p.seen.Ghosts+1)
-				p.scheduled = true
-				p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
-				return nil, nil
+				return clusterResult{stop: refusedUntil(fmt.Sprintf("cluster %s was made %d times since the document last changed and keeps disappearing at the provider; fleet-agent stops making it again: find what deletes it (the provider's console or audit log), then change the substrate in the document to try again",
+					name, p.seen.Ghosts+1), p.r.clock.Now().Add(p.r.opts.Every))}, nil
 			}
 			if old := p.ops[opKey(p.want.PoolID, stepCreateCluster, name, p.want.Generation, repeat)]; old != nil {
-				if old.State == state.Failed {
-					p.take(outcome{res: resFailed, message: p.describe(old) + ": " + failure(old)}, "")
-					return nil, nil
-				}
 				// Succeeded but its record was lost: its result says
 				// which cluster it made; the read below confirms it.
 				var ref providers.ClusterRef
@@ -66,14 +71,14 @@ func (p *pass) created() (*providers.Cluster, error) {
 				}
 			}
 			if p.seen.Cluster == nil || p.seen.Cluster.ID == "" {
-				met, stop := p.meet(providers.ClusterRef{Location: cr.Location, Name: name})
-				if stop {
-					return nil, nil
+				met, end := p.meet(providers.ClusterRef{Location: cr.Location, Name: name})
+				if end.stopped {
+					return clusterResult{stop: end}, nil
 				}
 				if obs = met; obs == nil {
 					var err error
 					if op, err = p.open(stepCreateCluster, name, repeat, request{Create: &spec}); err != nil {
-						return nil, err
+						return clusterResult{}, err
 					}
 				}
 			}
@@ -81,35 +86,41 @@ func (p *pass) created() (*providers.Cluster, error) {
 		if op != nil {
 			out, err := p.drive(op, false)
 			if err != nil {
-				return nil, err
+				return clusterResult{}, err
 			}
 			if !p.take(out, "") {
-				return nil, nil
+				return clusterResult{stop: filed}, nil
 			}
 			obs = out.obs.cluster
 		}
 		if !p.full && obs == nil && p.seen.Cluster != nil {
-			c := p.seen.Cluster
-			return &providers.Cluster{Ref: p.clusterRef(), Status: providers.ClusterStatus(c.Status),
-				Outputs: providers.ClusterOutputs{GlobalID: c.GlobalID, Endpoint: c.Endpoint, Version: c.Version, Location: c.Location}}, nil
+			return clusterResult{cluster: p.recorded()}, nil
 		}
 		if obs == nil || obs.Ref.ID == "" {
 			c, err := p.prov.GetCluster(p.ctx, p.acct, p.clusterRef())
 			if errors.Is(err, providers.ErrNotFound) {
 				if err := p.ghost(); err != nil {
-					return nil, err
+					return clusterResult{}, err
 				}
 				continue // make it again
 			}
 			if err != nil {
 				p.readFail("cluster "+name, err)
-				return nil, nil
+				return clusterResult{stop: filed}, nil
 			}
 			obs = &c
 		}
 		return p.settledCluster(*obs), nil
 	}
-	return nil, nil
+	return clusterResult{stop: filed}, nil
+}
+
+// recorded is the cluster as the record has it, for a pass that does not
+// read the provider.
+func (p *pass) recorded() *providers.Cluster {
+	c := p.seen.Cluster
+	return &providers.Cluster{Ref: p.clusterRef(), Status: providers.ClusterStatus(c.Status),
+		Outputs: providers.ClusterOutputs{GlobalID: c.GlobalID, Endpoint: c.Endpoint, Version: c.Version, Location: c.Location}}
 }
 
 // meet reads, before the substrate creates its cluster, what already
@@ -117,23 +128,20 @@ func (p *pass) created() (*providers.Cluster, error) {
 // (taken back: a state file restored from a backup, a record lost), or a
 // cluster that is not ours, which is never converged: the pass stops and
 // says whose it is.
-func (p *pass) meet(ref providers.ClusterRef) (*providers.Cluster, bool) {
+func (p *pass) meet(ref providers.ClusterRef) (*providers.Cluster, stop) {
 	c, err := p.prov.GetCluster(p.ctx, p.acct, ref)
 	switch {
 	case errors.Is(err, providers.ErrNotFound):
-		return nil, false
+		return nil, stop{}
 	case err != nil:
 		p.readFail("cluster "+ref.Name, err)
-		return nil, true
+		return nil, filed
 	case !p.owner().Owns(c.Labels) || (c.Ref.Location != "" && c.Ref.Location != ref.Location):
 		p.foreign(c)
-		p.problem("cannot create cluster %s in %s: %s; fleet-agent never changes or deletes a cluster that is not its own. Delete or rename that cluster, or rename this pool",
-			ref.Name, ref.Location, p.whose(c))
-		p.scheduled = true
-		p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
-		return nil, true
+		return nil, refusedUntil(fmt.Sprintf("cannot create cluster %s in %s: %s; fleet-agent never changes or deletes a cluster that is not its own. Delete or rename that cluster, or rename this pool",
+			ref.Name, ref.Location, p.whose(c)), p.r.clock.Now().Add(p.r.opts.Every))
 	}
-	return &c, false
+	return &c, stop{}
 }
 
 // whose says why a cluster is not this substrate's.
@@ -195,52 +203,45 @@ func (p *pass) ghost() error {
 }
 
 // settledCluster records an observed cluster and returns it when it runs.
-func (p *pass) settledCluster(c providers.Cluster) *providers.Cluster {
+func (p *pass) settledCluster(c providers.Cluster) clusterResult {
 	p.seen.Cluster = seenCluster(c, p.seen.Cluster)
 	name := c.Ref.Name
+	poll := p.r.clock.Now().Add(p.r.opts.Poll)
 	switch c.Status {
 	case providers.ClusterRunning:
-		return &c
+		return clusterResult{cluster: &c}
 	case providers.ClusterUpdating:
 		// An upgrade keeps the API up; node pools wait for it to settle.
-		p.wait(fmt.Sprintf("cluster %s is updating", name), p.r.clock.Now().Add(p.r.opts.Poll))
+		return clusterResult{stop: waitFor(fmt.Sprintf("cluster %s is updating", name), poll)}
 	case providers.ClusterError:
-		p.problem("cluster %s is in error at the provider: %s; see the provider's console", name, cmpOr(c.Message, "no reason given"))
-		p.scheduled = true
-		p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
+		return clusterResult{stop: refusedUntil(fmt.Sprintf("cluster %s is in error at the provider: %s; see the provider's console", name, cmpOr(c.Message, "no reason given")),
+			p.r.clock.Now().Add(p.r.opts.Every))}
 	case providers.ClusterDeleting:
-		p.wait(fmt.Sprintf("cluster %s is being deleted at the provider (not by fleet-agent); it is made again once it is gone", name), p.r.clock.Now().Add(p.r.opts.Poll))
-	default:
-		p.wait(fmt.Sprintf("cluster %s is %s", name, c.Status), p.r.clock.Now().Add(p.r.opts.Poll))
+		return clusterResult{stop: waitFor(fmt.Sprintf("cluster %s is being deleted at the provider (not by fleet-agent); it is made again once it is gone", name), poll)}
 	}
-	return nil
+	return clusterResult{stop: waitFor(fmt.Sprintf("cluster %s is %s", name, c.Status), poll)}
 }
 
 // adopted reads the cluster an adopt-mode substrate names; it is never
 // created, changed or deleted.
-func (p *pass) adopted() (*providers.Cluster, error) {
+func (p *pass) adopted() (clusterResult, error) {
 	id := p.want.Spec.Cluster.Adopt
 	if !p.full && p.seen.Cluster != nil && p.seen.Cluster.ID != "" {
-		c := p.seen.Cluster
-		return &providers.Cluster{Ref: p.clusterRef(), Status: providers.ClusterStatus(c.Status),
-			Outputs: providers.ClusterOutputs{GlobalID: c.GlobalID, Endpoint: c.Endpoint, Version: c.Version, Location: c.Location}}, nil
+		return clusterResult{cluster: p.recorded()}, nil
 	}
 	c, err := p.prov.ReadAdoptable(p.ctx, p.acct, id)
 	if errors.Is(err, providers.ErrNotFound) {
+		msg := fmt.Sprintf("cluster %q not found through provider account %q; check policy.substrate.cluster.adopt and the account's permissions", id, p.acct.Name)
 		if p.seen.Cluster != nil {
 			p.r.metrics.SweepDecision("ghost")
 			p.r.log.Warn().Str("pool", p.want.Pool).Str("adopt", id).Msg("substrate: the adopted cluster is gone at the provider")
-			p.problem("the adopted cluster %q is gone at the provider; adopt another cluster or remove policy.substrate (with prune)", id)
-		} else {
-			p.problem("cluster %q not found through provider account %q; check policy.substrate.cluster.adopt and the account's permissions", id, p.acct.Name)
+			msg = fmt.Sprintf("the adopted cluster %q is gone at the provider; adopt another cluster or remove policy.substrate (with prune)", id)
 		}
-		p.scheduled = true
-		p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
-		return nil, nil
+		return clusterResult{stop: refusedUntil(msg, p.r.clock.Now().Add(p.r.opts.Every))}, nil
 	}
 	if err != nil {
 		p.readFail("cluster "+id, err)
-		return nil, nil
+		return clusterResult{stop: filed}, nil
 	}
 	return p.settledCluster(c), nil
 }

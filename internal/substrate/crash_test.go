@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 var (
 	campaignTrials = flag.Int("campaign.trials", 210, "trials of the crash campaign")
 	campaignSeed   = flag.Uint64("campaign.seed", 0, "run the one trial of this seed (printed by a failure)")
+	campaignDry    = flag.Bool("campaign.dry", false, "exhaustive campaign: calibrate and print the transitions reached, crash nowhere")
 )
 
 // The faults a trial may meet, at one of the methods its steps call.
@@ -121,6 +123,7 @@ func calibrateWith(t *testing.T, scenarios []crashtest.Scenario, faults []fake.F
 			c.arm(0)
 			e.tamper(st)
 			e.injectAll(faults)
+			e.injectAll(st.Faults)
 			e.applyStep(st)
 			e.settle(st)
 			// A step may pass no point (a rushed step whose one pass meets
@@ -232,6 +235,7 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 	var where []string
 	for si, st := range s.Steps {
 		e.tamper(st)
+		e.injectAll(st.Faults)
 		// Half the trials also meet a provider fault the journal must ride
 		// out (none of those a person must fix for good).
 		if rng.IntN(2) == 0 {
@@ -375,7 +379,6 @@ func readOf(method string) string {
 // reaches (a step and a journal transition, or the moment before or after
 // a call) must have been crashed at; the coverage table is logged.
 func TestCrashAtEveryPoint(t *testing.T) {
-	scenarios := crashtest.Scenarios()
 	type job struct {
 		s      crashtest.Scenario
 		faults []fake.Fault
@@ -384,10 +387,25 @@ func TestCrashAtEveryPoint(t *testing.T) {
 	}
 	var jobs []job
 	reached := map[string]bool{}
+	// Every scenario runs under every fault variant; the fault scenarios,
+	// whose steps carry faults of their own, only without.
+	type run struct {
+		faults    []fake.Fault
+		scenarios []crashtest.Scenario
+	}
+	var runs []run
 	for _, faults := range faultVariants {
+		runs = append(runs, run{faults, crashtest.Scenarios()})
+	}
+	runs = append(runs, run{nil, crashtest.FaultScenarios()})
+	for _, r := range runs {
+		faults, scenarios := r.faults, r.scenarios
 		cal := calibrateWith(t, scenarios, faults)
 		for k := range cal.keys {
 			reached[k] = true
+		}
+		if *campaignDry {
+			continue
 		}
 		for _, s := range scenarios {
 			for si := range s.Steps {
@@ -413,6 +431,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 		for si, st := range j.s.Steps {
 			e.tamper(st)
 			e.injectAll(j.faults)
+			e.injectAll(st.Faults)
 			e.applyStep(st)
 			if si != j.step {
 				e.settle(st)
@@ -488,32 +507,54 @@ func TestCrashAtEveryPoint(t *testing.T) {
 	never := 0
 	for _, k := range keys {
 		fmt.Fprintf(&table, "\n  %-48s %4d", k, crashedAt[k])
-		if crashedAt[k] == 0 {
+		if crashedAt[k] == 0 && !*campaignDry {
 			never++
 			t.Errorf("the point %q is reached by a clean run but never crashed at", k)
 		}
 	}
-	// The state machine's transitions per step that no scenario reaches
-	// (and so no crash can be made in): listed, so the gap is in sight.
+	// Every transition the state machine allows a step (narrowed per step:
+	// substrate.StepTransitions) must have been crashed in; the table is
+	// step x transition, crashes per cell ("-": not a transition of that
+	// step, by construction).
 	var unreached []string
-	for _, step := range []string{"createCluster", "deleteCluster", "createNodePool", "updateNodePool", "resizeNodePool", "deleteNodePool"} {
-		for _, from := range []state.JournalState{state.Journaled, state.InFlight, state.Verifying, state.Accepted} {
-			tos := map[state.JournalState]bool{}
-			for _, ev := range substrate.Events {
-				if to, err := substrate.Next(from, ev); err == nil {
-					tos[to] = true
-				}
-			}
-			for to := range tos {
-				if k := step + " " + string(from) + "->" + string(to); !reached[k] {
-					unreached = append(unreached, k)
-				}
+	var cov strings.Builder
+	var all []substrate.Transition
+	for _, from := range []state.JournalState{state.Journaled, state.InFlight, state.Verifying, state.Accepted} {
+		for _, ev := range substrate.Events {
+			if to, err := substrate.Next(from, ev); err == nil && !slices.Contains(all, substrate.Transition{From: from, To: to}) {
+				all = append(all, substrate.Transition{From: from, To: to})
 			}
 		}
 	}
-	sort.Strings(unreached)
-	t.Logf("exhaustive campaign: %d trials over %d fault variants (%d points never reached in a crashed run), %d point keys, %d never crashed at; duplicates=%d leaks=%d disagreements=%d\n  crashes by point:%s\n  transitions of the journal no scenario reaches (%d): %s",
-		len(jobs), len(faultVariants), missed, len(keys), never, dup, leaks, wrong, table.String(), len(unreached), strings.Join(unreached, ", "))
+	fmt.Fprintf(&cov, "\n  %-22s", "from->to")
+	for _, step := range substrate.Steps {
+		fmt.Fprintf(&cov, " %14s", step)
+	}
+	allowed := 0
+	for _, tr := range all {
+		fmt.Fprintf(&cov, "\n  %-22s", tr)
+		for _, step := range substrate.Steps {
+			if !slices.Contains(substrate.StepTransitions(step), tr) {
+				fmt.Fprintf(&cov, " %14s", "-")
+				continue
+			}
+			allowed++
+			k := step + " " + tr.String()
+			n := crashedAt[k]
+			if *campaignDry && reached[k] {
+				n = -1 // reached, not crashed: a dry run
+			}
+			fmt.Fprintf(&cov, " %14d", n)
+			if n == 0 {
+				unreached = append(unreached, k)
+			}
+		}
+	}
+	t.Logf("exhaustive campaign: %d trials over %d fault variants and %d fault scenarios (%d points never reached in a crashed run), %d point keys, %d never crashed at; duplicates=%d leaks=%d disagreements=%d\n  crashes by point:%s\n  crashes per step and transition (%d transitions the steps may make, %d never crashed in):%s",
+		len(jobs), len(faultVariants), len(crashtest.FaultScenarios()), missed, len(keys), never, dup, leaks, wrong, table.String(), allowed, len(unreached), cov.String())
+	for _, k := range unreached {
+		t.Errorf("the transition %q is one its step may make, but no trial crashed in it", k)
+	}
 	if missed > len(jobs)/10 {
 		t.Errorf("%d of %d crash points were never reached: the calibration does not match the runs", missed, len(jobs))
 	}

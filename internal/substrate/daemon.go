@@ -4,6 +4,7 @@ package substrate
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/fleet-agent/fleet-agent/internal/providers"
@@ -11,14 +12,14 @@ import (
 )
 
 // inCluster hands a running cluster to the in-cluster half.
-func (p *pass) inCluster(ref providers.ClusterRef) error {
+func (p *pass) inCluster(ref providers.ClusterRef) (inClusterResult, error) {
 	seam := p.r.opts.InCluster
 	if seam == nil {
 		p.noDaemon = true
-		return nil
+		return inClusterResult{}, nil
 	}
 	if err := p.r.alive(); err != nil {
-		return err
+		return inClusterResult{}, err
 	}
 	if p.mode() == "adopt" && !p.seen.DaemonApplied && !p.seen.DaemonIntent {
 		// The intent first, as the journal does for provider calls: what
@@ -27,15 +28,13 @@ func (p *pass) inCluster(ref providers.ClusterRef) error {
 		seen := p.seen
 		seen.DaemonIntent = true
 		if err := p.r.store.Update(func(tx *state.Tx) error { return tx.PutSubstrateSeen(seen) }); err != nil {
-			return err
+			return inClusterResult{}, err
 		}
 		p.seen.DaemonIntent = true
 	}
 	n, err := seam.Apply(p.ctx, p.target(ref))
 	if err != nil {
-		p.problem("node daemon: %v", err)
-		p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
-		return nil
+		return inClusterResult{stop: stop{stopped: true, res: resLater, requeue: p.r.clock.Now().Add(p.r.opts.Every), message: fmt.Sprintf("node daemon: %v", err)}}, nil
 	}
 	p.applied = true
 	p.seen.DaemonApplied = true
@@ -47,7 +46,7 @@ func (p *pass) inCluster(ref providers.ClusterRef) error {
 	if n.Message != "" {
 		p.notes = append(p.notes, n.Message)
 	}
-	return nil
+	return inClusterResult{applied: true}, nil
 }
 
 func (p *pass) target(ref providers.ClusterRef) Target {

@@ -76,6 +76,9 @@ const (
 	resFailed
 	// resSuperseded: abandoned for a newer generation's operation.
 	resSuperseded
+	// resLater: in error, looked at again later; nothing in the journal
+	// waits (a step's stop, never an operation's).
+	resLater
 )
 
 type outcome struct {
@@ -176,7 +179,8 @@ func (p *pass) readBack(op *state.JournalOp) (observed, error) {
 			return observed{phase: phAbsent}, nil
 		}
 		// An update of a pool that is gone cannot happen; the next pass
-		// makes the pool again.
+		// (a full one: the listing is read again) makes the pool again.
+		p.doubt()
 		return observed{phase: phFailed, message: fmt.Sprintf("node pool %s is gone", name)}, nil
 	}
 	if err != nil {

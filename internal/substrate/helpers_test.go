@@ -2,6 +2,10 @@ package substrate_test
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -16,6 +20,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/state/statetest"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/crashtest"
 )
@@ -53,6 +58,12 @@ type env struct {
 	logs      *syncBuffer
 	// tune changes the reconciler's options at every start.
 	tune func(*substrate.Options)
+	// installation is the state file's installation id ("":
+	// testInstallation).
+	installation string
+	// onEtcd puts the store on the test etcd server (a prefix named after
+	// statePath) instead of the file: make test-etcd runs the package so.
+	onEtcd bool
 
 	store *state.Store
 	fake  *fake.Fake
@@ -61,9 +72,16 @@ type env struct {
 
 func newEnv(t testing.TB, tune func(*substrate.Options)) *env {
 	t.Helper()
+	return newEnvOn(t, tune, statetest.Backend() == "etcd")
+}
+
+// newEnvOn is newEnv on the backend chosen: the tests that copy the state
+// file itself (a restore from a backup) choose the file.
+func newEnvOn(t testing.TB, tune func(*substrate.Options), onEtcd bool) *env {
+	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, statePath: filepath.Join(dir, "fleet.db"), fakeCfg: crashtest.FakeConfig(filepath.Join(dir, "fake.json")),
-		clock: clock.NewFake(epoch), logs: &syncBuffer{}, tune: tune}
+		clock: clock.NewFake(epoch), logs: &syncBuffer{}, tune: tune, onEtcd: onEtcd}
 	e.start()
 	t.Cleanup(func() {
 		if e.rec != nil {
@@ -80,7 +98,9 @@ func newEnv(t testing.TB, tune func(*substrate.Options)) *env {
 func (e *env) start() {
 	e.t.Helper()
 	var err error
-	if e.store, err = state.Open(e.statePath, state.Options{Now: e.clock.Now, NoSync: true, Installation: testInstallation}); err != nil {
+	if e.onEtcd {
+		e.store = e.openEtcd()
+	} else if e.store, err = state.Open(e.statePath, state.Options{Now: e.clock.Now, NoSync: true, Installation: e.owner()}); err != nil {
 		e.t.Fatal(err)
 	}
 	if e.fake, err = fake.New(e.fakeCfg, crashtest.DefaultSecrets, fake.WithClock(e.clock)); err != nil {
@@ -243,6 +263,16 @@ func inParallel(t *testing.T, n int, fn func(i int)) {
 	wg.Wait()
 }
 
+// owner is the env's installation id.
+func (e *env) owner() string { return cmpOr(e.installation, testInstallation) }
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
 // testInstallation is the installation id of the state files these tests
 // make, so that the names they expect are fixed.
 const testInstallation = "5eed0000000000000000000000000002"
@@ -250,4 +280,42 @@ const testInstallation = "5eed0000000000000000000000000002"
 // testOwner is who a test substrate's objects belong to.
 func testOwner(poolID string) providers.Owner {
 	return providers.Owner{Installation: testInstallation, PoolID: poolID}
+}
+
+// openEtcd opens (and leads) the env's store on the test etcd server: the
+// prefix follows statePath, so a restart finds the same store.
+func (e *env) openEtcd() *state.Store {
+	e.t.Helper()
+	opts := statetest.EtcdOptions(e.t)
+	sum := sha256.Sum256([]byte(e.statePath))
+	opts.Prefix = "/substrate-test/" + hex.EncodeToString(sum[:8])
+	opts.Now, opts.Installation = e.clock.Now, e.owner()
+	s, err := state.OpenEtcd(context.Background(), opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.Lead(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// storeBytes is everything the store holds, as bytes to search: the file,
+// or a bbolt copy of the etcd store.
+func (e *env) storeBytes() []byte {
+	e.t.Helper()
+	path := e.statePath
+	if e.onEtcd {
+		path = filepath.Join(e.t.TempDir(), "copy.db")
+		if err := e.store.Backup(path); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return b
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -161,10 +160,7 @@ func TestNothingHoldsASecret(t *testing.T) {
 		!strings.Contains(string(scraped), `fleet_agent_substrates{state="deleted"} 2`) {
 		t.Fatalf("metrics lack the substrate series:\n%s", scraped)
 	}
-	stateFile, err := os.ReadFile(e.statePath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stateFile := e.storeBytes()
 	places := map[string]string{"state file": string(stateFile), "logs": e.logs.String(), "statuses": string(jsonStatuses), "metrics": string(scraped),
 		"text": strings.Join(substrate.TextLines(statuses), "\n")}
 	secrets := append([]string{crashtest.TokenValue}, d.tokens...)

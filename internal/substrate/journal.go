@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/providers"
@@ -56,6 +57,35 @@ var transitions = map[state.JournalState]map[Event]state.JournalState{
 	state.Failed:    {},
 }
 
+// notForStep narrows the state machine per step: the events of the table a
+// step's operation never takes, by construction of the code that drives it.
+// The checked machine (NextFor) refuses them, so that code that starts to
+// make one fails loudly instead of wandering into a path no crash campaign
+// has been through; and the exhaustive campaign fails when a transition a
+// step does take is never crashed in.
+var notForStep = map[string]map[state.JournalState][]Event{
+	// A journaled operation is deferred only by settle, which drives the
+	// deletes whose object a fresh read showed gone: a create or a change
+	// is never deferred before its call.
+	stepCreateCluster:  {state.Journaled: {Defer}},
+	stepCreateNodePool: {state.Journaled: {Defer}},
+	// The same; and an accepted change is never made again: its read-back
+	// never finds it absent (a node pool gone fails it, a settled one is
+	// done, one being deleted is still in progress).
+	stepUpdateNodePool: {state.Journaled: {Defer}, state.Accepted: {Retry}},
+	stepResizeNodePool: {state.Journaled: {Defer}, state.Accepted: {Retry}},
+	// A delete is never refused for good (every refusal is tried again on
+	// the long schedule: a teardown is never given up), and one the
+	// provider accepted is followed to its end: the decision was taken on
+	// the labels the cluster then had, and the provider is deleting it.
+	stepDeleteCluster: {state.InFlight: {Refuse}, state.Verifying: {Refuse}, state.Accepted: {Refuse, Abandon}},
+	// A node pool's delete is never refused for good, nor abandoned: no
+	// document takes a removed flavor's pool back (a flavor of the same
+	// name makes a pool only once the delete is done), and a teardown
+	// follows it.
+	stepDeleteNodePool: {state.Journaled: {Abandon}, state.InFlight: {Refuse}, state.Verifying: {Refuse, Abandon}, state.Accepted: {Refuse, Abandon}},
+}
+
 // ErrIllegal is what Next returns for an event the state does not take.
 var ErrIllegal = errors.New("illegal journal transition")
 
@@ -71,6 +101,45 @@ func Next(from state.JournalState, ev Event) (state.JournalState, error) {
 		return "", fmt.Errorf("%w: %s does not take %s", ErrIllegal, from, ev)
 	}
 	return to, nil
+}
+
+// NextFor is Next for an operation of step: also an error wrapping
+// ErrIllegal for an event the step never takes from that state.
+func NextFor(step string, from state.JournalState, ev Event) (state.JournalState, error) {
+	to, err := Next(from, ev)
+	if err != nil {
+		return "", err
+	}
+	if slices.Contains(notForStep[step][from], ev) {
+		return "", fmt.Errorf("%w: a %s operation in %s never takes %s", ErrIllegal, step, from, ev)
+	}
+	return to, nil
+}
+
+// Transition is one edge of a step's state machine.
+type Transition struct {
+	From, To state.JournalState
+}
+
+func (t Transition) String() string { return string(t.From) + "->" + string(t.To) }
+
+// StepTransitions lists the transitions (from -> to, any event) an
+// operation of step may make between states it is found in, in a fixed
+// order: what the exhaustive campaign must crash in.
+func StepTransitions(step string) []Transition {
+	var out []Transition
+	for _, from := range []state.JournalState{state.Journaled, state.InFlight, state.Verifying, state.Accepted} {
+		seen := map[state.JournalState]bool{}
+		for _, ev := range Events {
+			to, err := NextFor(step, from, ev)
+			if err != nil || seen[to] {
+				continue
+			}
+			seen[to] = true
+			out = append(out, Transition{From: from, To: to})
+		}
+	}
+	return out
 }
 
 // The waits of the retry authority. A transient failure waits
@@ -167,7 +236,7 @@ func (p *pass) move(op *state.JournalOp, ev Event, change func(*state.JournalOp)
 	if err := p.r.alive(); err != nil {
 		return err
 	}
-	to, err := Next(op.State, ev)
+	to, err := NextFor(op.Step, op.State, ev)
 	if err != nil {
 		return fmt.Errorf("journal %s: %w", op.Key, err)
 	}

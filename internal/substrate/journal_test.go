@@ -3,6 +3,8 @@ package substrate
 import (
 	"errors"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +92,55 @@ func TestMoveIsChecked(t *testing.T) {
 	// Opening the same operation twice is refused: its key is its identity.
 	if _, err := p.open(stepCreateCluster, "fa-x-x", 0, request{}); !errors.Is(err, state.ErrJournalConflict) {
 		t.Fatalf("a second open: %v", err)
+	}
+}
+
+// TestStepTransitions writes out, per step, the transitions its operations
+// may make (the state machine narrowed per step), rather than reading them
+// from the table it tests.
+func TestStepTransitions(t *testing.T) {
+	all := "journaled->in_flight journaled->journaled journaled->failed in_flight->accepted in_flight->verifying in_flight->journaled in_flight->failed verifying->accepted verifying->journaled verifying->failed verifying->verifying accepted->succeeded accepted->failed accepted->journaled accepted->accepted"
+	want := map[string]string{
+		stepCreateCluster:  "journaled->in_flight journaled->failed in_flight->accepted in_flight->verifying in_flight->journaled in_flight->failed verifying->accepted verifying->journaled verifying->failed verifying->verifying accepted->succeeded accepted->failed accepted->journaled accepted->accepted",
+		stepCreateNodePool: "journaled->in_flight journaled->failed in_flight->accepted in_flight->verifying in_flight->journaled in_flight->failed verifying->accepted verifying->journaled verifying->failed verifying->verifying accepted->succeeded accepted->failed accepted->journaled accepted->accepted",
+		stepUpdateNodePool: "journaled->in_flight journaled->failed in_flight->accepted in_flight->verifying in_flight->journaled in_flight->failed verifying->accepted verifying->journaled verifying->failed verifying->verifying accepted->succeeded accepted->failed accepted->accepted",
+		stepResizeNodePool: "journaled->in_flight journaled->failed in_flight->accepted in_flight->verifying in_flight->journaled in_flight->failed verifying->accepted verifying->journaled verifying->failed verifying->verifying accepted->succeeded accepted->failed accepted->accepted",
+		stepDeleteCluster:  "journaled->in_flight journaled->journaled journaled->failed in_flight->accepted in_flight->verifying in_flight->journaled verifying->accepted verifying->journaled verifying->failed verifying->verifying accepted->succeeded accepted->journaled accepted->accepted",
+		stepDeleteNodePool: "journaled->in_flight journaled->journaled in_flight->accepted in_flight->verifying in_flight->journaled verifying->accepted verifying->journaled verifying->verifying accepted->succeeded accepted->journaled accepted->accepted",
+	}
+	for _, step := range Steps {
+		var got []string
+		for _, tr := range StepTransitions(step) {
+			got = append(got, tr.String())
+		}
+		w := strings.Fields(want[step])
+		slices.Sort(got)
+		slices.Sort(w)
+		if !slices.Equal(got, w) {
+			t.Errorf("%s:\n got %v\nwant %v", step, got, w)
+		}
+	}
+	if got := StepTransitions("someStep"); len(got) != len(strings.Fields(all)) {
+		t.Errorf("a step the narrowing does not name takes the whole table: %v", got)
+	}
+	// The narrowing refuses, per event: a delete refused for good, an
+	// accepted delete abandoned.
+	for _, c := range []struct {
+		step string
+		from state.JournalState
+		ev   Event
+	}{
+		{stepDeleteCluster, state.InFlight, Refuse},
+		{stepDeleteCluster, state.Accepted, Abandon},
+		{stepDeleteNodePool, state.Journaled, Abandon},
+		{stepResizeNodePool, state.Accepted, Retry},
+		{stepCreateCluster, state.Journaled, Defer},
+	} {
+		if _, err := NextFor(c.step, c.from, c.ev); !errors.Is(err, ErrIllegal) {
+			t.Errorf("%s %s -%s->: %v, want illegal", c.step, c.from, c.ev, err)
+		}
+	}
+	if to, err := NextFor(stepDeleteCluster, state.Verifying, Abandon); err != nil || to != state.Failed {
+		t.Errorf("a lost delete the document took back: %s %v", to, err)
 	}
 }

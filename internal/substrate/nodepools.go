@@ -55,9 +55,9 @@ func sizeFor(have providers.NodePool, want providers.Size) providers.Size {
 
 // nodePools converges one node pool per flavor and deletes those of
 // removed flavors; making reports that a flavor's pool is still being made.
-func (p *pass) nodePools(ref providers.ClusterRef) (bool, error) {
+func (p *pass) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
 	if !p.full {
-		return false, nil
+		return nodePoolsResult{}, nil
 	}
 	list, err := p.prov.ListNodePools(p.ctx, p.acct, ref)
 	if err != nil {
@@ -65,7 +65,7 @@ func (p *pass) nodePools(ref providers.ClusterRef) (bool, error) {
 			p.doubt()
 		}
 		p.readFail("the node pools of cluster "+ref.Name, err)
-		return true, nil
+		return nodePoolsResult{making: true}, nil
 	}
 	listed := map[string]providers.NodePool{}
 	for _, np := range list {
@@ -77,7 +77,7 @@ func (p *pass) nodePools(ref providers.ClusterRef) (bool, error) {
 	for _, f := range p.want.Spec.Flavors {
 		res, err := p.flavor(ref, f, listed)
 		if err != nil {
-			return true, err
+			return nodePoolsResult{making: true}, err
 		}
 		sp, m := res.seen, res.making
 		wanted[sp.Name] = true
@@ -96,7 +96,7 @@ func (p *pass) nodePools(ref providers.ClusterRef) (bool, error) {
 		}
 		out, err := p.drive(op, true)
 		if err != nil {
-			return true, err
+			return nodePoolsResult{making: true}, err
 		}
 		if out.res == resWait {
 			p.take(out, "flavor removed")
@@ -106,19 +106,19 @@ func (p *pass) nodePools(ref providers.ClusterRef) (bool, error) {
 		if wanted[np.Name] || !p.ours(np) {
 			continue
 		}
-		gone, err := p.deleteNodePool(ref, "", np.Name, "flavor removed")
+		del, err := p.deleteNodePool(ref, "", np.Name, "flavor removed")
 		if err != nil {
-			return true, err
+			return nodePoolsResult{making: true}, err
 		}
-		if !gone {
+		if !del.gone {
 			seen = append(seen, state.SeenNodePool{Name: np.Name, Status: string(providers.NodePoolDeleting), Nodes: np.NodeCount, Message: "flavor removed; deleting"})
 		}
 	}
 	if err := p.settleUnlisted("", listed, wanted); err != nil {
-		return true, err
+		return nodePoolsResult{making: true}, err
 	}
 	p.seen.NodePools = seen
-	return making, nil
+	return nodePoolsResult{making: making}, nil
 }
 
 // ours reports whether a node pool is one this substrate made: its labels
@@ -284,8 +284,8 @@ func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed 
 	return flavorResult{seen: sp, making: false}, nil
 }
 
-// deleteNodePool deletes one of our node pools; gone reports it is.
-func (p *pass) deleteNodePool(ref providers.ClusterRef, prefix, name, why string) (bool, error) {
+// deleteNodePool deletes one of our node pools; its result says whether it is gone.
+func (p *pass) deleteNodePool(ref providers.ClusterRef, prefix, name, why string) (removeResult, error) {
 	object := prefix + name
 	op := p.pending(object, stepDeleteNodePool)
 	if op == nil {
@@ -296,21 +296,21 @@ func (p *pass) deleteNodePool(ref providers.ClusterRef, prefix, name, why string
 		if repeat > maxRepeats {
 			p.problem("node pool %s was deleted %d times and keeps coming back at the provider (%s); fleet-agent stops deleting it: find what makes it again (the provider's console or audit log), then change the substrate in the document to try again",
 				name, repeat, why)
-			return false, nil
+			return removeResult{}, nil
 		}
 		var err error
 		if op, err = p.open(stepDeleteNodePool, object, repeat, request{Cluster: ref, Name: name}); err != nil {
-			return false, err
+			return removeResult{}, err
 		}
 	}
 	out, err := p.drive(op, false)
 	if err != nil {
-		return false, err
+		return removeResult{}, err
 	}
 	if out.res == resDone {
 		p.r.log.Info().Str("pool", p.want.Pool).Str("nodePool", name).Str("why", why).Msg("substrate: node pool deleted")
-		return true, nil
+		return removeResult{gone: true}, nil
 	}
 	p.take(out, why)
-	return false, nil
+	return removeResult{}, nil
 }

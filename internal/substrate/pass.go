@@ -86,6 +86,9 @@ func (p *pass) take(out outcome, label string) bool {
 		p.schedule(out.until)
 	case resFailed:
 		p.problems = append(p.problems, msg)
+	case resLater:
+		p.problems = append(p.problems, msg)
+		p.schedule(out.until)
 	}
 	return false
 }
@@ -292,25 +295,37 @@ func (p *pass) mode() string {
 // the node pools, then the in-cluster half.
 func (p *pass) present() error {
 	var (
-		c   *providers.Cluster
+		cr  clusterResult
 		err error
 	)
 	if p.mode() == "adopt" {
-		c, err = p.adopted()
+		cr, err = p.adopted()
 	} else {
-		c, err = p.created()
+		cr, err = p.created()
 	}
-	if err != nil || c == nil {
+	if err != nil {
 		return err
 	}
-	if ok, err := p.claim(); err != nil || !ok {
+	if cr.stopped || cr.cluster == nil {
+		p.end(cr.stop)
+		return nil
+	}
+	ref := cr.cluster.Ref
+	claim, err := p.claim()
+	if err != nil {
 		return err
 	}
-	making, err := p.nodePools(c.Ref)
-	if err != nil || making {
+	if claim.stopped {
+		p.end(claim.stop)
+		return nil
+	}
+	pools, err := p.nodePools(ref)
+	if err != nil || pools.making {
 		return err
 	}
-	return p.inCluster(c.Ref)
+	in, err := p.inCluster(ref)
+	p.end(in.stop)
+	return err
 }
 
 // finish decides the substrate's state and message, writes what changed of

@@ -17,10 +17,14 @@ import (
 
 // The defaults of Options.
 const (
-	DefaultEvery       = time.Minute
-	DefaultPoll        = 10 * time.Second
-	DefaultSweepEvery  = 10 * time.Minute
-	DefaultConcurrency = 4
+	DefaultEvery      = time.Minute
+	DefaultPoll       = 10 * time.Second
+	DefaultSweepEvery = 10 * time.Minute
+	// DefaultNodePoolCheckEvery bounds how long the sweep trusts a
+	// cluster's node pool revision: each converged substrate's node pools
+	// are listed at least this often, whatever the revision says.
+	DefaultNodePoolCheckEvery = 24 * time.Hour
+	DefaultConcurrency        = 4
 	// AdoptedRetry is how soon a teardown the in-cluster half could not
 	// finish is tried again (reference "Adopt a cluster you already run").
 	AdoptedRetry = 2 * time.Minute
@@ -43,6 +47,10 @@ type Options struct {
 	Poll time.Duration
 	// SweepEvery is how often Run runs the discovery sweep.
 	SweepEvery time.Duration
+	// NodePoolCheckEvery is how long the sweep may skip listing a
+	// converged substrate's node pools while its cluster's node pool
+	// revision (in the account's cluster listing) stays the same.
+	NodePoolCheckEvery time.Duration
 	// Concurrency bounds the passes running at once.
 	Concurrency int
 	// Hooks are for tests; nil in production.
@@ -90,6 +98,15 @@ type Reconciler struct {
 	// sweeping is set while a sweep runs; nextSweep when the next is due.
 	sweeping  bool
 	nextSweep time.Time
+	// pools is, per pool, the node pool revision of its cluster when the
+	// sweep last listed its node pools and found them as wanted, and when.
+	pools map[string]poolsMark
+}
+
+// poolsMark is what the sweep last found of a substrate's node pools.
+type poolsMark struct {
+	revision string
+	at       time.Time
 }
 
 // New makes a reconciler. It does nothing until Run or ReconcileOnce.
@@ -112,6 +129,9 @@ func New(opts Options) *Reconciler {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultConcurrency
 	}
+	if opts.NodePoolCheckEvery <= 0 {
+		opts.NodePoolCheckEvery = DefaultNodePoolCheckEvery
+	}
 	var installation string
 	if opts.Store != nil {
 		installation = opts.Store.Installation()
@@ -120,7 +140,7 @@ func New(opts Options) *Reconciler {
 		sem: make(chan struct{}, opts.Concurrency), wake: make(chan struct{}, 1), done: make(chan struct{}, 1),
 		running: map[string]bool{}, locks: map[string]*sync.Mutex{}, verified: map[string]bool{},
 		next: map[string]time.Time{}, lastPass: map[string]time.Time{}, reads: map[string]int{}, readAt: map[string]time.Time{},
-		daemonRetry: map[string]retryNote{}}
+		daemonRetry: map[string]retryNote{}, pools: map[string]poolsMark{}}
 }
 
 type retryNote struct {

@@ -180,10 +180,18 @@ func TextLines(list []Status) []string {
 	var out []string
 	for _, s := range list {
 		cluster := cmpOr(s.Cluster.ID, "(no cluster yet)")
-		out = append(out, fmt.Sprintf("%s %s %s %s nodes %d/%d joined, updated %s", s.Pool, s.State, s.Mode, cluster,
-			s.Nodes.Joined, s.Nodes.Listed, time.UnixMilli(s.UpdatedAt).UTC().Format(time.RFC3339)))
+		out = append(out, fmt.Sprintf("%s %s %s %s nodes %d/%d joined, %d connected, updated %s", s.Pool, s.State, s.Mode, cluster,
+			s.Nodes.Joined, s.Nodes.Listed, s.Nodes.Connected, time.UnixMilli(s.UpdatedAt).UTC().Format(time.RFC3339)))
 		for _, np := range s.NodePools {
 			out = append(out, fmt.Sprintf("  %s %s %s %d nodes", np.Flavor, np.Name, np.Status, np.Nodes))
+		}
+		for _, n := range s.JoinedNodes {
+			seen := time.UnixMilli(n.LastSeen).UTC().Format(time.RFC3339)
+			if n.Connected {
+				out = append(out, fmt.Sprintf("  node %s: connected (last seen %s)", n.Name, seen))
+			} else {
+				out = append(out, fmt.Sprintf("  node %s: not connected (last seen %s)", n.Name, seen))
+			}
 		}
 		if s.Message != "" {
 			out = append(out, "  "+strings.ReplaceAll(s.Message, "\n", " "))

@@ -65,3 +65,17 @@ func TestStatusShape(t *testing.T) {
 		t.Fatalf("text:\n%s", strings.Join(lines, "\n"))
 	}
 }
+
+// The text lines say how many joined nodes are connected, and each node.
+func TestTextLinesShowConnectedNodes(t *testing.T) {
+	st := substrate.Status{Pool: "gpu", State: "ready", Mode: "create", UpdatedAt: 1796209200000,
+		JoinedNodes: []substrate.StatusJoinedNode{{Name: "n1", Connected: true, LastSeen: 1796209190000}, {Name: "n2", LastSeen: 1796208000000}}}
+	st.Nodes.Listed, st.Nodes.Joined, st.Nodes.Connected = 2, 2, 1
+	got := strings.Join(substrate.TextLines([]substrate.Status{st}), "\n")
+	want := "gpu ready create (no cluster yet) nodes 2/2 joined, 1 connected, updated 2026-12-02T11:00:00Z\n" +
+		"  node n1: connected (last seen 2026-12-02T10:59:50Z)\n" +
+		"  node n2: not connected (last seen 2026-12-02T10:40:00Z)"
+	if got != want {
+		t.Fatalf("text:\n%s\nwant\n%s", got, want)
+	}
+}

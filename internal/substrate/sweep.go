@@ -105,8 +105,10 @@ func (r *Reconciler) Sweep(ctx context.Context) (SweepReport, error) {
 		}
 		rep.Listed += len(list)
 		listed := map[string]bool{}
+		byID := map[string]providers.Cluster{}
 		for _, c := range list {
 			listed[c.Ref.ID] = true
+			byID[c.Ref.ID] = c
 		}
 		for _, c := range list {
 			poolID := c.Labels[providers.LabelSubstratePool]
@@ -140,7 +142,7 @@ func (r *Reconciler) Sweep(ctx context.Context) (SweepReport, error) {
 			}
 		}
 		for _, rec := range use.recs {
-			n, err := r.sweepRecorded(ctx, use.prov, use.acct, rec, listed)
+			n, err := r.sweepRecorded(ctx, use.prov, use.acct, rec, byID)
 			if err != nil {
 				return rep, err
 			}
@@ -274,7 +276,12 @@ type recordedFindings struct{ ghosts, orphans, reported int }
 
 // sweepRecorded looks for a substrate's recorded cluster and node pools at
 // the provider; what is missing or extra makes its next pass a full one.
-func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct providers.Account, rec state.SubstrateRecord, listed map[string]bool) (recordedFindings, error) {
+//
+// At rest it costs nothing but the account's cluster listing: a converged
+// substrate's node pools are listed only when its cluster's node pool
+// revision moved since they were last found as wanted, when the provider
+// gives no revision, or once per NodePoolCheckEvery whatever it says.
+func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct providers.Account, rec state.SubstrateRecord, listed map[string]providers.Cluster) (recordedFindings, error) {
 	var f recordedFindings
 	s := rec.Seen
 	if s == nil || s.Cluster == nil || s.Cluster.ID == "" || s.State == state.SubstrateDeleted {
@@ -289,11 +296,13 @@ func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct prov
 	}
 	log := r.log.Warn().Str("pool", rec.Want.Pool).Str("cluster", ref.Name).Str("id", ref.ID)
 	adopted := rec.Want.Spec.Cluster.Adopt != ""
-	if adopted || !listed[ref.ID] {
+	shown, isListed := listed[ref.ID]
+	if adopted || !isListed {
 		// A created cluster carries our label, so missing from the listing
 		// is a ghost unless the read says otherwise; an adopted one never
 		// carries it and is read.
-		_, err := prov.GetCluster(ctx, acct, ref)
+		c, err := prov.GetCluster(ctx, acct, ref)
+		shown = c
 		if errors.Is(err, providers.ErrNotFound) {
 			f.ghosts++
 			log.Msg("substrate sweep: a recorded cluster is gone at the provider")
@@ -305,6 +314,9 @@ func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct prov
 		}
 	}
 	if !rec.Want.Present {
+		return f, nil
+	}
+	if r.poolsUnchanged(rec, shown.NodePoolsRevision) {
 		return f, nil
 	}
 	pools, err := prov.ListNodePools(ctx, acct, ref)
@@ -343,7 +355,37 @@ func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct prov
 	if f.ghosts+f.orphans > 0 {
 		doubt()
 	}
+	r.markPools(rec, shown.NodePoolsRevision, f.ghosts+f.orphans+f.reported == 0)
 	return f, nil
+}
+
+// poolsUnchanged reports whether the sweep may skip listing a substrate's
+// node pools: it is converged at its generation and verified, its cluster
+// shows the node pool revision the last listing found as wanted, and that
+// listing is younger than NodePoolCheckEvery.
+func (r *Reconciler) poolsUnchanged(rec state.SubstrateRecord, revision string) bool {
+	s := rec.Seen
+	if revision == "" || s == nil || !s.Converged || s.ObservedGeneration != rec.Want.Generation {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.pools[rec.Want.PoolID]
+	return ok && r.verified[rec.Want.PoolID] && m.revision == revision && r.clock.Now().Sub(m.at) < r.opts.NodePoolCheckEvery
+}
+
+// markPools keeps what a listing of a substrate's node pools found: clean
+// (nothing to say, the substrate converged) under the cluster's revision,
+// else nothing, so that the next sweep lists them again.
+func (r *Reconciler) markPools(rec state.SubstrateRecord, revision string, clean bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := rec.Seen
+	if !clean || revision == "" || s == nil || !s.Converged || s.ObservedGeneration != rec.Want.Generation {
+		delete(r.pools, rec.Want.PoolID)
+		return
+	}
+	r.pools[rec.Want.PoolID] = poolsMark{revision: revision, at: r.clock.Now()}
 }
 
 // ownerOf is who a recorded substrate's objects belong to.

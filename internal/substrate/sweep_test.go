@@ -46,7 +46,7 @@ func (e *env) sweep() substrate.SweepReport {
 // backup taken before the cluster was made; the sweep finds the cluster by
 // its label and takes it back, and nothing is made twice.
 func TestSweepTakesBackAnUnrecordedCluster(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newEnvOn(t, nil, false) // restores the file itself
 	e.applyStep(gpuStep)
 	backup := e.statePath + ".bak"
 	copyFile(t, e.statePath, backup)
@@ -214,4 +214,53 @@ func copyFile(t *testing.T, from, to string) {
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSweepAtRest: at rest the sweep lists the account's clusters and
+// nothing more; a substrate's node pools are listed again when its
+// cluster's node pool revision moves (a node pool deleted behind the
+// agent's back is found by the next sweep), and at the latest after
+// NodePoolCheckEvery.
+func TestSweepAtRest(t *testing.T) {
+	e := newEnv(t, nil)
+	e.applyStep(gpuStep)
+	e.converge(10*time.Second, 30)
+	lists := func() int { return e.fake.Calls("ListNodePools") }
+	steps := []struct {
+		what  string
+		do    func()
+		lists int // ListNodePools calls the sweep makes
+		rep   substrate.SweepReport
+	}{
+		{what: "the first sweep after the start", lists: 1},
+		{what: "at rest", lists: 0},
+		{what: "at rest again", lists: 0},
+		{what: "a node pool deleted behind the agent's back", lists: 1, rep: substrate.SweepReport{Ghosts: 1}, do: func() {
+			st := e.status("gpu")
+			if _, err := e.fake.DeleteNodePool(t.Context(), fleetAccount, providers.ClusterRef{ID: st.Cluster.ID}, st.NodePools[0].Name); err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				_ = e.fake.Advance()
+			}
+		}},
+		{what: "made again by the next passes: the revision moved", lists: 1, do: func() { e.converge(10*time.Second, 30) }},
+		{what: "at rest after that", lists: 0},
+		{what: "a day later, whatever the revision says", lists: 1, do: func() { e.clock.Advance(substrate.DefaultNodePoolCheckEvery) }},
+		{what: "at rest after the check", lists: 0},
+	}
+	for _, s := range steps {
+		if s.do != nil {
+			s.do()
+		}
+		before := lists()
+		rep := e.sweep()
+		if got := lists() - before; got != s.lists {
+			t.Errorf("%s: the sweep listed node pools %d times, want %d", s.what, got, s.lists)
+		}
+		if rep.Ghosts != s.rep.Ghosts || rep.NodePoolOrphans != 0 || rep.Listed != 1 {
+			t.Errorf("%s: sweep %+v", s.what, rep)
+		}
+	}
+	e.check(gpuStep)
 }

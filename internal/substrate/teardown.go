@@ -66,11 +66,11 @@ func (p *pass) teardown() error {
 			return err
 		}
 	}
-	gone, err := p.removeCluster(ref, "", p.mode() == "create")
+	res, err := p.removeCluster(ref, "", p.mode() == "create")
 	if err != nil {
 		return err
 	}
-	p.gone = gone
+	p.gone = res.gone
 	return nil
 }
 
@@ -108,31 +108,34 @@ func (p *pass) sayWhoWaits() error {
 }
 
 // removeCluster deletes what the substrate made in a cluster: its node
-// pools (only ours), then, with del, the cluster. gone reports that nothing
-// is left to do.
-func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) (bool, error) {
+// pools (only ours), then, with del, the cluster. Its result says whether
+// nothing is left to do.
+func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) (removeResult, error) {
 	c, err := p.prov.GetCluster(p.ctx, p.acct, ref)
 	if errors.Is(err, providers.ErrNotFound) {
-		return true, p.settleGone(prefix)
+		return removeResult{gone: true}, p.settleGone(prefix)
 	}
 	if err != nil {
 		p.readFail("cluster "+cmpOr(ref.Name, ref.ID), err)
-		return false, nil
+		return removeResult{}, nil
 	}
-	if del && !p.owner().Owns(c.Labels) {
+	if del && !p.owner().Owns(c.Labels) && !p.deleteAccepted(prefix+c.Ref.Name) {
 		// Deleted only when its labels say it is ours: a recorded id or a
 		// name is not enough (another installation's cluster, labels taken
-		// off by hand). The substrate lets go of it and says so.
+		// off by hand). The substrate lets go of it and says so. A delete
+		// the provider already accepted is followed to its end instead: it
+		// was decided on the labels the cluster had then, and the provider
+		// is deleting it whatever they say now.
 		p.foreign(c)
 		p.notes = append(p.notes, "left "+p.whose(c)+" in place: fleet-agent deletes only clusters carrying its labels")
 		for _, key := range p.keys() {
 			if op := p.ops[key]; op.Step == stepDeleteCluster && op.Object == prefix+c.Ref.Name && !op.State.Terminal() && op.State != state.InFlight {
 				if err := p.move(op, Abandon, nil, nil); err != nil {
-					return false, err
+					return removeResult{}, err
 				}
 			}
 		}
-		return true, nil
+		return removeResult{gone: true}, nil
 	}
 	if prefix == "" {
 		p.seen.Cluster = seenCluster(c, p.seen.Cluster)
@@ -141,7 +144,7 @@ func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) 
 		list, err := p.prov.ListNodePools(p.ctx, p.acct, c.Ref)
 		if err != nil && !errors.Is(err, providers.ErrNotFound) {
 			p.readFail("the node pools of cluster "+c.Ref.Name, err)
-			return false, nil
+			return removeResult{}, nil
 		}
 		listed := map[string]providers.NodePool{}
 		busy := false
@@ -150,24 +153,24 @@ func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) 
 			if !p.ours(np) {
 				continue
 			}
-			gone, err := p.deleteNodePool(c.Ref, prefix, np.Name, "teardown")
+			np, err := p.deleteNodePool(c.Ref, prefix, np.Name, "teardown")
 			if err != nil {
-				return false, err
+				return removeResult{}, err
 			}
-			busy = busy || !gone
+			busy = busy || !np.gone
 		}
 		if err := p.settleUnlisted(prefix, listed, nil); err != nil {
-			return false, err
+			return removeResult{}, err
 		}
 		if busy {
-			return false, nil
+			return removeResult{}, nil
 		}
 		if prefix == "" {
 			p.seen.NodePools = nil
 		}
 	}
 	if !del {
-		return true, nil
+		return removeResult{gone: true}, nil
 	}
 	object := prefix + c.Ref.Name
 	op := p.pending(object, stepDeleteCluster)
@@ -181,15 +184,15 @@ func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) 
 				c.Ref.Name, repeat)
 			p.scheduled = true
 			p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
-			return false, nil
+			return removeResult{}, nil
 		}
 		if op, err = p.open(stepDeleteCluster, object, repeat, request{Cluster: c.Ref}); err != nil {
-			return false, err
+			return removeResult{}, err
 		}
 	}
 	out, err := p.drive(op, false)
 	if err != nil {
-		return false, err
+		return removeResult{}, err
 	}
 	if prefix == "" {
 		p.seen.Teardown = nil
@@ -199,10 +202,17 @@ func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) 
 		p.refused = out.res == resRefused
 	}
 	if out.res == resDone {
-		return true, p.settleGone(prefix)
+		return removeResult{gone: true}, p.settleGone(prefix)
 	}
 	p.take(out, "")
-	return false, nil
+	return removeResult{}, nil
+}
+
+// deleteAccepted reports whether the delete of object is accepted at the
+// provider.
+func (p *pass) deleteAccepted(object string) bool {
+	op := p.pending(object, stepDeleteCluster)
+	return op != nil && op.State == state.Accepted
 }
 
 // settleUnlisted finishes the node pool deletes (of objects with prefix)
@@ -276,11 +286,11 @@ func (p *pass) orphans() error {
 	var kept []state.SeenCluster
 	for _, o := range p.seen.Orphans {
 		ref := providers.ClusterRef{ID: o.ID, Name: o.Name, Location: o.Location}
-		gone, err := p.removeCluster(ref, orphanPrefix+o.ID+":", true)
+		res, err := p.removeCluster(ref, orphanPrefix+o.ID+":", true)
 		if err != nil {
 			return err
 		}
-		if gone {
+		if res.gone {
 			p.r.log.Info().Str("pool", p.want.Pool).Str("cluster", o.Name).Str("id", o.ID).Msg("substrate: orphan cluster removed")
 			continue
 		}

@@ -130,6 +130,11 @@ func situations() map[string]*Fleet {
 		{Name: "<b>gpu-node-2</b>", Connected: false, LastSeen: ms(20 * time.Minute)}}
 	f.Substrates = []Substrate{coming}
 	out["substrates"] = f
+
+	// A standby on an etcd store: it says who leads (escaped like every field).
+	standby := applied(base())
+	standby.Store = &agent.StoreView{Backend: "etcd", Agent: "ops-2", Leader: "<i>ops-1</i>"}
+	out["standby"] = standby
 	return out
 }
 
@@ -141,6 +146,7 @@ var shows = map[string][]string{
 	"drifted":    {"", "audit?kind=edit"},
 	"attention":  {"", "proposals", "substrates"},
 	"substrates": {"substrates"},
+	"standby":    {""},
 }
 
 // TestPages renders the pages of every situation against their golden HTML

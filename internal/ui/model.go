@@ -37,6 +37,8 @@ type Fleet struct {
 	Proposals  []agent.ProposalPage
 	Substrates []Substrate
 	Audit      []state.AuditRow
+	// Store is the etcd store's leadership; nil on a bbolt file.
+	Store *agent.StoreView
 }
 
 // Outbox is the posts waiting for GitHub.

@@ -79,6 +79,8 @@ type Server struct {
 	outage    bool
 	log       []Request
 	minted    int
+	// teams: org/slug (lower case) -> member logins (lower case).
+	teams map[string]map[string]bool
 }
 
 type tokenInfo struct {
@@ -356,6 +358,8 @@ type Repo struct {
 	statuses map[string][]*status
 	// checkRuns in the order they were created.
 	checkRuns []*CheckRun
+	// reviews of each pull request, oldest first.
+	reviews map[int][]*review
 }
 
 // SetDefaultBranch makes name the repository's default branch ("main" until

@@ -252,6 +252,9 @@ func (s *Server) authenticated(req *http.Request, path string, body []byte) repl
 	if path == "/user" && req.Method == http.MethodGet {
 		return s.user(req, login)
 	}
+	if strings.HasPrefix(path, "/orgs/") {
+		return s.orgs(req, path)
+	}
 	return s.route(req, path, body, login)
 }
 
@@ -299,6 +302,12 @@ func (s *Server) route(req *http.Request, path string, body []byte, login string
 			return notFound()
 		}
 		return jsonReply(http.StatusOK, r.pullJSON(req, p, true))
+	case m == http.MethodGet && len(rest) == 3 && rest[0] == "pulls" && rest[2] == "reviews":
+		n, err := strconv.Atoi(rest[1])
+		if _, ok := r.pulls[n]; err != nil || !ok {
+			return notFound()
+		}
+		return r.listReviews(req, n)
 	case m == http.MethodGet && len(rest) == 3 && rest[0] == "commits" && rest[2] == "pulls":
 		return r.commitPulls(req, rest[1])
 	case m == http.MethodGet && len(rest) == 3 && rest[0] == "commits" && rest[2] == "statuses":

@@ -2,6 +2,9 @@ package fake
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"maps"
 	"regexp"
 	"slices"
@@ -172,8 +175,23 @@ func (f *Fake) view(c *ClusterRecord) providers.Cluster {
 	}
 	if c.Op != nil {
 		v.Message = c.Op.Kind + " in progress"
+	} else if c.Message != "" {
+		v.Message = c.Message
 	}
+	v.NodePoolsRevision = poolsRevision(c)
 	return v
+}
+
+// poolsRevision is a digest of what a listing shows of a cluster's node
+// pools, as GKE's and DOKS's cluster listings carry the pools themselves.
+func poolsRevision(c *ClusterRecord) string {
+	h := sha256.New()
+	for _, name := range sortedKeys(c.NodePools) {
+		data, _ := json.Marshal(poolView(c.NodePools[name]))
+		h.Write(data)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // compareVersions compares dotted numeric versions.
@@ -204,7 +222,7 @@ func addToken(tokens []string, t string) []string {
 // EnsureCluster creates a cluster or converges the one of the same name in
 // the account's project.
 func (f *Fake) EnsureCluster(ctx context.Context, acct providers.Account, spec providers.ClusterSpec) (providers.Cluster, error) {
-	a, blank, finish, err := f.callFault(ctx, "EnsureCluster", &acct)
+	a, fx, finish, err := f.callFault(ctx, "EnsureCluster", &acct)
 	if err != nil {
 		return providers.Cluster{}, err
 	}
@@ -216,10 +234,15 @@ func (f *Fake) EnsureCluster(ctx context.Context, acct providers.Account, spec p
 	if err != nil {
 		return providers.Cluster{}, finish(err)
 	}
+	v := f.view(c)
+	f.after(fx, c, "", false)
 	if err := f.persist(); err != nil {
 		return providers.Cluster{}, err
 	}
-	if blank {
+	if fx.vanish {
+		return v, finish(nil)
+	}
+	if fx.blank {
 		return providers.Cluster{}, finish(nil)
 	}
 	return f.view(c), finish(nil)
@@ -342,8 +365,9 @@ func (f *Fake) observeCluster(a account, ref providers.ClusterRef, finish func(e
 
 // DeleteCluster starts deleting a cluster and its node pools.
 func (f *Fake) DeleteCluster(ctx context.Context, acct providers.Account, ref providers.ClusterRef) (providers.Cluster, error) {
-	a, finish, err := f.call(ctx, "DeleteCluster", &acct)
+	a, fx, finish, err := f.callFault(ctx, "DeleteCluster", &acct)
 	if err != nil {
+		f.vanishNow(fx, a, ref, "")
 		return providers.Cluster{}, err
 	}
 	if err := f.lock(); err != nil {
@@ -359,6 +383,7 @@ func (f *Fake) DeleteCluster(ctx context.Context, acct providers.Account, ref pr
 		c.Op = f.newOp("delete", f.cfg.Steps.Delete)
 	}
 	v := f.view(c)
+	f.after(fx, c, "", true)
 	f.settleCluster(c)
 	if err := f.persist(); err != nil {
 		return providers.Cluster{}, err

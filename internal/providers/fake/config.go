@@ -56,7 +56,12 @@ import (
 //
 // A fault with doneWithoutObject makes EnsureCluster or EnsureNodePool do
 // its work and answer success with an empty object (no id, no name), as a
-// 2xx whose body the client cannot read.
+// 2xx whose body the client cannot read. after: N lets N calls through
+// before the fault fires; lost makes a failing fault do nothing whatever
+// its side effect (a request that never arrived); vanish removes the
+// call's object right after it (a create the provider dropped, an object
+// someone else deleted); workFails makes the call's work fail at the
+// provider (status error; a delete leaves its object running).
 type Config struct {
 	// StatePath is the JSON file the fake keeps its provider-side truth in,
 	// so that it survives a restart of the agent. Empty keeps it in memory.

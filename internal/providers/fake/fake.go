@@ -253,33 +253,34 @@ func (f *Fake) call(ctx context.Context, method string, acct *providers.Account)
 // callFault is call that also says whether the answer must lose its
 // object (a doneWithoutObject fault fired: the method acts, then answers
 // success with a zero value).
-func (f *Fake) callFault(ctx context.Context, method string, acct *providers.Account) (account, bool, func(error) error, error) {
+func (f *Fake) callFault(ctx context.Context, method string, acct *providers.Account) (account, effects, func(error) error, error) {
 	if err := ctx.Err(); err != nil {
-		return account{}, false, nil, &providers.Error{Op: method, Class: providers.Unavailable, SideEffect: providers.None, Message: "cancelled before the call", Err: err}
+		return account{}, effects{}, nil, &providers.Error{Op: method, Class: providers.Unavailable, SideEffect: providers.None, Message: "cancelled before the call", Err: err}
 	}
 	if err := f.lock(); err != nil {
-		return account{}, false, nil, opErr(method, err)
+		return account{}, effects{}, nil, opErr(method, err)
 	}
 	f.calls[method]++
 	ft, err := f.takeFault(method)
 	f.unlock()
 	if err != nil {
-		return account{}, false, nil, err
+		return account{}, effects{}, nil, err
 	}
 	if ft != nil {
 		if err := f.wait(ctx, method, ft.Latency); err != nil {
-			return account{}, false, nil, err
+			return account{}, effects{}, nil, err
 		}
 	}
 	var a account
+	fx := ft.effects()
 	if acct != nil {
 		if a, err = f.authorize(ctx, method, *acct); err != nil {
-			return account{}, false, nil, err
+			return account{}, effects{}, nil, err
 		}
 	}
 	failing := ft != nil && (ft.Class != "" || ft.Drop)
 	if failing && !ft.acts() {
-		return account{}, false, nil, ft.err(method)
+		return a, fx, nil, ft.err(method)
 	}
 	finish := func(err error) error {
 		if err == nil && failing {
@@ -287,7 +288,7 @@ func (f *Fake) callFault(ctx context.Context, method string, acct *providers.Acc
 		}
 		return opErr(method, err)
 	}
-	return a, ft != nil && ft.DoneWithoutObject, finish, nil
+	return a, fx, finish, nil
 }
 
 // opErr names the method in an error that does not name one yet.

@@ -36,7 +36,26 @@ type Fault struct {
 	// Latency delays the call on the injected clock (or until the context
 	// ends) before anything else.
 	Latency time.Duration `yaml:"latency" json:"latency,omitempty"`
-	Message string        `yaml:"message" json:"message,omitempty"`
+	// After lets this many calls of Method through untouched before the
+	// fault fires: a read-back that fails, not the read before the call.
+	After int `yaml:"after" json:"after,omitempty"`
+	// Lost makes a failing fault (a class, or drop) do nothing whatever its
+	// side effect says: the request never reached the provider, and the
+	// caller cannot tell (an unknown outcome that did not happen).
+	Lost bool `yaml:"lost" json:"lost,omitempty"`
+	// Vanish removes the object the call names right after the call,
+	// whatever it answered: a create the provider dropped once accepted
+	// (its work failed), or an object someone else deleted meanwhile (a
+	// delete throttled while another hand removed the cluster). For
+	// EnsureCluster, DeleteCluster, EnsureNodePool, ResizeNodePool and
+	// DeleteNodePool.
+	Vanish bool `yaml:"vanish" json:"vanish,omitempty"`
+	// WorkFails makes the call succeed and the work it started fail at the
+	// provider: a made or changed cluster or node pool goes to status
+	// error; a delete leaves its object running, as it was. For the same
+	// methods as Vanish.
+	WorkFails bool   `yaml:"workFails" json:"workFails,omitempty"`
+	Message   string `yaml:"message" json:"message,omitempty"`
 }
 
 func (f Fault) validate() error {
@@ -68,18 +87,93 @@ func (f Fault) validate() error {
 			return fmt.Errorf("a fault with doneWithoutObject succeeds: it takes no class and no drop")
 		}
 	}
-	if f.RetryAfter < 0 || f.Latency < 0 {
-		return fmt.Errorf("durations must not be negative")
+	if f.RetryAfter < 0 || f.Latency < 0 || f.After < 0 {
+		return fmt.Errorf("durations and after must not be negative")
 	}
-	if f.Class == "" && !f.Drop && f.Latency == 0 && !f.DoneWithoutObject {
-		return fmt.Errorf("a fault needs a class, drop, doneWithoutObject or latency")
+	if f.Lost && f.Class == "" && !f.Drop {
+		return fmt.Errorf("lost is for a fault that fails (a class, or drop)")
+	}
+	if (f.Vanish || f.WorkFails) && !slices.Contains(objectMethods, f.Method) {
+		return fmt.Errorf("vanish and workFails are for methods %v, not %q", objectMethods, f.Method)
+	}
+	if f.Vanish && f.WorkFails {
+		return fmt.Errorf("a fault either removes its object (vanish) or fails its work (workFails), not both")
+	}
+	if f.Class == "" && !f.Drop && f.Latency == 0 && !f.DoneWithoutObject && !f.Vanish && !f.WorkFails {
+		return fmt.Errorf("a fault needs a class, drop, doneWithoutObject, vanish, workFails or latency")
 	}
 	return nil
 }
 
+// objectMethods are the calls whose object a fault may remove or fail.
+var objectMethods = []string{"EnsureCluster", "DeleteCluster", "EnsureNodePool", "ResizeNodePool", "DeleteNodePool"}
+
 // acts reports whether the call should still act although it fails.
 func (f *Fault) acts() bool {
-	return f.Drop || f.SideEffect == providers.Done || f.SideEffect == providers.Maybe
+	return !f.Lost && (f.Drop || f.SideEffect == providers.Done || f.SideEffect == providers.Maybe)
+}
+
+// effects is what a fired fault does to the object of the call besides its
+// answer.
+type effects struct {
+	// blank: answer success with an empty object (doneWithoutObject).
+	blank bool
+	// vanish: remove the object after the call.
+	vanish bool
+	// workFails: the work the call started fails at the provider.
+	workFails bool
+}
+
+func (f *Fault) effects() effects {
+	if f == nil {
+		return effects{}
+	}
+	return effects{blank: f.DoneWithoutObject, vanish: f.Vanish, workFails: f.WorkFails}
+}
+
+// after applies a call's effects to the cluster it named (pool "") or to
+// one of its node pools, under the lock: deleting marks a delete call.
+func (f *Fake) after(fx effects, c *ClusterRecord, pool string, deleting bool) {
+	if c == nil {
+		return
+	}
+	switch {
+	case fx.vanish && pool == "":
+		f.settled(c.ID, &Operation{Kind: "delete"})
+		delete(f.st.Clusters, c.ID)
+		delete(f.st.Grants, c.ID)
+	case fx.vanish:
+		if p := c.NodePools[pool]; p != nil {
+			f.settled(c.ID, &Operation{Kind: "delete"})
+			delete(c.NodePools, pool)
+		}
+	case fx.workFails && pool == "" && deleting:
+		c.Status, c.Op, c.Message = providers.ClusterRunning, nil, ""
+	case fx.workFails && pool == "":
+		c.Status, c.Op, c.Message = providers.ClusterError, nil, "injected: the provider's work failed"
+	case fx.workFails:
+		p := c.NodePools[pool]
+		switch {
+		case p == nil:
+		case deleting:
+			p.Status, p.Op, p.Message = providers.NodePoolRunning, nil, ""
+		default:
+			p.Status, p.Op, p.Message = providers.NodePoolError, nil, "injected: the provider's work failed"
+		}
+	}
+}
+
+// vanishNow removes, for a fault that fired without the call acting, the
+// object the call named (someone else deleted it meanwhile).
+func (f *Fake) vanishNow(fx effects, a account, ref providers.ClusterRef, pool string) {
+	if !fx.vanish || f.lock() != nil {
+		return
+	}
+	defer f.unlock()
+	if cs := f.find(a, ref); len(cs) == 1 {
+		f.after(fx, cs[0], pool, true)
+		_ = f.persist()
+	}
 }
 
 func (f *Fault) err(method string) error {
@@ -159,9 +253,15 @@ func (f *Fake) ClearFaults() error {
 
 // takeFault consumes the first armed fault for method. Called with the lock held.
 func (f *Fake) takeFault(method string) (*Fault, error) {
+	skipped := false
 	for i := range f.st.Faults {
 		ft := &f.st.Faults[i]
 		if ft.Method != "" && ft.Method != method {
+			continue
+		}
+		if ft.After > 0 {
+			ft.After--
+			skipped = true
 			continue
 		}
 		taken := *ft
@@ -170,6 +270,9 @@ func (f *Fake) takeFault(method string) (*Fault, error) {
 			f.st.Faults = slices.Delete(f.st.Faults, i, i+1)
 		}
 		return &taken, f.persist()
+	}
+	if skipped {
+		return nil, f.persist()
 	}
 	return nil, nil
 }

@@ -138,7 +138,7 @@ func poolView(p *NodePoolRecord) providers.NodePool {
 
 // EnsureNodePool creates a node pool or converges the one of the same name.
 func (f *Fake) EnsureNodePool(ctx context.Context, acct providers.Account, cluster providers.ClusterRef, spec providers.NodePoolSpec) (providers.NodePool, error) {
-	a, blank, finish, err := f.callFault(ctx, "EnsureNodePool", &acct)
+	a, fx, finish, err := f.callFault(ctx, "EnsureNodePool", &acct)
 	if err != nil {
 		return providers.NodePool{}, err
 	}
@@ -150,10 +150,17 @@ func (f *Fake) EnsureNodePool(ctx context.Context, acct providers.Account, clust
 	if err != nil {
 		return providers.NodePool{}, finish(err)
 	}
+	v := poolView(p)
+	if c, err := f.runningCluster(a, cluster); err == nil {
+		f.after(fx, c, spec.Name, false)
+	}
 	if err := f.persist(); err != nil {
 		return providers.NodePool{}, err
 	}
-	if blank {
+	if fx.vanish || fx.workFails {
+		return v, finish(nil)
+	}
+	if fx.blank {
 		return providers.NodePool{}, finish(nil)
 	}
 	return poolView(p), finish(nil)
@@ -247,7 +254,7 @@ func (f *Fake) GetNodePool(ctx context.Context, acct providers.Account, cluster 
 
 // ResizeNodePool changes a pool's size in place.
 func (f *Fake) ResizeNodePool(ctx context.Context, acct providers.Account, cluster providers.ClusterRef, name string, size providers.Size) (providers.NodePool, error) {
-	a, finish, err := f.call(ctx, "ResizeNodePool", &acct)
+	a, fx, finish, err := f.callFault(ctx, "ResizeNodePool", &acct)
 	if err != nil {
 		return providers.NodePool{}, err
 	}
@@ -272,10 +279,12 @@ func (f *Fake) ResizeNodePool(ctx context.Context, acct providers.Account, clust
 	if err := f.resize(c, p, normalSize(size)); err != nil {
 		return providers.NodePool{}, finish(err)
 	}
+	v := poolView(p)
+	f.after(fx, c, name, false)
 	if err := f.persist(); err != nil {
 		return providers.NodePool{}, err
 	}
-	return poolView(p), finish(nil)
+	return v, finish(nil)
 }
 
 // ListNodePools lists a cluster's pools by name; each listed pool's
@@ -325,8 +334,9 @@ func (f *Fake) ListNodePools(ctx context.Context, acct providers.Account, cluste
 
 // DeleteNodePool starts deleting a pool.
 func (f *Fake) DeleteNodePool(ctx context.Context, acct providers.Account, cluster providers.ClusterRef, name string) (providers.NodePool, error) {
-	a, finish, err := f.call(ctx, "DeleteNodePool", &acct)
+	a, fx, finish, err := f.callFault(ctx, "DeleteNodePool", &acct)
 	if err != nil {
+		f.vanishNow(fx, a, cluster, name)
 		return providers.NodePool{}, err
 	}
 	if err := f.lock(); err != nil {
@@ -346,6 +356,7 @@ func (f *Fake) DeleteNodePool(ctx context.Context, acct providers.Account, clust
 		p.Op = f.newOp("delete", f.cfg.Steps.Delete)
 	}
 	v := poolView(p)
+	f.after(fx, c, name, true)
 	f.settlePool(c, p)
 	if err := f.persist(); err != nil {
 		return providers.NodePool{}, err

@@ -51,6 +51,7 @@ type ClusterRecord struct {
 	NodeVersion  string                     `json:"nodeVersion"`
 	Labels       map[string]string          `json:"labels,omitempty"`
 	Status       providers.ClusterStatus    `json:"status"`
+	Message      string                     `json:"message,omitempty"`
 	Op           *Operation                 `json:"op,omitempty"`
 	ClientTokens []string                   `json:"clientTokens,omitempty"`
 	Seeded       bool                       `json:"seeded,omitempty"`

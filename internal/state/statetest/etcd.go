@@ -33,10 +33,10 @@ func Backend() string {
 }
 
 var (
-	etcdOnce sync.Once
-	etcdURL  string
-	etcdErr  error
-	prefixN  atomic.Int64
+	etcdOnce, syncedOnce sync.Once
+	etcdURL, syncedURL   string
+	etcdErr, syncedErr   error
+	prefixN              atomic.Int64
 )
 
 // EtcdEndpoint starts (once per test binary) one etcd member on loopback
@@ -44,11 +44,23 @@ var (
 // (Pdeathsig), so no test leaves one running.
 func EtcdEndpoint(t testing.TB) string {
 	t.Helper()
-	etcdOnce.Do(func() { etcdURL, etcdErr = startEtcd() })
+	etcdOnce.Do(func() { etcdURL, etcdErr = startEtcd(false) })
 	if etcdErr != nil {
 		t.Fatal(etcdErr)
 	}
 	return etcdURL
+}
+
+// EtcdEndpointSynced is another member, started once, that syncs every
+// commit to disk as a production member does: for benchmarks that compare
+// etcd with a bbolt file, which syncs too.
+func EtcdEndpointSynced(t testing.TB) string {
+	t.Helper()
+	syncedOnce.Do(func() { syncedURL, syncedErr = startEtcd(true) })
+	if syncedErr != nil {
+		t.Fatal(syncedErr)
+	}
+	return syncedURL
 }
 
 // EtcdOptions are the options of a store on a prefix of the test etcd
@@ -72,7 +84,7 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func startEtcd() (string, error) {
+func startEtcd(fsync bool) (string, error) {
 	bin := os.Getenv(EtcdBinEnv)
 	if bin == "" {
 		if p, err := exec.LookPath("etcd"); err == nil {
@@ -103,13 +115,16 @@ func startEtcd() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command(bin, "--name", "t", "--data-dir", filepath.Join(dir, "data"),
+	args := []string{"--name", "t", "--data-dir", filepath.Join(dir, "data"),
 		"--listen-client-urls", curl, "--advertise-client-urls", curl,
 		"--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-		"--initial-cluster", "t="+purl, "--log-level", "warn",
+		"--initial-cluster", "t=" + purl, "--log-level", "warn"}
+	if !fsync {
 		// Tests commit a lot; fsync per commit would make them slow for
 		// nothing, a lost test store costs nothing.
-		"--unsafe-no-fsync")
+		args = append(args, "--unsafe-no-fsync")
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {

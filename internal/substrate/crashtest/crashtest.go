@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/providers"
@@ -67,6 +68,9 @@ type Step struct {
 	// at the provider (a hand edit) before the step is applied: the step
 	// puts it back in place (an update of the node pool).
 	Tamper string
+	// Faults are armed at the fake before the step is applied: what the
+	// provider does to this step's calls (FaultScenarios).
+	Faults []fake.Fault
 }
 
 // Scenario is a story: Setup is applied and converged without a crash, then
@@ -114,6 +118,122 @@ func Scenarios() []Scenario {
 		{Name: "createThenResize", Steps: []Step{
 			{Pools: created},
 			{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 2), cpu}}}, Prune: true},
+		}},
+	}
+}
+
+// FaultScenarios are the stories whose steps meet faults of their own, so
+// that every transition of the journal's state machine a step may make is
+// reached (and crashed in): calls lost before they reached the provider,
+// read-backs that fail, objects dropped or removed by another hand, work
+// that fails at the provider, refusals for good followed by a fixed
+// document, and operations abandoned because the document moved on. They
+// run without the campaign's fault variants, whose faults would take
+// theirs' place. Each has one pool: two pools' passes run in either order,
+// and a crash point drawn from a clean run must land on the same
+// transition in every run.
+func FaultScenarios() []Scenario {
+	created := []Pool{{Name: "gpu", Flavors: []Flavor{h100, l4}}}
+	gone := func(pools ...Pool) Step {
+		pools = slices.Clone(pools) // not the caller's: created... shares it
+		for i := range pools {
+			pools[i].Left = true
+		}
+		return Step{Pools: pools, Prune: true}
+	}
+	// bare is the pool without its substrate: torn down, and the pool kept
+	// (an archived pool is never taken back; a substrate is).
+	bare := []Pool{{Name: "gpu"}}
+	cpu2 := Flavor{Name: "cpu2", MachineType: "fake-cpu-8", Nodes: 1}
+	maybe := func(m string) fake.Fault {
+		return fake.Fault{Method: m, Class: providers.Unavailable, SideEffect: providers.Maybe}
+	}
+	lost := func(m string) fake.Fault { f := maybe(m); f.Lost = true; return f }
+	throttled := func(m string) fake.Fault {
+		return fake.Fault{Method: m, Class: providers.Throttled, SideEffect: providers.None, RetryAfter: 20 * time.Second}
+	}
+	invalid := func(m string) fake.Fault {
+		return fake.Fault{Method: m, Class: providers.Invalid, SideEffect: providers.None, Message: "injected: refused for good"}
+	}
+	// readBackFails fails the second GetCluster: the read-back after the
+	// call, not the read before it.
+	readBackFails := fake.Fault{Method: "GetCluster", After: 1, Class: providers.Unavailable, SideEffect: providers.None}
+	vanish := func(m string, drop bool) fake.Fault { return fake.Fault{Method: m, Vanish: true, Drop: drop} }
+	fails := func(m string, drop bool) fake.Fault { return fake.Fault{Method: m, WorkFails: true, Drop: drop} }
+	changed := func(pools ...string) []Pool {
+		var out []Pool
+		for _, n := range pools {
+			out = append(out, Pool{Name: n, Flavors: []Flavor{with(h100, 2), l4}})
+		}
+		return out
+	}
+	return []Scenario{
+		{Name: "lostCalls", Setup: []Step{{Pools: created}}, Steps: []Step{
+			{Pools: changed("gpu"), Tamper: l4.Name, Faults: []fake.Fault{lost("ResizeNodePool"), lost("EnsureNodePool")}},
+			{Pools: []Pool{{Name: "gpu", Left: true, Flavors: changed("gpu")[0].Flavors}}, Prune: true, Faults: []fake.Fault{lost("DeleteNodePool"), lost("DeleteCluster")}},
+		}},
+		{Name: "createLostVanish", Steps: []Step{
+			{Pools: created, Faults: []fake.Fault{lost("EnsureCluster"), vanish("EnsureCluster", false), lost("EnsureNodePool"), vanish("EnsureNodePool", false)}},
+		}},
+		{Name: "readBackFailsVerifying", Steps: []Step{
+			{Pools: created, Faults: []fake.Fault{maybe("EnsureCluster"), readBackFails}},
+			{Pools: gone(created...).Pools, Prune: true, Faults: []fake.Fault{readBackFails}},
+		}},
+		{Name: "readBackFailsAccepted", Steps: []Step{
+			{Pools: created, Faults: []fake.Fault{readBackFails}},
+			{Pools: gone(created...).Pools, Prune: true, Faults: []fake.Fault{maybe("DeleteCluster"), readBackFails}},
+		}},
+		{Name: "changeVanish", Setup: []Step{{Pools: created}}, Steps: []Step{
+			{Pools: changed("gpu"), Tamper: l4.Name, Faults: []fake.Fault{vanish("ResizeNodePool", false), vanish("EnsureNodePool", false)}},
+		}},
+		{Name: "changeLostVanish", Setup: []Step{{Pools: created}}, Steps: []Step{
+			{Pools: changed("gpu"), Tamper: l4.Name, Faults: []fake.Fault{vanish("ResizeNodePool", true), vanish("EnsureNodePool", true)}},
+		}},
+		{Name: "createFails", Steps: []Step{
+			{Pools: created, Faults: []fake.Fault{fails("EnsureCluster", false)}},
+			gone(created...),
+		}},
+		{Name: "createLostFails", Steps: []Step{
+			{Pools: created, Faults: []fake.Fault{fails("EnsureCluster", true)}},
+			gone(created...),
+		}},
+		{Name: "nodePoolFails", Setup: []Step{{Pools: created}}, Steps: []Step{
+			{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{h100, l4, cpu, cpu2}}}, Faults: []fake.Fault{fails("EnsureNodePool", false), fails("EnsureNodePool", true)}},
+			{Pools: created, Prune: true},
+		}},
+		{Name: "refusedThenFixed", Setup: []Step{{Pools: created}}, Steps: []Step{
+			{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 2), l4, cpu}}}, Tamper: l4.Name,
+				Faults: []fake.Fault{invalid("ResizeNodePool"), func() fake.Fault { f := invalid("EnsureNodePool"); f.Count = 2; return f }()}},
+			{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 3), l4, with(cpu, 2)}}}},
+		}},
+		{Name: "createRefusedThenFixed", Steps: []Step{
+			{Pools: created, Faults: []fake.Fault{invalid("EnsureCluster")}},
+			{Pools: changed("gpu")},
+		}},
+		{Name: "abandoned", Setup: []Step{{Pools: created}}, Steps: []Step{
+			{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 2), l4, cpu}}}, Tamper: l4.Name, Rush: true,
+				Faults: []fake.Fault{throttled("ResizeNodePool"), func() fake.Fault { f := throttled("EnsureNodePool"); f.Count = 2; return f }()}},
+			{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 3), l4}}}, Prune: true},
+		}},
+		{Name: "createAbandoned", Steps: []Step{
+			{Pools: created, Rush: true, Faults: []fake.Fault{throttled("EnsureCluster")}},
+			gone(created...),
+		}},
+		{Name: "teardownTakenBack", Setup: []Step{{Pools: created}}, Steps: []Step{
+			{Pools: bare, Prune: true, Rush: true, Faults: []fake.Fault{throttled("DeleteCluster")}},
+			{Pools: created},
+		}},
+		{Name: "teardownTakenBackLost", Setup: []Step{{Pools: created}}, Steps: []Step{
+			{Pools: bare, Prune: true, Rush: true, Faults: []fake.Fault{lost("DeleteCluster"), readBackFails}},
+			{Pools: created},
+		}},
+		{Name: "teardownVanish", Setup: []Step{{Pools: created}}, Steps: []Step{
+			{Pools: gone(created...).Pools, Prune: true, Faults: []fake.Fault{
+				func() fake.Fault { f := throttled("DeleteNodePool"); f.Vanish = true; return f }(),
+				func() fake.Fault { f := throttled("DeleteCluster"); f.Vanish = true; return f }()}},
+		}},
+		{Name: "teardownFails", Setup: []Step{{Pools: created}}, Steps: []Step{
+			{Pools: gone(created...).Pools, Prune: true, Faults: []fake.Fault{fails("DeleteNodePool", false), fails("DeleteCluster", false)}},
 		}},
 	}
 }

@@ -168,7 +168,13 @@ func daemonSetApply(poolID string, d *config.NodeDaemon) *appsv1ac.DaemonSetAppl
 				WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
 				WithSeccompProfile(seccomp)).
 			WithEnv(corev1ac.EnvVar().WithName(join.NodeNameEnv).
-				WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("spec.nodeName")))).
+				WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("spec.nodeName"))),
+				// The Pod's uid goes with each heartbeat: a Pod restarted on
+				// the Node finds the old Pod's key in the host's state
+				// directory, and the agent refuses it from a new Pod, which
+				// joins again with its own token.
+				corev1ac.EnvVar().WithName(join.PodUIDEnv).
+					WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("metadata.uid")))).
 			WithVolumeMounts(
 				corev1ac.VolumeMount().WithName("config").WithMountPath(configDir).WithReadOnly(true),
 				corev1ac.VolumeMount().WithName("join").WithMountPath(joinDir).WithReadOnly(true),

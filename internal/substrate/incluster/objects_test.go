@@ -144,8 +144,13 @@ func TestDaemonSetShape(t *testing.T) {
 		t.Errorf("tolerations %v", tol)
 	}
 	c := spec.Containers[0]
-	if c.Image != "registry.example.com/fleet-agent:1.2.0" || len(c.Env) != 1 || c.Env[0].Name != join.NodeNameEnv ||
-		c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	if c.Image != "registry.example.com/fleet-agent:1.2.0" || len(c.Env) != 2 || env[join.NodeNameEnv] != "spec.nodeName" || env[join.PodUIDEnv] != "metadata.uid" {
 		t.Errorf("container %+v", c)
 	}
 	mounts := map[string]string{}
@@ -298,7 +303,7 @@ func TestJoinTokenLifecycle(t *testing.T) {
 	// 15 minutes without a join: the message names the DaemonSet (a's
 	// daemon beats meanwhile, or it would be released).
 	u.clock.Advance(WaitingTooLong)
-	if err := u.joins.Heartbeat(ctx, poolID, "a", keyA); err != nil {
+	if err := u.joins.Heartbeat(ctx, poolID, "a", keyA, ""); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ = u.ic.Apply(ctx, u.target("create")); !strings.Contains(n.Message, "1 of 2 Nodes have not joined") || !strings.Contains(n.Message, "DaemonSet fleet-node/fleet-node") {

@@ -27,11 +27,13 @@ const (
 
 // PodTokens reviews node daemons' Pod tokens at their pool's cluster
 // (join.Reviewer): a TokenReview with the run's credential for that
-// cluster, then the Pod and its Node read back. It vouches for a token only
-// when the cluster authenticates it for join.PodAudience as the service
-// account of a Pod in Namespace, that Pod still exists with the token's uid,
-// carries the node daemon's labels of the pool, runs on the Node the token
-// names, and that Node is labelled with the pool.
+// cluster, then the node daemon's Pods on the token's Node listed and the
+// Node read back. It vouches for a token only when the cluster
+// authenticates it for join.PodAudience as the service account of a Pod in
+// Namespace, that Pod still runs with the token's uid, carries the node
+// daemon's labels of the pool, runs on the Node the token names, and that
+// Node is labelled with the pool. The uids of the daemon's other Pods that
+// run on the Node come with it (join.PodIdentity.NodePods).
 type PodTokens struct {
 	newClient func(providers.Credential) (kubernetes.Interface, error)
 
@@ -108,15 +110,27 @@ func (p *PodTokens) ReviewPodToken(ctx context.Context, poolID, token string) (j
 	if id.NodeName == "" {
 		return join.PodIdentity{}, fmt.Errorf("%w: pool %s's cluster puts no Node in its Pod tokens (Kubernetes 1.30 or later does)", join.ErrCannotReview, poolID)
 	}
-	pod, err := kc.CoreV1().Pods(Namespace).Get(ctx, id.PodName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return join.PodIdentity{}, join.PodTokenRefused()
-	}
+	// The node daemon's Pods of the pool on the Node, in one list: the
+	// token's Pod must be among them, and the others that still run hold
+	// on to a key the Node has (join.PodIdentity.NodePods).
+	pods, err := kc.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labelName + "=" + appName + "," + providers.LabelSubstratePool + "=" + poolID,
+		FieldSelector: "spec.nodeName=" + id.NodeName})
 	if err != nil {
-		return join.PodIdentity{}, fmt.Errorf("%w: reading the Pod %s/%s: %v", join.ErrCannotReview, Namespace, id.PodName, err)
+		return join.PodIdentity{}, fmt.Errorf("%w: listing the node daemon's Pods on Node %s: %v", join.ErrCannotReview, id.NodeName, err)
 	}
-	if string(pod.UID) != id.PodUID || pod.Spec.NodeName != id.NodeName || pod.DeletionTimestamp != nil ||
-		pod.Labels[labelName] != appName || pod.Labels[providers.LabelSubstratePool] != poolID {
+	found := false
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp != nil || pod.Spec.NodeName != id.NodeName {
+			continue
+		}
+		id.NodePods = append(id.NodePods, string(pod.UID))
+		if pod.Name == id.PodName && string(pod.UID) == id.PodUID {
+			found = true
+		}
+	}
+	if !found {
+		// Gone, being deleted, on another Node, or not the node daemon's.
 		return join.PodIdentity{}, join.PodTokenRefused()
 	}
 	node, err := kc.CoreV1().Nodes().Get(ctx, id.NodeName, metav1.GetOptions{})

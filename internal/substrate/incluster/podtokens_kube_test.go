@@ -32,6 +32,11 @@ import (
 // cluster does not vouch for are refused: the API's audience, a Pod that is
 // not the node daemon's, a token bound to no Pod, a token whose Pod is gone.
 // A node daemon given only its Pod token joins and is connected at once.
+// The key is the Pod's: the state file holds its uid; from another Pod it
+// is refused, as are A's token replayed while A is connected and a second
+// Pod on A's Node while A runs; once A is gone, its successor A2 (which
+// finds A's key on the host) is refused the key, joins with its own token
+// and takes Node A over.
 func TestPodTokenBindsTheNode(t *testing.T) {
 	p := kube(t)
 	ctx := t.Context()
@@ -172,6 +177,50 @@ func TestPodTokenBindsTheNode(t *testing.T) {
 		t.Fatalf("joined: %v", names)
 	}
 
+	// The key is Pod A's: the state file ties it to A's uid.
+	podUIDOf := func(node string) string {
+		t.Helper()
+		var n *state.JoinedNode
+		if err := st.View(func(tx *state.Tx) (err error) { n, err = tx.JoinedNode(pool, node); return }); err != nil || n == nil {
+			t.Fatalf("the joined node %s: %v %v", node, n, err)
+		}
+		return n.PodUID
+	}
+	if got := podUIDOf(a); got != string(podA.UID) {
+		t.Fatalf("Node A's record holds Pod uid %q, want Pod A's %q", got, podA.UID)
+	}
+	beatAs := func(node, key, podUID string) (int, string) {
+		return post(join.HeartbeatPath, map[string]string{"poolId": pool, "nodeName": node, "podUid": podUID}, key)
+	}
+	// A's key from another Pod (B's identity) is refused; from A it beats.
+	if status, body := beatAs(a, ans.NodeKey, string(podB.UID)); status != 403 || !strings.Contains(body, join.CodeKeyOtherPod) {
+		t.Fatalf("A's key with Pod B's uid: %d %s", status, body)
+	}
+	if status, body := beatAs(a, ans.NodeKey, string(podA.UID)); status != 204 {
+		t.Fatalf("A's key with Pod A's uid: %d %s", status, body)
+	}
+	// Pod B's token cannot take A's name; A's token replayed while A's
+	// daemon is connected cannot take the key from it; nor can a second
+	// node daemon Pod on Node A while Pod A runs.
+	podA2 := pod(u+"-pa2", a, podLabels(pool))
+	tokA2 := token(join.PodAudience, podA2)
+	for _, tc := range []struct {
+		what, token string
+		status      int
+		code        string
+	}{
+		{"Pod B's token as Node A", tokB, 403, join.CodePodOtherNode},
+		{"Pod A's token replayed while A is connected", tokA, 409, join.CodeNodeHeld},
+		{"a second Pod on Node A while Pod A runs", tokA2, 409, join.CodeNodeHeld},
+	} {
+		if status, body := joinAs(a, tc.token); status != tc.status || !strings.Contains(body, tc.code) {
+			t.Errorf("%s: %d %s, want %d %s", tc.what, status, body, tc.status, tc.code)
+		}
+	}
+	if status, _ := beatAs(a, ans.NodeKey, string(podA.UID)); status != 204 || podUIDOf(a) != string(podA.UID) {
+		t.Fatalf("after the refused joins, A's key beats %d and the record holds %q", status, podUIDOf(a))
+	}
+
 	// Tokens the cluster does not vouch for.
 	for _, tc := range []struct {
 		what, node, token string
@@ -246,6 +295,57 @@ func TestPodTokenBindsTheNode(t *testing.T) {
 			t.Fatalf("the token of a deleted Pod still joins after 30 s: %d %s", status, body)
 		}
 		time.Sleep(200 * time.Millisecond) // polling the Pod's deletion
+	}
+
+	// Pod A2 is Node A's daemon now (A was restarted as A2). It finds Pod
+	// A's key in the host's state directory, as a restarted Pod does: its
+	// heartbeat is refused (another Pod's key), and it joins with its own
+	// token, which takes Node A over; A's key stops working.
+	stateA := filepath.Join(root, "state-a")
+	_ = os.MkdirAll(stateA, 0o700)
+	left, _ := json.Marshal(map[string]string{"poolId": pool, "nodeName": a, "nodeKey": ans.NodeKey, "heartbeatEvery": "1h", "joinedAt": time.Now().UTC().Format(time.RFC3339)})
+	if err := os.WriteFile(filepath.Join(stateA, "node.json"), left, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	podTokA2 := filepath.Join(root, "pod-a2", "token")
+	_ = os.MkdirAll(filepath.Dir(podTokA2), 0o700)
+	if err := os.WriteFile(podTokA2, []byte(tokA2), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	phasesA2 := make(chan join.Status, 64)
+	a2ctx, a2stop := context.WithCancel(context.Background())
+	a2done := make(chan struct{})
+	go func() {
+		defer close(a2done)
+		_ = join.RunDaemon(a2ctx, join.DaemonOptions{ConfigDir: cfgDir, TokenFile: filepath.Join(root, "join", "token"), PodTokenFile: podTokA2,
+			StateDir: stateA, NodeName: a, PodUID: string(podA2.UID), Log: zerolog.Nop(), MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+			Poll: 50 * time.Millisecond, OnStatus: func(s join.Status) {
+				select {
+				case phasesA2 <- s:
+				default:
+				}
+			}})
+	}()
+	t.Cleanup(func() { a2stop(); <-a2done })
+	var saw []string
+	wait = time.After(30 * time.Second)
+	for connected := false; !connected; {
+		select {
+		case s := <-phasesA2:
+			saw = append(saw, string(s.Phase)+" "+s.Code)
+			connected = s.Phase == join.PhaseConnected
+		case <-wait:
+			t.Fatalf("Pod A2's daemon was not connected as Node A within 30 s; it said %v", saw)
+		}
+	}
+	if len(saw) < 3 || saw[0] != string(join.PhaseRefused)+" "+join.CodeKeyOtherPod || saw[len(saw)-2] != string(join.PhaseJoined)+" " {
+		t.Errorf("Pod A2's daemon said %v; want refused %s, then joined, then connected", saw, join.CodeKeyOtherPod)
+	}
+	if got := podUIDOf(a); got != string(podA2.UID) {
+		t.Errorf("Node A's record holds Pod uid %q after A2 joined, want A2's %q", got, podA2.UID)
+	}
+	if status, body := beatAs(a, ans.NodeKey, string(podA.UID)); status != 401 || !strings.Contains(body, join.CodeKeyUnknown) {
+		t.Errorf("Pod A's key after A2 took Node A: %d %s", status, body)
 	}
 	t.Logf("TokenReviews made by the plane's webhook (credentials): %d", p.TokenReviews())
 }

@@ -31,7 +31,7 @@ func TestSilentNodeReleased(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	beat := func(name, key string) error { return u.joins.Heartbeat(ctx, poolID, name, key) }
+	beat := func(name, key string) error { return u.joins.Heartbeat(ctx, poolID, name, key, "") }
 	if err := beat("a", keyA); err != nil {
 		t.Fatal(err)
 	}

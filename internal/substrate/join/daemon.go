@@ -33,8 +33,10 @@ const (
 	DefaultConfigDir = "/etc/fleet-node/config"
 	DefaultTokenFile = "/etc/fleet-node/join/token"
 	DefaultStateDir  = "/var/lib/fleet-node"
-	// NodeNameEnv holds the Node name (the downward API's spec.nodeName).
+	// NodeNameEnv holds the Node name (the downward API's spec.nodeName),
+	// PodUIDEnv the Pod's uid (metadata.uid).
 	NodeNameEnv = "NODE_NAME"
+	PodUIDEnv   = "POD_UID"
 
 	// The ConfigMap's keys, one file each in the config directory.
 	KeyPoolID  = "poolId"
@@ -90,8 +92,13 @@ type DaemonOptions struct {
 	PodTokenFile string
 	StateDir     string // DefaultStateDir
 	NodeName     string // required: the Node this daemon runs on
-	Log          zerolog.Logger
-	Clock        clock.Clock
+	// PodUID is the uid of the daemon's Pod, sent with each heartbeat: the
+	// agent refuses a key issued to another Pod (one that ran on this Node
+	// before and left its key on the host), and the daemon joins again with
+	// its own Pod token. Empty: not sent.
+	PodUID string
+	Log    zerolog.Logger
+	Clock  clock.Clock
 	// Redactor learns the token and the node key as they are read, so the
 	// log behind it can never show them; nil: none.
 	Redactor *secrets.Redactor
@@ -509,7 +516,7 @@ func (d *daemon) join(ctx context.Context, c nodeConfig) time.Duration {
 }
 
 func (d *daemon) heartbeat(ctx context.Context, c nodeConfig, k *savedKey) time.Duration {
-	a, err := d.call(ctx, c, HeartbeatPath, heartbeatRequest{PoolID: c.poolID, NodeName: d.o.NodeName}, k.NodeKey)
+	a, err := d.call(ctx, c, HeartbeatPath, heartbeatRequest{PoolID: c.poolID, NodeName: d.o.NodeName, PodUID: d.o.PodUID}, k.NodeKey)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0
@@ -529,6 +536,12 @@ func (d *daemon) heartbeat(ctx context.Context, c nodeConfig, k *savedKey) time.
 		d.key = nil
 		if err := os.Remove(filepath.Join(d.o.StateDir, keyFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			d.log.Warn().Err(err).Msg("cannot remove the refused node key")
+		}
+		if a.refusal.Code == CodeKeyOtherPod {
+			d.say(Status{Phase: PhaseRefused, Code: a.refusal.Code, Message: fmt.Sprintf(
+				"the node key in %s was issued to another Pod on this Node (this Pod is %s): %s (%s); joining again with this Pod's token (%s)",
+				d.o.StateDir, d.o.PodUID, a.refusal.Reason, a.refusal.Code, d.o.PodTokenFile)})
+			return 0
 		}
 		d.say(Status{Phase: PhaseRefused, Code: a.refusal.Code, Message: fmt.Sprintf(
 			"the agent refused this node's key: %s (%s); joining again with the token in the Secret %s", a.refusal.Reason, a.refusal.Code, secretName)})

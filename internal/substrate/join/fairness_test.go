@@ -158,21 +158,27 @@ func waitLimited(t *testing.T, l *Listener, src string) {
 
 // TestProbation: a source with no attempt left keeps at most
 // ProbationConns connections open; a new one past that is closed while
-// they are alive and young, closes the oldest once it is past the grace,
-// and closes at once one its client already closed; a connection on
-// probation is cut after probationLife even when the header timeout is
-// longer.
+// they are alive, young and have sent bytes, closes the oldest once it is
+// past the grace, closes at once one whose client sent nothing at all
+// (however young), and first of all one its client already closed; a
+// connection on probation is cut after probationLife even when the header
+// timeout is longer.
 func TestProbation(t *testing.T) {
 	f := newFixture(t, clock.Real{})
 	f.serve(t, "127.0.0.1:0", nil, ListenerOptions{Limits: Limits{FailureBurst: 1, FailureEvery: time.Hour, ProbationConns: 2, ReadHeaderTimeout: 5 * time.Second}})
 	const src = "127.0.0.9"
-	dial := func() net.Conn {
+	dial := func(first string) net.Conn {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
 		c, err := d.Dial("tcp", f.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
+		if first != "" {
+			if _, err := io.WriteString(c, first); err != nil {
+				t.Fatal(err)
+			}
+		}
 		return c
 	}
 	// closedWithin reports whether the server closed c within d.
@@ -196,33 +202,46 @@ func TestProbation(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	_ = dial().Close() // the one attempt, spent
+	_ = dial("").Close() // the one attempt, spent
 	waitLimited(t, f.lis, src)
 	openOn(0)
-	a1, a2 := dial(), dial()
+	// a1 and a2 begin a request (as a node daemon's ClientHello would).
+	a1, a2 := dial("POST /v1/"), dial("POST /v1/")
 	openOn(2)
 	start := time.Now()
-	if a3 := dial(); !closedWithin(a3, 100*time.Millisecond) {
-		t.Fatal("a third connection on probation was kept while the two were alive and young")
+	if a3 := dial(""); !closedWithin(a3, 100*time.Millisecond) {
+		t.Fatal("a third connection on probation was kept while the two were alive, young and sending")
 	}
 	if time.Since(start) < probationGrace {
 		time.Sleep(probationGrace - time.Since(start)) // let a1 and a2 age past the grace
 	}
-	a4 := dial()
+	a4 := dial("")
 	if !closedWithin(a1, time.Second) {
-		t.Fatal("the oldest idle connection was not closed for a new one past the grace")
+		t.Fatal("the oldest connection was not closed for a new one past the grace")
 	}
 	if closedWithin(a4, 100*time.Millisecond) {
-		t.Fatal("the new connection was closed instead of the oldest idle one")
+		t.Fatal("the new connection was closed instead of the oldest one")
 	}
-	// a2's client goes away; the next one takes its place though a4 is young.
-	_ = a2.Close()
-	a5 := dial()
+	// a4 has sent nothing: the next one takes its place though it is young,
+	// rather than a2's, which is older and has sent bytes.
+	a5 := dial("")
+	if !closedWithin(a4, time.Second) {
+		t.Fatal("a connection that sent nothing kept its place for a newer one")
+	}
 	if closedWithin(a5, 100*time.Millisecond) {
+		t.Fatal("the new connection was closed instead of the one that sent nothing")
+	}
+	// a2's client goes away; the next one takes its place first, before a5's.
+	_ = a2.Close()
+	a6 := dial("")
+	if closedWithin(a6, 100*time.Millisecond) {
 		t.Fatal("a connection was refused while one on the list had been closed by its client")
 	}
-	// a4 is cut at probationLife, not at the 5 s header timeout.
-	if !closedWithin(a4, probationLife+time.Second) {
+	if closedWithin(a5, 100*time.Millisecond) {
+		t.Fatal("a connection that sent nothing was closed while one on the list had been closed by its client")
+	}
+	// a5 is cut at probationLife, not at the 5 s header timeout.
+	if !closedWithin(a5, probationLife+time.Second) {
 		t.Fatal("an idle connection on probation outlived probationLife")
 	}
 }
@@ -267,7 +286,112 @@ func TestProbationHandshakesOneAtATime(t *testing.T) {
 		t.Fatalf("after the first handshake ended: %v", err)
 	}
 	_ = third.Close() // closed mid-handshake: the slot is freed
-	if _, err := get(&tls.ClientHelloInfo{Conn: conn(time.Second)}); err != nil {
+	fourth := conn(time.Second)
+	c4, err := get(&tls.ClientHelloInfo{Conn: fourth})
+	if err != nil {
 		t.Fatalf("after a connection holding the slot closed: %v", err)
+	}
+	// A connection closed while it waits for the slot (a newer one took its
+	// place on probation) must not hold the slot once it gets it: nothing
+	// would release it again, and every later handshake on probation would
+	// wait its whole life. (The flood of `OPTIONS *` against the built
+	// binary did this: after it, a node's joins on probation all failed.)
+	waiting := conn(2 * time.Second)
+	got := make(chan error, 1)
+	go func() {
+		_, err := get(&tls.ClientHelloInfo{Conn: waiting})
+		got <- err
+	}()
+	_ = waiting.Close()                            // before or while it waits: c4 holds the slot
+	_ = c4.VerifyConnection(tls.ConnectionState{}) // the slot is free: the closed one takes it
+	if err := <-got; err == nil {
+		t.Error("a connection closed before its handshake got a config")
+	}
+	if _, err := get(&tls.ClientHelloInfo{Conn: conn(300 * time.Millisecond)}); err != nil {
+		t.Fatalf("after a connection closed while it waited for the slot: %v", err)
+	}
+}
+
+// TestTotalCapTakesIdlePlaces: with every place in all taken by
+// connections that sent nothing (from many addresses, each under its own
+// cap), a node's join from another address takes the place of the oldest
+// idle one past the grace instead of being closed as it is accepted; with
+// every place taken by connections that have sent bytes, a new one is
+// still closed. (Before, 40 addresses x 64 idle connections shut a new
+// node out until the handshake timeout cut them.)
+func TestTotalCapTakesIdlePlaces(t *testing.T) {
+	f := newFixture(t, clock.Real{})
+	cert := newCert(t, t.TempDir(), "join", nil, false)
+	f.serve(t, "127.0.0.1:0", cert, ListenerOptions{Limits: Limits{MaxConns: 8, ConnsPerSource: 4}})
+	tok := f.mint(t, "pool_a", "n1")
+	dial := func(src, first string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c, err := d.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if first != "" {
+			_, _ = io.WriteString(c, first)
+		}
+		return c
+	}
+	waitOpen := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			f.lis.mu.Lock()
+			conns := f.lis.conns
+			f.lis.mu.Unlock()
+			n := 0
+			if conns != nil {
+				n, _ = conns.counts("")
+			}
+			if n == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections open, want %d", n, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// Places held by bytes: a new connection is closed as accepted.
+	var busy []net.Conn
+	for i := range 8 {
+		busy = append(busy, dial(fmt.Sprintf("127.0.8.%d", i/4+1), "\x16\x03\x01"))
+	}
+	waitOpen(8)
+	time.Sleep(probationGrace) // past the grace: only bytes keep them
+	if st, err := try(t.Context(), oneShot(cert, "127.0.9.1"), f.url+"v1/join", `{"poolId":"pool_a","nodeName":"n1","token":"`+tok+`"}`, ""); err == nil {
+		t.Fatalf("a ninth connection was served (%d) while 8 that sent bytes held every place", st)
+	}
+	for _, c := range busy {
+		c.Close()
+	}
+	waitOpen(0)
+	// Places held by connections that sent nothing: the join gets one.
+	var idle []net.Conn
+	for i := range 8 {
+		idle = append(idle, dial(fmt.Sprintf("127.0.10.%d", i/4+1), ""))
+	}
+	waitOpen(8)
+	time.Sleep(probationGrace) // idle past the grace
+	st, err := try(t.Context(), oneShot(cert, "127.0.9.2"), f.url+"v1/join", `{"poolId":"pool_a","nodeName":"n1","token":"`+tok+`"}`, "")
+	if err != nil || st != 200 {
+		t.Fatalf("the join while idle connections held every place: %d %v", st, err)
+	}
+	closed := 0
+	for _, c := range idle {
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+				closed++
+			}
+		}
+	}
+	if closed != 1 {
+		t.Errorf("%d idle connections were closed for the join, want 1 (the oldest)", closed)
 	}
 }

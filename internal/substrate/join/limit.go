@@ -1,6 +1,7 @@
 package join
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -49,12 +50,15 @@ type Limits struct {
 	// through. Such a connection has a second for its handshake and its
 	// request; the request is served only if it succeeds (a valid node
 	// key, a valid join), else answered 429; a new connection past the cap
-	// closes the oldest of them that has not reached the handler and is
-	// older than a quarter second, so idle ones cannot hold the places.
+	// closes one of them that has not reached the handler: the oldest whose
+	// client has sent nothing yet, else the oldest older than a quarter
+	// second, so idle ones cannot hold the places.
 	ProbationConns int
 	// ConnsPerSource and MaxConns cap the open connections of one source
 	// address and of all (defaults 64 and 2048); a connection past either
-	// is closed as it is accepted.
+	// is closed as it is accepted, except that past MaxConns it takes the
+	// place of the oldest connection whose client has sent nothing for a
+	// quarter second, when there is one.
 	ConnsPerSource int
 	MaxConns       int
 	// MaxHeaderBytes caps the request headers (default 8 KiB), MaxBodyBytes
@@ -287,9 +291,10 @@ func (s *sampler) let(key string) (bool, int) {
 }
 
 // connLimit closes, as they are accepted, the connections past the per
-// source and the total caps; a source with no attempt left keeps at most
-// probation connections open, a new one closing the oldest of them that no
-// request reached yet (Limits.ProbationConns says why). It tells when a
+// source cap, and past the total cap unless an idle connection gives its
+// place (idlest); a source with no attempt left keeps at most probation
+// connections open, a new one closing one of them that no request reached
+// yet (Limits.ProbationConns says why). It tells when a
 // connection closes whether a request on it reached the handler (the
 // handler accounts for those itself).
 type connLimit struct {
@@ -306,6 +311,8 @@ type connLimit struct {
 	// onProbation are the open connections of each source with no attempt
 	// left, oldest first.
 	onProbation map[string][]*countedConn
+	// order are all the open connections, oldest first (idlest).
+	order list.List
 }
 
 func (c *connLimit) Accept() (net.Conn, error) {
@@ -317,13 +324,17 @@ func (c *connLimit) Accept() (net.Conn, error) {
 		src := sourceOf(conn.RemoteAddr().String())
 		limited := !c.admit(src)
 		c.mu.Lock()
-		if c.open >= c.total || c.bySource[src] >= c.perSource {
+		now := time.Now()
+		var full *countedConn // an idle connection whose place in all this one takes
+		if c.bySource[src] < c.perSource && c.open >= c.total {
+			full = c.idlest(now)
+		}
+		if c.bySource[src] >= c.perSource || (c.open >= c.total && full == nil) {
 			c.mu.Unlock()
 			_ = conn.Close()
 			c.refused(src, CodeTooManyConnections)
 			continue
 		}
-		now := time.Now()
 		cc := &countedConn{Conn: conn, owner: c, src: src, at: now}
 		var evict *countedConn
 		if limited {
@@ -346,31 +357,83 @@ func (c *connLimit) Accept() (net.Conn, error) {
 		}
 		c.open++
 		c.bySource[src]++
+		cc.elem = c.order.PushBack(cc)
 		c.mu.Unlock()
 		if evict != nil {
 			_ = evict.Close()
 			c.refused(src, CodeRateLimited)
 		}
+		if full != nil {
+			_ = full.Close()
+			c.refused(full.src, CodeTooManyConnections)
+		}
 		return cc, nil
 	}
 }
 
-// evictable is the probation connection a new one takes the place of: one
-// whose client has gone already (a connection closed by its client sits in
-// the accept queue and on the list until the server reads its end, and a
-// burst of them must not fill the places; the socket is peeked, nothing
-// read), else the oldest past probationGrace that no request reached yet;
-// nil when all are alive and too young or being served.
+// evictable is the probation connection a new one takes the place of, of
+// those no request reached yet: one whose client has gone already (a
+// connection closed by its client sits in the accept queue and on the list
+// until the server reads its end, and a burst of them must not fill the
+// places; the socket is peeked, nothing read); else the oldest idle one, a
+// connection whose client has sent nothing at all, however young (a node
+// daemon sends its ClientHello as it connects, so empty connections from
+// its address, made as fast as a neighbour can, only take each other's
+// places: with the grace for them too, they held all the places young and
+// the node's joins were closed, 0 of 27 through); else the oldest past
+// probationGrace; nil when all are being served, or sent bytes and are too
+// young.
 func evictable(list []*countedConn, now time.Time) *countedConn {
+	var idle *countedConn
 	for _, o := range list {
-		if !o.served.Load() && peerGone(o.Conn) {
+		if o.served.Load() {
+			continue
+		}
+		gone, pending := peek(o.Conn)
+		if gone {
 			return o
 		}
+		if idle == nil && !pending && !o.began.Load() {
+			idle = o
+		}
+	}
+	if idle != nil {
+		return idle
 	}
 	for _, o := range list {
 		if !o.served.Load() && now.Sub(o.at) >= probationGrace {
 			return o
 		}
+	}
+	return nil
+}
+
+// idleScan bounds how many of the oldest open connections idlest looks at:
+// when every place in all is taken, a connection that sent nothing is
+// among the oldest (the others finish their requests within the timeouts).
+const idleScan = 64
+
+// idlest is the open connection a new one takes the place of when every
+// place in all is taken: the oldest, of the first idleScan, that no request
+// reached, whose client sent nothing at all (or left), and that is past
+// probationGrace (or on probation, where an idle one gives its place at
+// once); nil when there is none. It is taken off the list, so that no other
+// accept picks it too; the caller holds mu and closes it. So connections
+// made to hold places (from any number of addresses, each under its own
+// cap) cannot keep a node's out: its ClientHello comes as it connects.
+func (c *connLimit) idlest(now time.Time) *countedConn {
+	i := 0
+	for e := c.order.Front(); e != nil && i < idleScan; e, i = e.Next(), i+1 {
+		o := e.Value.(*countedConn)
+		if o.served.Load() || o.began.Load() || (!o.probation && now.Sub(o.at) < probationGrace) {
+			continue
+		}
+		if gone, pending := peek(o.Conn); !gone && pending {
+			continue
+		}
+		c.order.Remove(e)
+		o.elem = nil
+		return o
 	}
 	return nil
 }
@@ -403,6 +466,10 @@ func (c *connLimit) release(cc *countedConn) {
 		delete(c.bySource, cc.src)
 	}
 	c.dropProbation(cc)
+	if cc.elem != nil {
+		c.order.Remove(cc.elem)
+		cc.elem = nil
+	}
 	c.mu.Unlock()
 	c.closed(cc.src, cc.served.Load())
 }
@@ -414,21 +481,24 @@ func (c *connLimit) counts(src string) (int, int) {
 	return c.open, c.bySource[src]
 }
 
-// countedConn is an accepted connection; served is set once a request on
-// it reached the handler.
+// countedConn is an accepted connection; began is set once a byte was read
+// from it, served once a request on it reached the handler.
 type countedConn struct {
 	net.Conn
 	owner  *connLimit
 	src    string
+	began  atomic.Bool
 	served atomic.Bool
 	once   sync.Once
 	// probation is set while it is on its source's probation list (under
 	// the owner's mu).
 	probation bool
-	at        time.Time // accepted
-	until     time.Time // on probation: when its reads are cut
+	at        time.Time     // accepted
+	elem      *list.Element // its place in the owner's order, under the owner's mu
+	until     time.Time     // on probation: when its reads are cut
 	relMu     sync.Mutex
 	release   func() // the probation handshake slot it holds, if any
+	isClosed  bool   // under relMu: Close ran, a slot taken now is released at once
 }
 
 // A connection on probation has probationLife for its handshake and its
@@ -482,7 +552,12 @@ func (h *probationHandshakes) configFor(base *tls.Config) func(*tls.ClientHelloI
 		}
 		var once sync.Once
 		release := func() { once.Do(func() { <-h.slot }) }
-		cc.setRelease(release)
+		if !cc.setRelease(release) {
+			// Closed while it waited (a newer connection took its place):
+			// its Close has run, and nothing would free the slot again.
+			release()
+			return nil, net.ErrClosed
+		}
 		c := base.Clone()
 		c.GetConfigForClient = nil
 		c.VerifyConnection = func(tls.ConnectionState) error { release(); return nil }
@@ -492,11 +567,25 @@ func (h *probationHandshakes) configFor(base *tls.Config) func(*tls.ClientHelloI
 
 var errProbationBusy = errors.New("join listener: a handshake on probation waited its whole life for its turn")
 
-// setRelease records what to release when the connection closes.
-func (c *countedConn) setRelease(f func()) {
+// setRelease records what to release when the connection closes; false
+// when it is closed already (the caller releases it then).
+func (c *countedConn) setRelease(f func()) bool {
 	c.relMu.Lock()
+	defer c.relMu.Unlock()
+	if c.isClosed {
+		return false
+	}
 	c.release = f
-	c.relMu.Unlock()
+	return true
+}
+
+// Read records that the client sent something.
+func (c *countedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.began.Load() {
+		c.began.Store(true)
+	}
+	return n, err
 }
 
 // SetReadDeadline is the server's, cut to probationLife on probation.
@@ -520,6 +609,7 @@ func (c *countedConn) Close() error {
 	c.once.Do(func() {
 		c.relMu.Lock()
 		rel := c.release
+		c.isClosed = true
 		c.relMu.Unlock()
 		if rel != nil {
 			rel()

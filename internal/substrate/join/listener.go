@@ -109,6 +109,9 @@ type joinAnswer struct {
 type heartbeatRequest struct {
 	PoolID   string `json:"poolId"`
 	NodeName string `json:"nodeName"`
+	// PodUID is the daemon's Pod's uid (the downward API's metadata.uid),
+	// when it knows it: a key issued to another Pod is refused.
+	PodUID string `json:"podUid,omitempty"`
 }
 
 // ServeHTTP answers one request. Every request spends an attempt of its
@@ -266,7 +269,7 @@ func (l *Listener) heartbeat(w http.ResponseWriter, r *http.Request) (pool, node
 	if !strings.EqualFold(scheme, "Bearer") {
 		key = ""
 	}
-	if err := l.store.Heartbeat(r.Context(), req.PoolID, req.NodeName, strings.TrimSpace(key)); err != nil {
+	if err := l.store.Heartbeat(r.Context(), req.PoolID, req.NodeName, strings.TrimSpace(key), req.PodUID); err != nil {
 		return req.PoolID, req.NodeName, err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -47,6 +47,12 @@ func TestListener(t *testing.T) {
 			_ = json.Unmarshal([]byte(body), &ans)
 			k2 := ans.NodeKey
 			hb := `{"poolId":"pool_a","nodeName":"n1"}`
+			// A key one character off k1 (never k1 itself: it starts with x
+			// one time in 64).
+			badKey := "x" + k1[1:]
+			if k1[0] == 'x' {
+				badKey = "y" + k1[1:]
+			}
 			if status, body, _ := post(t, c, f.url+"v1/heartbeat", hb, k1); status != 204 || body != "" {
 				t.Fatalf("heartbeat: %d %q", status, body)
 			}
@@ -60,7 +66,7 @@ func TestListener(t *testing.T) {
 				{"a name not allowed", "v1/join", joinBody("n9", tok), "", 403, CodeNameNotAllowed},
 				{"another node's key", "v1/heartbeat", hb, k2, 403, CodeKeyOtherNode},
 				{"no key", "v1/heartbeat", hb, "", 401, CodeKeyUnknown},
-				{"a bad key", "v1/heartbeat", hb, "x" + k1[1:], 401, CodeKeyUnknown},
+				{"a bad key", "v1/heartbeat", hb, badKey, 401, CodeKeyUnknown},
 				{"not JSON", "v1/join", `{"poolId":`, "", 400, CodeInvalidRequest},
 				{"a body too large", "v1/join", `{"poolId":"` + strings.Repeat("a", 5000) + `"}`, "", 413, CodeBodyTooLarge},
 				{"another route", "v1/status", "{}", "", 404, CodeNotFound},
@@ -258,7 +264,9 @@ func TestLimiterSources(t *testing.T) {
 }
 
 // TestConnLimits: connections past the per-source or the total cap are
-// closed as they are accepted; a closed one frees its place.
+// closed as they are accepted; a closed one frees its place. (The held ones
+// begin a request: past the total cap, idle ones give their places,
+// TestTotalCapTakesIdlePlaces.)
 func TestConnLimits(t *testing.T) {
 	f := newFixture(t, clock.Real{})
 	f.serve(t, "127.0.0.1:0", nil, ListenerOptions{Limits: Limits{ConnsPerSource: 3, MaxConns: 5}})
@@ -269,6 +277,7 @@ func TestConnLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
+		_, _ = io.WriteString(c, "POST /v1/")
 		return c
 	}
 	// open reports whether the server keeps c open (a read times out)

@@ -4,6 +4,6 @@ package join
 
 import "net"
 
-// peerGone cannot peek at a socket here: a connection counts as alive, and
-// only age makes a place on probation free.
-func peerGone(net.Conn) bool { return false }
+// peek cannot look at a socket here: a connection counts as alive and as
+// having sent bytes, and only age makes a place on probation free.
+func peek(net.Conn) (gone, pending bool) { return false, true }

@@ -42,6 +42,11 @@ const (
 // PodIdentity is what a review of a Pod token found.
 type PodIdentity struct {
 	NodeName, PodName, PodUID string
+	// NodePods are the uids of the node daemon's Pods of the pool on
+	// NodeName that still run (none being deleted), the reviewed one
+	// included: a Node's key held by a Pod not among them is free for the
+	// reviewed Pod to take (its Pod was restarted).
+	NodePods []string
 }
 
 // Reviewer reviews a node daemon's Pod token at the pool's cluster. The
@@ -103,10 +108,14 @@ func plausiblePodToken(token string, now time.Time) bool {
 }
 
 // JoinPod joins nodeName with its Pod's token: the review must find a Pod
-// of the node daemon on nodeName. It answers a new node key for that Node
-// and replaces any key the Node had (a new Pod on the Node is the node
-// daemon now; the old key stops working). A refusal is a *Refusal; a
-// review that cannot be made wraps ErrCannotReview.
+// of the node daemon on nodeName. It answers a new node key for that Node,
+// issued to that Pod (its uid is kept with the joined node), and replaces
+// the key the Node had when that key was the pool's Secret token's, or its
+// Pod no longer runs (a restarted Pod is the node daemon now; the old key
+// stops working). It refuses (CodeNodeHeld) when the key is another Pod's
+// that still runs on the Node, or this same Pod's and connected: a
+// replayed or stolen token cannot lock a running daemon out. A refusal is
+// a *Refusal; a review that cannot be made wraps ErrCannotReview.
 func (s *Store) JoinPod(ctx context.Context, poolID, nodeName, podToken string) (nodeKey string, id PodIdentity, err error) {
 	if err := ctx.Err(); err != nil {
 		return "", id, err
@@ -140,14 +149,22 @@ func (s *Store) JoinPod(ctx context.Context, poolID, nodeName, podToken string) 
 	key, keyHash := newSecret()
 	var old string
 	err = s.st.Update(func(tx *state.Tx) error {
-		if n, err := tx.JoinedNode(poolID, nodeName); err != nil {
+		n, err := tx.JoinedNode(poolID, nodeName)
+		if err != nil {
 			return err
-		} else if n != nil {
+		}
+		if n != nil {
+			if s.held(n, id, now) {
+				return refuse(CodeNodeHeld)
+			}
 			old = n.KeyHash
 		}
 		return tx.PutJoinedNode(state.JoinedNode{PoolID: poolID, Name: nodeName, KeyHash: keyHash,
-			JoinedAt: now.UnixMilli(), LastSeen: now.UnixMilli()})
+			JoinedAt: now.UnixMilli(), LastSeen: now.UnixMilli(), PodUID: id.PodUID})
 	})
+	if ref, ok := errorsAsRefusal(err); ok {
+		return "", id, ref
+	}
 	if err != nil {
 		return "", id, err
 	}
@@ -157,4 +174,24 @@ func (s *Store) JoinPod(ctx context.Context, poolID, nodeName, podToken string) 
 		s.mu.Unlock()
 	}
 	return key, id, nil
+}
+
+// held reports whether n's key stays with its holder against a join by the
+// reviewed Pod id: the key is another Pod's that still runs on the Node,
+// or this same Pod's and connected (a daemon holding its key never joins
+// again; its token replayed would take the key from it).
+func (s *Store) held(n *state.JoinedNode, id PodIdentity, now time.Time) bool {
+	switch {
+	case n.PodUID == "":
+		return false // the Secret token's join: the Pod takes it over
+	case n.PodUID != id.PodUID:
+		return slices.Contains(id.NodePods, n.PodUID)
+	}
+	last := time.UnixMilli(n.LastSeen)
+	s.mu.Lock()
+	if b, ok := s.beats[n.KeyHash]; ok && b.at.After(last) {
+		last = b.at
+	}
+	s.mu.Unlock()
+	return Connected(last, now)
 }

@@ -22,6 +22,14 @@ const (
 	// runs on another Node than the one named.
 	CodePodTokenRefused = "podTokenRefused"
 	CodePodOtherNode    = "podOtherNode"
+	// CodeKeyOtherPod refuses a heartbeat from another Pod than the one
+	// the node key was issued to (a Pod restarted on the Node finds the
+	// old Pod's key on the host): it joins with its own Pod token.
+	CodeKeyOtherPod = "keyOtherPod"
+	// CodeNodeHeld refuses a join with a Pod token for a Node whose key
+	// another Pod of the node daemon on it still holds, or whose Pod is
+	// connected with the key it has (the same Pod's token replayed).
+	CodeNodeHeld = "nodeHeld"
 	// CodeTooManyConnections is never answered: the connection is closed
 	// when it is accepted. It is counted and logged under this code.
 	CodeTooManyConnections = "tooManyConnections"
@@ -62,6 +70,10 @@ var refusals = map[string]Refusal{
 		"the pool's cluster does not vouch for the Pod token: it expired, its Pod is gone, or it is not a token of the node daemon's Pods on one of the pool's Nodes"},
 	CodePodOtherNode: {http.StatusForbidden, CodePodOtherNode,
 		"the Pod token is of a Pod on another Node than nodeName"},
+	CodeKeyOtherPod: {http.StatusForbidden, CodeKeyOtherPod,
+		"the node key was issued to another Pod of the node daemon on this Node (podUid differs); join again with this Pod's own token"},
+	CodeNodeHeld: {http.StatusConflict, CodeNodeHeld,
+		"this Node's key is held by a node daemon Pod that still runs on it, or that is connected with it; only one Pod per Node joins: delete the other Pod, or wait until its key has been silent for 90 s"},
 }
 
 func refuse(code string) *Refusal {

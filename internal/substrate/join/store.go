@@ -438,9 +438,16 @@ func (s *Store) beaten(keyHash string) bool {
 }
 
 // Heartbeat records a beat of the node holding nodeKey, which must be the
-// key poolID's nodeName joined with. A refusal is a *Refusal. The beat's
-// time stays in memory until the next batch is written (FlushEvery).
-func (s *Store) Heartbeat(ctx context.Context, poolID, nodeName, nodeKey string) error {
+// key poolID's nodeName joined with. podUID is the uid of the daemon's Pod
+// as the daemon says it (the downward API's metadata.uid), "" when it says
+// none: a key issued to a Pod (a join with its Pod token) is refused from
+// another Pod, so a Pod restarted on the Node, which finds the old Pod's key
+// on the host, joins again with its own token. It is the daemon's own word,
+// not a proof: it keeps a key with the Pod it was issued to, against a key
+// left behind, not against whoever holds the key. A refusal is a *Refusal.
+// The beat's time stays in memory until the next batch is written
+// (FlushEvery).
+func (s *Store) Heartbeat(ctx context.Context, poolID, nodeName, nodeKey, podUID string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -460,6 +467,8 @@ func (s *Store) Heartbeat(ctx context.Context, poolID, nodeName, nodeKey string)
 		return refuse(CodeKeyUnknown)
 	case n.PoolID != poolID || n.Name != nodeName:
 		return refuse(CodeKeyOtherNode)
+	case podUID != "" && n.PodUID != "" && podUID != n.PodUID:
+		return refuse(CodeKeyOtherPod)
 	}
 	now := s.clock.Now()
 	s.mu.Lock()

@@ -149,7 +149,7 @@ func TestJoin(t *testing.T) {
 		if s.want == CodeTokenUsed {
 			// The node's daemon got its key and beat with it (before a
 			// beat, a join again is taken for a lost answer).
-			if err := f.store.Heartbeat(t.Context(), s.pool, s.node, keys[s.node]); err != nil {
+			if err := f.store.Heartbeat(t.Context(), s.pool, s.node, keys[s.node], ""); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -231,10 +231,10 @@ func TestJoinAnswerLost(t *testing.T) {
 	if err != nil || key == lost {
 		t.Fatalf("the retry: %v", err)
 	}
-	if code := refusalCode(f.store.Heartbeat(t.Context(), "pool_a", "n1", lost)); code != CodeKeyUnknown {
+	if code := refusalCode(f.store.Heartbeat(t.Context(), "pool_a", "n1", lost, "")); code != CodeKeyUnknown {
 		t.Fatalf("the lost key: %s", code)
 	}
-	if err := f.store.Heartbeat(t.Context(), "pool_a", "n1", key); err != nil {
+	if err := f.store.Heartbeat(t.Context(), "pool_a", "n1", key, ""); err != nil {
 		t.Fatal(err)
 	}
 	if code := refusalCode(joinErr(f, "pool_a", "n1", tok)); code != CodeTokenUsed {
@@ -266,10 +266,10 @@ func TestJoinAgainReplacesTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code := refusalCode(f.store.Heartbeat(t.Context(), "pool_a", "n1", k1)); code != CodeKeyUnknown {
+	if code := refusalCode(f.store.Heartbeat(t.Context(), "pool_a", "n1", k1, "")); code != CodeKeyUnknown {
 		t.Fatalf("the old key: %s", code)
 	}
-	if err := f.store.Heartbeat(t.Context(), "pool_a", "n1", k2); err != nil {
+	if err := f.store.Heartbeat(t.Context(), "pool_a", "n1", k2, ""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -301,7 +301,7 @@ func TestHeartbeats(t *testing.T) {
 		{"the join token as a key", "pool_a", "n1", tok, CodeKeyUnknown},
 		{"not a Node name", "pool_a", "N1", k1, CodeInvalidRequest},
 	} {
-		if got := refusalCode(f.store.Heartbeat(t.Context(), c.pool, c.node, c.key)); got != c.want {
+		if got := refusalCode(f.store.Heartbeat(t.Context(), c.pool, c.node, c.key, "")); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
@@ -325,7 +325,7 @@ func TestHeartbeats(t *testing.T) {
 	}
 	beat := func(d time.Duration) {
 		clk.Advance(d)
-		if err := f.store.Heartbeat(t.Context(), "pool_a", "n1", k1); err != nil {
+		if err := f.store.Heartbeat(t.Context(), "pool_a", "n1", k1, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -367,7 +367,7 @@ func TestHeartbeats(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if code := refusalCode(f.store.Heartbeat(t.Context(), "pool_a", "n1", k1)); code != CodeKeyUnknown {
+	if code := refusalCode(f.store.Heartbeat(t.Context(), "pool_a", "n1", k1, "")); code != CodeKeyUnknown {
 		t.Fatalf("a retired key: %s", code)
 	}
 	if nodes, _ := f.store.Joined(t.Context(), "pool_a"); len(nodes) != 1 || nodes[0].Name != "n2" {
@@ -385,7 +385,7 @@ func TestRestartKeepsWhatWasWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(40 * time.Second)
-	if err := f.store.Heartbeat(t.Context(), "pool_a", "n1", key); err != nil {
+	if err := f.store.Heartbeat(t.Context(), "pool_a", "n1", key, ""); err != nil {
 		t.Fatal(err)
 	}
 	again := NewStore(f.st, StoreOptions{Clock: clk})
@@ -394,7 +394,7 @@ func TestRestartKeepsWhatWasWritten(t *testing.T) {
 	if err != nil || len(nodes) != 1 || !nodes[0].LastSeen.Equal(t0.Add(40*time.Second)) || !nodes[0].Connected {
 		t.Fatalf("after a restart: %+v %v", nodes, err)
 	}
-	if err := again.Heartbeat(t.Context(), "pool_a", "n1", key); err != nil {
+	if err := again.Heartbeat(t.Context(), "pool_a", "n1", key, ""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -410,7 +410,7 @@ func TestForget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.Heartbeat(t.Context(), "pool_a", "n1", ka); err != nil {
+	if err := f.store.Heartbeat(t.Context(), "pool_a", "n1", ka, ""); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -421,10 +421,10 @@ func TestForget(t *testing.T) {
 	if nodes, _ := f.store.Joined(t.Context(), "pool_a"); len(nodes) != 0 || tokens(t, f, "pool_a") != nil {
 		t.Fatalf("pool_a left: %+v", nodes)
 	}
-	if code := refusalCode(f.store.Heartbeat(t.Context(), "pool_a", "n1", ka)); code != CodeKeyUnknown {
+	if code := refusalCode(f.store.Heartbeat(t.Context(), "pool_a", "n1", ka, "")); code != CodeKeyUnknown {
 		t.Fatalf("a forgotten key: %s", code)
 	}
-	if err := f.store.Heartbeat(t.Context(), "pool_b", "n1", kb); err != nil {
+	if err := f.store.Heartbeat(t.Context(), "pool_b", "n1", kb, ""); err != nil {
 		t.Fatal("pool_b's key after forgetting pool_a:", err)
 	}
 }
@@ -445,7 +445,7 @@ func TestNothingInClear(t *testing.T) {
 					t.Fatal(err)
 				}
 				clk.Advance(31 * time.Second)
-				if err := f.store.Heartbeat(t.Context(), "pool_a", n, key); err != nil {
+				if err := f.store.Heartbeat(t.Context(), "pool_a", n, key, ""); err != nil {
 					t.Fatal(err)
 				}
 				secretsOut = append(secretsOut, key)

@@ -267,7 +267,7 @@ func (d *daemons) sync(ctx context.Context) error {
 				return err
 			}
 		}
-		if err := d.start(node, cfgDir, tokFile, podFile, filepath.Join(root, "state"), filepath.Join(root, "node.log")); err != nil {
+		if err := d.start(node, string(pod.UID), cfgDir, tokFile, podFile, filepath.Join(root, "state"), filepath.Join(root, "node.log")); err != nil {
 			return err
 		}
 	}
@@ -279,7 +279,7 @@ func (d *daemons) sync(ctx context.Context) error {
 	return nil
 }
 
-func (d *daemons) start(node, cfgDir, tokFile, podFile, stateDir, logPath string) error {
+func (d *daemons) start(node, podUID, cfgDir, tokFile, podFile, stateDir, logPath string) error {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return err
 	}
@@ -288,10 +288,10 @@ func (d *daemons) start(node, cfgDir, tokFile, podFile, stateDir, logPath string
 		return err
 	}
 	cmd := exec.Command(d.bin, "node", "--config-dir", cfgDir, "--token-file", tokFile, "--pod-token-file", podFile,
-		"--state-dir", stateDir, "--node-name", node)
+		"--state-dir", stateDir, "--node-name", node, "--pod-uid", podUID)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, "FLEET_NODE_") || strings.HasPrefix(kv, "NODE_NAME=")
+		return strings.HasPrefix(kv, "FLEET_NODE_") || strings.HasPrefix(kv, "NODE_NAME=") || strings.HasPrefix(kv, "POD_UID=")
 	})
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -1,0 +1,299 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/fleet-agent/fleet-agent/internal/annotation"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/gitsync"
+	"github.com/fleet-agent/fleet-agent/internal/outbox"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/policy"
+	"github.com/fleet-agent/fleet-agent/internal/refs"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// The policy (docs/policy.md) is the file at Config.PolicyPath in the
+// applied commit of the branch: what was merged and applied, never the pull
+// request under review, so a pull request cannot loosen the rules it is
+// judged by. A pull request that changes the file is judged by the current
+// policy; its comment also shows what the proposed one would say.
+//
+// A policy that does not compile never stops the agent: the last good one
+// keeps judging and status says why (PolicyView). With none good yet, plans
+// are not judged and status says that.
+
+// Approver is what approve rules need of GitHub: the logins whose review
+// approves a head, and team membership. The agent's Forge has it when it
+// speaks to GitHub (forge.GitHub); without it an approve rule cannot be met
+// and a plan that breaks one is refused.
+type Approver interface {
+	Approvals(ctx context.Context, pr int, head string) ([]string, error)
+	TeamMember(ctx context.Context, org, team, login string) (bool, error)
+}
+
+// PolicyView is the policy as status shows it.
+type PolicyView struct {
+	Path string `json:"path"`
+	// Commit is the applied commit the policy in use was read at.
+	Commit string `json:"commit,omitempty"`
+	Hash   string `json:"hash,omitempty"`
+	Rules  int    `json:"rules"`
+	// Problem says why the policy at the applied commit is not the one in
+	// use (it does not compile: the last good one judges), or why none is.
+	Problem string `json:"problem,omitempty"`
+}
+
+const keyPolicy = "policy"
+
+// policyState is the policy in use, cached by the applied commit.
+type policyState struct {
+	readAt string // the applied commit last read
+	good   *policy.Policy
+	goodAt string // the commit good was read at
+	data   []byte // good's bytes
+	view   PolicyView
+}
+
+// currentPolicy is the policy in use: read again when the applied commit
+// moved. nil when none is configured, none is in the applied commit, or
+// none compiled yet. Its view is recorded for status.
+func (a *Agent) currentPolicy() (*policy.Policy, PolicyView) {
+	if a.cfg.PolicyPath == "" {
+		return nil, PolicyView{}
+	}
+	ap, err := a.applied()
+	a.policyMu.Lock()
+	defer a.policyMu.Unlock()
+	ps := &a.policy
+	commit := ""
+	if err == nil && ap != nil {
+		commit = ap.Commit
+	}
+	if commit == ps.readAt && ps.view.Path == a.cfg.PolicyPath {
+		return ps.good, ps.view
+	}
+	if ps.view.Path != a.cfg.PolicyPath {
+		*ps = policyState{} // policy.path changed (a reload): nothing of the old file holds
+	}
+	view := PolicyView{Path: a.cfg.PolicyPath}
+	var data []byte
+	switch {
+	case err != nil:
+		view.Problem = "cannot read the applied record: " + refusal.Text(err)
+	case commit == "":
+		view.Problem = "no commit of " + a.cfg.Branch + " is applied yet: plans are judged once one holding " + a.cfg.PolicyPath + " is"
+	default:
+		data, err = a.repo.ReadFile(commit, a.cfg.PolicyPath)
+		var ge *gitsync.Error
+		switch {
+		case errors.As(err, &ge) && ge.Kind == gitsync.KindFileMissing:
+			// No policy file is no policy, not a broken one.
+			ps.good, ps.goodAt, ps.data = nil, "", nil
+			view.Commit = commit
+			view.Problem = "the applied commit " + refs.Short(commit) + " has no " + a.cfg.PolicyPath + ": plans are not judged"
+			data = nil
+		case err != nil:
+			view.Problem = "cannot read " + a.cfg.PolicyPath + " at " + refs.Short(commit) + ": " + refusal.Text(err)
+			data = nil
+		}
+	}
+	if data != nil {
+		pol, err := policy.Load(data)
+		if err != nil {
+			view.Problem = fmt.Sprintf("the policy at %s does not compile (%s)", refs.Short(commit), refusal.Text(err))
+			if ps.good != nil {
+				view.Problem += "; the last good one, from " + refs.Short(ps.goodAt) + ", judges plans until it is fixed"
+			} else {
+				view.Problem += "; no policy judges plans until it is fixed"
+			}
+			a.log.Warn().Str("commit", commit).Str("path", a.cfg.PolicyPath).Msg(view.Problem)
+		} else {
+			ps.good, ps.goodAt, ps.data = pol, commit, data
+		}
+	}
+	if ps.good != nil {
+		view.Commit, view.Hash, view.Rules = ps.goodAt, ps.good.Hash, len(ps.good.Rules)
+	}
+	ps.readAt, ps.view = commit, view
+	_ = a.store.Update(func(tx *state.Tx) error { return tx.Put(spaceAgent, keyPolicy, view) })
+	return ps.good, view
+}
+
+// policyNotes are the notes of a report made by the policy in use.
+func policyNotes(view PolicyView) []string {
+	if view.Problem == "" {
+		return nil
+	}
+	return []string{view.Problem}
+}
+
+// judgeProposal judges a proposal's plan by the policy in use and, when
+// the head changes the policy file, says what the proposed policy would
+// say. Approvals of the head are read, so that the comment and the status
+// show an approve rule met. nil when no policy is configured.
+func (a *Agent) judgeProposal(ctx context.Context, head string, pr int, doc *fleet.Document, data []byte, made planned) *plan.PolicyReport {
+	if a.cfg.PolicyPath == "" {
+		return nil
+	}
+	pol, view := a.currentPolicy()
+	in := policy.Input{Doc: doc, Data: data, Snap: made.snap, Plan: made.Plan, Tenant: a.cfg.Tenant}
+	rep := &plan.PolicyReport{Rules: []plan.RuleVerdict{}}
+	if pol != nil {
+		rep = pol.Evaluate(in)
+		rep.Source = a.cfg.PolicyPath + "@" + refs.Short(view.Commit)
+	}
+	rep.Notes = append(rep.Notes, policyNotes(view)...)
+	if len(rep.Awaiting()) > 0 && pr > 0 {
+		if err := a.approve(ctx, rep, pr, head); err != nil {
+			rep.Notes = append(rep.Notes, "the approvals could not be read from GitHub: "+refusal.Text(err))
+		}
+	}
+	// What the proposed policy would say, when the head changes it.
+	a.policyMu.Lock()
+	current := a.policy.data
+	a.policyMu.Unlock()
+	proposed, err := a.repo.ReadFile(head, a.cfg.PolicyPath)
+	var ge *gitsync.Error
+	if errors.As(err, &ge) && ge.Kind == gitsync.KindFileMissing && current != nil {
+		rep.Notes = append(rep.Notes, "this pull request deletes "+a.cfg.PolicyPath+": it is judged by the current policy; once applied, plans are not judged")
+	}
+	if err == nil && !bytes.Equal(proposed, current) {
+		next, err := policy.Load(proposed)
+		if err != nil {
+			rep.Notes = append(rep.Notes, "this pull request changes "+a.cfg.PolicyPath+", and the new policy does not compile ("+refusal.Text(err)+"); merged, it would not be used")
+		} else {
+			nr := next.Evaluate(in)
+			rep.Notes = append(rep.Notes, "this pull request changes "+a.cfg.PolicyPath+": it is judged by the current policy; once applied, the new one would say "+strings.TrimPrefix(nr.Summary(), "policy: "))
+			for _, v := range nr.Rules {
+				if v.Verdict != plan.VerdictPass {
+					rep.Notes = append(rep.Notes, "new policy: "+v.Line())
+				}
+			}
+		}
+	}
+	if pol == nil && len(rep.Notes) == 0 {
+		return nil
+	}
+	return rep
+}
+
+// approve marks the approve rules of rep met by an approval of head on
+// pull request pr, read from GitHub.
+func (a *Agent) approve(ctx context.Context, rep *plan.PolicyReport, pr int, head string) error {
+	ap, ok := a.forge.(Approver)
+	if !ok || a.forge == nil {
+		return refusal.New(refusal.Unavailable, "approvals are read from GitHub: configure github")
+	}
+	fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
+	defer cancel()
+	logins, err := ap.Approvals(fctx, pr, head)
+	if err != nil {
+		a.metrics.ForgeError()
+		return err
+	}
+	return policy.MarkApproved(rep, logins, func(org, team, login string) (bool, error) {
+		return ap.TeamMember(fctx, org, team, login)
+	})
+}
+
+// policyPosts are the fleet-agent/policy status of a head and, with check
+// runs, its check run annotated on the lines of the offending objects.
+func (a *Agent) policyPosts(head string, rep *plan.PolicyReport) []outbox.Post {
+	if rep == nil {
+		return nil
+	}
+	st, desc := "success", rep.Summary()
+	if aw := rep.Awaiting(); len(aw) > 0 {
+		st, desc = "pending", fmt.Sprintf("awaiting approval by %s (rule %s: %s)", strings.Join(aw[0].Approvers, ", "), aw[0].Name, aw[0].Message)
+	}
+	for _, v := range rep.Rules {
+		if v.Verdict == plan.VerdictDeny {
+			st, desc = "failure", fmt.Sprintf("denied by rule %s: %s", v.Name, v.Message)
+			break
+		}
+	}
+	status := outbox.Status(head, "policy", st, desc, "")
+	posts := []outbox.Post{status}
+	if !a.cfg.Checks {
+		return posts
+	}
+	var anns []annotation.Annotation
+	for _, v := range rep.Rules {
+		level := map[plan.RuleOutcome]string{plan.VerdictDeny: annotation.Failure, plan.VerdictWarn: annotation.Warning, plan.VerdictApprove: annotation.Warning}[v.Verdict]
+		if level == "" || (v.Verdict == plan.VerdictApprove && v.Approved != "") {
+			continue
+		}
+		for _, h := range v.Matched {
+			if h.Line == 0 {
+				continue
+			}
+			anns = append(anns, annotation.Annotation{Path: a.cfg.Path, Line: h.Line, Level: level,
+				Title: fmt.Sprintf("%s: %s", v.Verdict, v.Name), Message: h.Message})
+		}
+	}
+	summary := "**" + rep.Summary() + "**\n\n" + strings.Join(rep.MarkdownLines(), "\n") + "\n"
+	if rep.Source != "" {
+		summary += "\nJudged by `" + rep.Source + "`.\n"
+	}
+	return append(posts, planCheck(status, outbox.Post{Body: summary}, anns))
+}
+
+// stepPolicy judges the plan of a commit of the branch by the policy in
+// use: a broken deny rule refuses it with the rule's message; a broken
+// approve rule waits until a review of the reviewed head by one of its
+// approvers exists. An apply by hand is held to deny rules only: the
+// operator who applies the reviewed plan by hand is its approval.
+func (a *Agent) stepPolicy(ctx context.Context, c *candidate) verdict {
+	pol, view := a.currentPolicy()
+	if pol == nil {
+		return proceed()
+	}
+	data, err := a.repo.ReadFile(c.commit, a.cfg.Path)
+	if err != nil {
+		return verdictOf(err)
+	}
+	rep := pol.Evaluate(policy.Input{Doc: c.doc, Data: data, Snap: c.plan.snap, Plan: c.plan.Plan, Tenant: a.cfg.Tenant})
+	for _, v := range rep.Rules {
+		if v.Verdict == plan.VerdictDeny {
+			r := refused(refusal.PlanBlocked, "policy rule %q (%s@%s) denies the plan: %s", v.Name, view.Path, refs.Short(view.Commit), v.Message)
+			r.what = "policy denies"
+			return r
+		}
+	}
+	aw := rep.Awaiting()
+	if len(aw) == 0 || c.operator != "" {
+		return proceed()
+	}
+	if c.pr == 0 {
+		return refused(refusal.PlanBlocked, "policy rule %q needs an approval by %s on a pull request, and no pull request merged %s; apply it by hand after review (fleet-agent apply --commit)",
+			aw[0].Name, strings.Join(aw[0].Approvers, ", "), refs.Short(c.commit))
+	}
+	head := c.prHead
+	if head == "" {
+		head = c.commit
+	}
+	if err := a.approve(ctx, rep, c.pr, head); err != nil {
+		return waitFor("waiting for GitHub to list the approvals of #%d: %s", c.pr, refusal.Text(err))
+	}
+	if aw = rep.Awaiting(); len(aw) > 0 {
+		return waitFor("waiting for an approval of #%d at %s by %s (policy rule %s: %s)",
+			c.pr, refs.Short(head), strings.Join(aw[0].Approvers, ", "), aw[0].Name, aw[0].Message)
+	}
+	return proceed()
+}
+
+// policyView reads the policy status the agent recorded.
+func policyView(tx *state.Tx) (*PolicyView, error) {
+	var v PolicyView
+	found, err := tx.Get(spaceAgent, keyPolicy, &v)
+	if err != nil || !found {
+		return nil, err
+	}
+	return &v, nil
+}

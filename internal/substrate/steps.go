@@ -1,0 +1,81 @@
+package substrate
+
+// What the steps of the pass return. Like Karpenter's node-claim
+// reconcilers (launch, registration, initialization, liveness), each step
+// returns one result of its own type: what it found for the next steps, and
+// where it stopped the pass, with the message, the kind of stop and when to
+// look again.
+
+import (
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+)
+
+// stop is where a step stopped the pass (a reconcile.Result for one step).
+// The zero stop stops nothing. res says what kind of stop it is: resWait
+// (work in progress, looked at again at requeue), resRefused (a refusal
+// tried again at requeue; the substrate is in error meanwhile), resFailed
+// (only a new document helps), resLater (in error, looked at again at
+// requeue, and nothing in the journal is waiting); resDone with stopped
+// set is a stop whose reason is filed already (an operation's outcome, a
+// read that failed).
+type stop struct {
+	stopped bool
+	res     result
+	requeue time.Time
+	message string
+}
+
+// waitFor stops the pass on work in progress.
+func waitFor(msg string, until time.Time) stop {
+	return stop{stopped: true, res: resWait, requeue: until, message: msg}
+}
+
+// refusedUntil stops the pass on something a person must fix, looked at
+// again at until.
+func refusedUntil(msg string, until time.Time) stop {
+	return stop{stopped: true, res: resRefused, requeue: until, message: msg}
+}
+
+// filed is a stop whose reason the pass holds already.
+var filed = stop{stopped: true}
+
+// end files where a step stopped the pass.
+func (p *pass) end(s stop) {
+	if s.stopped {
+		p.take(outcome{res: s.res, until: s.requeue, message: s.message}, "")
+	}
+}
+
+// clusterResult is the cluster step's: the running cluster the next steps
+// work in, or a stop (none yet, or in error).
+type clusterResult struct {
+	stop
+	cluster *providers.Cluster
+}
+
+// claimResult is the claim step's: a stop when another pool holds the
+// cluster.
+type claimResult struct {
+	stop
+}
+
+// nodePoolsResult is the node pool step's: making says a flavor's pool is
+// still being made (the in-cluster half waits for them all).
+type nodePoolsResult struct {
+	making bool
+}
+
+// inClusterResult is the in-cluster step's: applied says the node daemon
+// was applied this pass; a stop when it could not be.
+type inClusterResult struct {
+	stop
+	applied bool
+}
+
+// removeResult is the teardown's, for a cluster or a node pool: gone says
+// nothing of it is left to remove.
+type removeResult struct {
+	gone bool
+}
