@@ -334,6 +334,10 @@ func (p *pass) look(op *state.JournalOp, now time.Time) (observed, *outcome, err
 		w := p.waiting(op, due)
 		return observed{}, &w, nil
 	}
+	// A read-back is a provider call too: only the leader makes it.
+	if err := p.r.alive(); err != nil {
+		return observed{}, nil, err
+	}
 	obs, err := p.readBack(op)
 	if err != nil {
 		if err := p.deferRead(op, err); err != nil {
