@@ -371,21 +371,6 @@ func (w *haWorld) start(a *haAgent) {
 	}
 }
 
-// kill SIGKILLs a and waits until it exited.
-func (w *haWorld) kill(a *haAgent) {
-	w.t.Helper()
-	a.mu.Lock()
-	cmd, done := a.cmd, a.done
-	a.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-done:
-		done <- nil
-	case <-time.After(10 * time.Second):
-		w.t.Fatalf("%s did not exit after SIGKILL", a.name)
-	}
-}
-
 // terminate stops a with SIGTERM (SIGKILL after 20 s); for the cleanup.
 func (w *haWorld) terminate(a *haAgent) {
 	a.mu.Lock()

@@ -36,7 +36,7 @@ func (s sizes) EstimateSize(n cost.AstNode) *cost.SizeEstimate {
 func (s sizes) EstimateCallCost(function, _ string, _ *cost.AstNode, _ []cost.AstNode) *cost.CallEstimate {
 	switch function {
 	case "orValue", "value", "hasValue", "or", "optional.of", "optional.ofNonZeroValue", "optional.none", "_?._", "_[?_]":
-		return &cost.CallEstimate{CostEstimate: cost.CostEstimate{Min: 1, Max: 1}, ResultSize: &cost.SizeEstimate{Min: 0, Max: s.max}}
+		return cost.NewCallEstimate(cost.Estimate{Min: 1, Max: 1}, &cost.SizeEstimate{Min: 0, Max: s.max})
 	}
 	return nil
 }
