@@ -93,11 +93,10 @@ type Policy struct {
 	// Hash is the SHA-256 of the file's bytes: two agents judging by the
 	// same hash judge alike.
 	Hash string
-	// usesPlan and usesLine: some expression may read the plan variable or
-	// change.line (their words appear in its text), so Evaluate makes them
-	// for every change; otherwise it spares a plan's worth of maps and a
-	// parse of the document's text.
-	usesPlan, usesLine bool
+	// usesPlan: some expression may read the plan variable (the word
+	// appears in its text), so Evaluate makes it; otherwise it spares a
+	// plan's worth of maps.
+	usesPlan bool
 }
 
 // Problem is one thing wrong with a policy file, at its line.
@@ -169,7 +168,6 @@ func Load(data []byte) (*Policy, error) {
 	for _, r := range pol.Rules {
 		src := r.Expression + " " + r.Message
 		pol.usesPlan = pol.usesPlan || strings.Contains(src, "plan")
-		pol.usesLine = pol.usesLine || strings.Contains(src, "line")
 	}
 	return pol, nil
 }
