@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -168,4 +169,39 @@ func TestFastPathAgrees(t *testing.T) {
 		}
 	}
 	t.Logf("%d hits agree", total)
+}
+
+// TestDecodeValue: the document's one-pass decoding gives what decoding
+// into json.Number and Normalize give, on documents and on the values
+// json.Marshal writes (escapes, numbers of every form).
+func TestDecodeValue(t *testing.T) {
+	texts := []string{
+		`{}`, `[]`, `null`, `true`, `false`, `0`, `-0`, `12`, `-7`, `1.5`, `1e2`, `-2.5e-3`, `9007199254740991`, `9007199254740993`,
+		`12345678901234567890`, `"a"`, `"\u003c\u0026\u003e"`, `"tab\there \"q\" \\ \ud83d\ude00"`, `{"a":[1,{"b":null}],"c":""}`,
+		`[1,2,[3,[4]],{"k":{"l":[]}}]`,
+	}
+	for seed := range uint64(5) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		d := document(t, randomDocument(r, 10))
+		data, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts = append(texts, string(data))
+	}
+	for _, text := range texts {
+		got, ok := decodeValue([]byte(text))
+		if !ok {
+			t.Errorf("%.80s: not decoded", text)
+			continue
+		}
+		if want := slowDocumentValue([]byte(text)); !reflect.DeepEqual(got, want) {
+			t.Errorf("%.80s: %#v, want %#v", text, got, want)
+		}
+	}
+	for _, bad := range []string{``, `{`, `[1,`, `"a`, `tru`, `{"a" 1}`, `[1 2]`, `{} x`} {
+		if _, ok := decodeValue([]byte(bad)); ok {
+			t.Errorf("%q decoded", bad)
+		}
+	}
 }

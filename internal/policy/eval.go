@@ -279,6 +279,14 @@ func documentValue(d *fleet.Document) any {
 	if err != nil {
 		return map[string]any{}
 	}
+	if v, ok := decodeValue(data); ok {
+		return v
+	}
+	return slowDocumentValue(data)
+}
+
+// slowDocumentValue is documentValue by encoding/json and Normalize.
+func slowDocumentValue(data []byte) any {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
