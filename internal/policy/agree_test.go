@@ -12,6 +12,7 @@ import (
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/interpreter"
 
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 )
 
@@ -202,6 +203,57 @@ func TestDecodeValue(t *testing.T) {
 	for _, bad := range []string{``, `{`, `[1,`, `"a`, `tru`, `{"a" 1}`, `[1 2]`, `{} x`} {
 		if _, ok := decodeValue([]byte(bad)); ok {
 			t.Errorf("%q decoded", bad)
+		}
+	}
+}
+
+// TestJSONLinesAgree: the lines jsonLines finds are fleet.Locate's, for
+// every object and for deeper values, over documents written compact, indented
+// and with odd space and escaped keys; and text it cannot read is left to
+// fleet.Locate.
+func TestJSONLinesAgree(t *testing.T) {
+	var texts []string
+	for seed := range uint64(6) {
+		r := rand.New(rand.NewPCG(seed, 9))
+		text := randomDocument(r, 10)
+		var v any
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			t.Fatal(err)
+		}
+		ind, _ := json.MarshalIndent(v, "", "  ")
+		odd := strings.NewReplacer(`":`, "\"\r\n\t :\n", `,"`, " ,\n\n\"", `"gpu"`, `"\u0067pu"`).Replace(text)
+		texts = append(texts, text, string(ind), odd)
+	}
+	texts = append(texts, string(benchDocument(20)))
+	for i, text := range texts {
+		doc := document(t, text)
+		w := newWorld(&Policy{}, Input{Doc: doc, Data: []byte(text)})
+		var wanted []string
+		for _, p := range w.pointers {
+			wanted = append(wanted, p, p+"/name", p+"/quota/gpu")
+		}
+		got, ok := jsonLines([]byte(text), wanted)
+		if !ok {
+			t.Fatalf("text %d: not read", i)
+		}
+		loc := fleet.Locate([]byte(text))
+		found := 0
+		for _, p := range wanted {
+			pos, _ := loc.Value(p)
+			if l, ok := got[p]; ok {
+				found++
+				if l != pos.Line {
+					t.Errorf("text %d, %s: line %d, fleet.Locate says %d", i, p, l, pos.Line)
+				}
+			}
+		}
+		if found < len(w.pointers) {
+			t.Errorf("text %d: %d of %d pointers found", i, found, len(w.pointers))
+		}
+	}
+	for _, bad := range []string{`{"a":`, `{"a":1} x`, "{\"a\":\"\xff\"}", `{"a" 1}`} {
+		if _, ok := jsonLines([]byte(bad), []string{"/a"}); ok {
+			t.Errorf("%q read", bad)
 		}
 	}
 }

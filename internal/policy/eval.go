@@ -234,17 +234,34 @@ type world struct {
 	planVal  any
 	pointers map[string]string // kind + "\x00" + name -> pointer
 	poolAcct map[string]string // document pool name -> account name
-	// loc is the document's text parsed for places, made on the first
-	// line asked for: lines are read for the changes that break a rule,
-	// and for others only when an expression reads change.line.
+	// lines are the objects' lines, found on the first line asked for:
+	// lines are read for the changes that break a rule, and for others
+	// only when an expression reads change.line. loc is the document's
+	// text parsed for places, for a line lines lacks.
+	lines   map[string]int
 	loc     *fleet.Locator
 	located bool
 }
 
-// lineOf is the line of the value ptr names, 0 when unknown.
+// lineOf is the line of the value ptr names, 0 when unknown. The first
+// line asked for finds the lines of every object of the document in one
+// reading of its text (jsonLines); fleet.Locate answers what that cannot.
 func (w *world) lineOf(ptr string) int {
 	if ptr == "" || w.in.Data == nil {
 		return 0
+	}
+	if w.lines == nil {
+		wanted := make([]string, 0, len(w.pointers))
+		for _, p := range w.pointers {
+			wanted = append(wanted, p)
+		}
+		var ok bool
+		if w.lines, ok = jsonLines(w.in.Data, wanted); !ok {
+			w.lines = map[string]int{}
+		}
+	}
+	if l, ok := w.lines[ptr]; ok {
+		return l
 	}
 	if !w.located {
 		w.loc, w.located = fleet.Locate(w.in.Data), true
