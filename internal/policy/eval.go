@@ -230,8 +230,8 @@ func (r *Rule) judge(cv *changeVars, act interpreter.Activation) (bool, string) 
 type world struct {
 	in       Input
 	doc      any
-	docVal   any // plain maps and lists: the interpreter reads them as they are
-	planVal  any
+	docVal   any               // plain maps and lists: the interpreter reads them as they are
+	planVal  any               // made when a rule first reads plan
 	pointers map[string]string // kind + "\x00" + name -> pointer
 	poolAcct map[string]string // document pool name -> account name
 	// lines are the objects' lines, found on the first line asked for:
@@ -276,10 +276,6 @@ func newWorld(p *Policy, in Input) *world {
 	w := &world{in: in, pointers: map[string]string{}, poolAcct: map[string]string{}}
 	w.doc = documentValue(in.Doc)
 	w.docVal = w.doc
-	w.planVal = map[string]any{}
-	if p.usesPlan {
-		w.planVal = planValue(in.Plan)
-	}
 	if in.Doc != nil {
 		w.index(in.Doc)
 	}
@@ -368,8 +364,15 @@ func (w *world) index(d *fleet.Document) {
 // at resolves a pointer in the document value.
 func (w *world) at(ptr string) any {
 	v := w.doc
-	for _, tok := range strings.Split(ptr, "/")[1:] {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+	for rest := ptr; rest != ""; {
+		var tok string
+		tok, rest = rest[1:], ""
+		if i := strings.IndexByte(tok, '/'); i >= 0 {
+			tok, rest = tok[:i], tok[i:]
+		}
+		if strings.IndexByte(tok, '~') >= 0 {
+			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		}
 		switch x := v.(type) {
 		case map[string]any:
 			v = x[tok]
@@ -494,6 +497,9 @@ func (cv *changeVars) ResolveName(name string) (any, bool) {
 	case "change":
 		return cv, true
 	case "plan":
+		if cv.w.planVal == nil {
+			cv.w.planVal = planValue(cv.w.in.Plan)
+		}
 		return cv.w.planVal, true
 	case "document":
 		return cv.w.docVal, true

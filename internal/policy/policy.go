@@ -93,10 +93,6 @@ type Policy struct {
 	// Hash is the SHA-256 of the file's bytes: two agents judging by the
 	// same hash judge alike.
 	Hash string
-	// usesPlan: some expression may read the plan variable (the word
-	// appears in its text), so Evaluate makes it; otherwise it spares a
-	// plan's worth of maps.
-	usesPlan bool
 }
 
 // Problem is one thing wrong with a policy file, at its line.
@@ -165,10 +161,6 @@ func Load(data []byte) (*Policy, error) {
 	}
 	sum := sha256.Sum256(data)
 	pol.Hash = hex.EncodeToString(sum[:])
-	for _, r := range pol.Rules {
-		src := r.Expression + " " + r.Message
-		pol.usesPlan = pol.usesPlan || strings.Contains(src, "plan")
-	}
 	return pol, nil
 }
 
