@@ -478,16 +478,21 @@ func (cv *changeVars) hit(msg string) plan.PolicyHit {
 		Pointer: cv.pointer, Line: cv.lineNo(), Message: msg}
 }
 
-// vars is the change variable as a plain map, every entry made.
-func (cv *changeVars) vars() map[string]any {
+// fieldList is change.fields: the fields that change, as a list.
+func (cv *changeVars) fieldList() []any {
 	fields := make([]any, len(cv.c.Fields))
 	for i, f := range cv.c.Fields {
 		fields[i] = f
 	}
+	return fields
+}
+
+// vars is the change variable as a plain map, every entry made.
+func (cv *changeVars) vars() map[string]any {
 	return map[string]any{
 		"kind": string(cv.kind), "id": cv.objectID(), "name": cv.name, "type": string(cv.c.Action),
 		"pointer": cv.pointer, "line": int64(cv.lineNo()), "before": cv.before, "after": cv.after,
-		"fields": fields, "account": cv.account, "blocked": cv.c.Blocked, "note": cv.c.Note,
+		"fields": cv.fieldList(), "account": cv.account, "blocked": cv.c.Blocked, "note": cv.c.Note,
 	}
 }
 
@@ -532,7 +537,7 @@ func (cv *changeVars) FindStringKey(k string) (any, bool) {
 		return cv.after, true
 	case "fields":
 		if cv.fields == nil {
-			cv.fields = types.DefaultTypeAdapter.NativeToValue(cv.vars()["fields"])
+			cv.fields = types.DefaultTypeAdapter.NativeToValue(cv.fieldList())
 		}
 		return cv.fields, true
 	case "account":
