@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +16,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
 // begin is what plan and apply do first: a FILE or --commit (which needs
@@ -43,6 +46,36 @@ func planHere(ctx context.Context, cfg *config.Config, doc *fleet.Document, snap
 	checks := live.For(snap)
 	p, err := plan.For(ctx, doc, snap, checks, plan.Options{Tenant: cfg.Tenant, Prune: prune})
 	return p, checks, err
+}
+
+// agentSnapshot is the fleet a running agent holds, read from its
+// consistent copy of the state (the backup route): the agent holds the
+// state file, so this is how a command beside it sees each object as
+// stored. The copy is a temporary file, removed before returning.
+func agentSnapshot(ctx context.Context, client *agent.Client) (*inventory.Snapshot, error) {
+	dir, err := os.MkdirTemp("", "fleet-agent-snapshot-")
+	if err != nil {
+		return nil, refusal.Wrap(refusal.Internal, err, "cannot make a temporary directory for the agent's state; set TMPDIR to a writable one")
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "fleet.db")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.Internal, err, "cannot write the agent's state to %s; set TMPDIR to a writable directory", dir)
+	}
+	err = client.Do(ctx, "GET", "/v1/backup", nil, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, refusal.Wrap(refusal.Unavailable, err, "cannot read the running agent's fleet (its state copy); check the agent is up (fleet-agent status)")
+	}
+	s, err := state.Open(path, state.Options{ReadOnly: true})
+	if err != nil {
+		return nil, refusal.Wrap(refusal.Internal, err, "the running agent's state copy does not open")
+	}
+	defer s.Close()
+	return s.Snapshot()
 }
 
 // planOutcome turns a plan into the exit status plan has.

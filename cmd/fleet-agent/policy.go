@@ -43,8 +43,9 @@ func loadPolicy(path string) (*policy.Policy, error) {
 
 // planWithPolicy plans FILE (in this process, or through the running agent
 // when it holds the state file) and judges the plan by the policy file.
-// Through the agent the plan comes back as JSON: the changes' before is
-// then unknown (null), the rest is the same.
+// Through the agent the plan comes back as JSON, and the changes' before
+// is read from the agent's copy of its state (agentSnapshot), taken right
+// after the plan.
 func (a *app) planWithPolicy(cmd *cobra.Command, cfg *config.Config, client *agent.Client, file, policyFile string, format plan.Format, f planFlags) error {
 	pol, err := loadPolicy(policyFile)
 	if err != nil {
@@ -69,6 +70,9 @@ func (a *app) planWithPolicy(cmd *cobra.Command, cfg *config.Config, client *age
 		p = &plan.Plan{}
 		if err := json.Unmarshal([]byte(resp.Output), p); err != nil {
 			return refusal.Wrap(refusal.Internal, err, "the agent's plan is not the plan JSON")
+		}
+		if snap, err = agentSnapshot(cmd.Context(), client); err != nil {
+			return err
 		}
 	} else {
 		snap, err = a.snapshotForPlan(a.stateFile(cfg))

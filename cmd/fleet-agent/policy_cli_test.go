@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const policyDir = "../../testdata/policy/"
@@ -49,5 +50,45 @@ func TestPlanPolicy(t *testing.T) {
 	out, errs, code = cli(t, nil, "plan", policyDir+"fixtures/next.json", "--state", state, "--offline", "--policy", policyDir+"policy.yaml", "-o", "json")
 	if code != 0 || !strings.Contains(out, `"verdict": "approve"`) || !strings.Contains(out, `"approvers": [`) {
 		t.Fatalf("approve: %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// TestPlanPolicyThroughAgent: plan --policy while an agent runs (the agent
+// holds the state) judges with each change's before, as stored: a rule
+// comparing before and after sees both.
+func TestPlanPolicyThroughAgent(t *testing.T) {
+	r := startRunning(t, "1s")
+	env := map[string]string{"GIT_TOKEN": r.srv.Password, "GITHUB_TOKEN": canaryToken, "HOOK_SECRET": hookSecret}
+	r.work.Write(t, "fleet.json", poolDoc)
+	sha := r.work.CommitAll(t, "a pool")
+	r.work.Push(t, "HEAD:refs/heads/main")
+	r.gh.AddCommit(sha)
+	// The agent fetches every second: poll until it knows the commit.
+	var out, errs string
+	var code int
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if out, errs, code = cli(t, env, "plan", "--commit", sha, "--config", r.path); !strings.Contains(errs, "not in the local copy") && !strings.Contains(errs, "is not on main") {
+			break
+		}
+	}
+	_, hash, _ := strings.Cut(out, "\nplanHash ")
+	hash, _, _ = strings.Cut(hash, "\n")
+	if code != 0 || hash == "" {
+		t.Fatalf("plan --commit: %d\n%s\n%s", code, out, errs)
+	}
+	if out, errs, code := cli(t, env, "apply", "--commit", sha, "--plan-hash", hash, "--config", r.path, "--yes"); code != 0 {
+		t.Fatalf("apply --commit: %d\n%s\n%s", code, out, errs)
+	}
+	dir := t.TempDir()
+	pol := writeFile(t, dir, "policy.yaml", `rules:
+  - name: quota-grows
+    match: {kinds: [ownerQuota], changes: [update]}
+    expression: change.after.max > change.before.max
+    action: deny
+    message: "change.name + ' grows from ' + string(change.before.max) + ' to ' + string(change.after.max)"
+`)
+	out, errs, code = cli(t, env, "plan", writeFile(t, dir, "pool8.json", pool8Doc), "--config", r.path, "--offline", "--policy", pol)
+	if code != 1 || !strings.Contains(errs, `PLAN_BLOCKED: policy rule "quota-grows" denies the plan: vps:gpu grows from 4 to 8`) {
+		t.Fatalf("plan --policy through the agent: %d\n%s\n%s", code, out, errs)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"cel.dev/cel-go/common/cost"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/interpreter"
 
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
@@ -104,6 +106,12 @@ type Input struct {
 // change whose expression is true breaks the rule; so does one whose
 // expression fails to evaluate (a missing field, the cost limit): a policy
 // fails closed, and the message says what failed so the rule can be fixed.
+//
+// The rules are indexed by the (kind, change type) pairs of the plan, so a
+// change meets only the rules that can apply to it; its variables are made
+// once, shared by those rules, and each field is made only when a rule
+// reads it (lazyChange). TestFastPathAgrees checks that this gives the
+// verdicts of a plain evaluation of every rule on every change.
 func (p *Policy) Evaluate(in Input) *plan.PolicyReport {
 	if in.Snap == nil {
 		in.Snap = inventory.NewSnapshot(nil)
@@ -112,32 +120,49 @@ func (p *Policy) Evaluate(in Input) *plan.PolicyReport {
 		in.Tenant = "root"
 	}
 	w := newWorld(p, in)
-	rep := &plan.PolicyReport{Rules: make([]plan.RuleVerdict, 0, len(p.Rules))}
-	acts := make([]*changeVars, len(in.Plan.Changes))
-	for _, r := range p.Rules {
-		v := plan.RuleVerdict{Name: r.Name, Action: string(r.Action), Verdict: plan.VerdictPass, Approvers: r.Approvers}
-		for i := range in.Plan.Changes {
-			c := &in.Plan.Changes[i]
-			if !r.selects(c.Kind, c.Action) {
-				continue
+	hits := make([][]plan.PolicyHit, len(p.Rules))
+	type sel struct {
+		k inventory.Kind
+		a plan.Action
+	}
+	index := map[sel][]int{}
+	for i := range in.Plan.Changes {
+		c := &in.Plan.Changes[i]
+		s := sel{c.Kind, c.Action}
+		rules, ok := index[s]
+		if !ok {
+			rules = []int{}
+			for j, r := range p.Rules {
+				if r.selects(c.Kind, c.Action) {
+					rules = append(rules, j)
+				}
 			}
-			if acts[i] == nil {
-				acts[i] = w.change(c)
-			}
-			cv := acts[i]
+			index[s] = rules
+		}
+		if len(rules) == 0 {
+			continue
+		}
+		cv := w.change(c)
+		for _, j := range rules {
+			r := p.Rules[j]
 			if len(r.Match.Accounts) > 0 && !slices.Contains(r.Match.Accounts, cv.account) {
 				continue
 			}
-			broke, msg := r.judge(cv)
+			broke, msg := r.judge(cv, cv)
 			if !broke {
 				continue
 			}
-			if cv.line == 0 {
-				cv.line = w.lineOf(cv.pointer)
-			}
-			v.Matched = append(v.Matched, plan.PolicyHit{Kind: c.Kind, Name: c.Name, ID: cv.id, Type: c.Action,
-				Pointer: cv.pointer, Line: cv.line, Message: msg})
+			hits[j] = append(hits[j], cv.hit(msg))
 		}
+	}
+	return report(p, hits)
+}
+
+// report makes the verdicts of the rules from each rule's hits.
+func report(p *Policy, hits [][]plan.PolicyHit) *plan.PolicyReport {
+	rep := &plan.PolicyReport{Rules: make([]plan.RuleVerdict, 0, len(p.Rules))}
+	for j, r := range p.Rules {
+		v := plan.RuleVerdict{Name: r.Name, Action: string(r.Action), Verdict: plan.VerdictPass, Approvers: r.Approvers, Matched: hits[j]}
 		if len(v.Matched) > 0 {
 			v.Verdict = plan.RuleOutcome(r.Action)
 			v.Message = v.Matched[0].Message
@@ -173,8 +198,8 @@ func (r *Rule) selects(k inventory.Kind, a plan.Action) bool {
 
 // judge evaluates the rule on one change: whether it broke the rule, and
 // the message.
-func (r *Rule) judge(cv *changeVars) (bool, string) {
-	out, _, err := r.expr.Eval(cv.act)
+func (r *Rule) judge(cv *changeVars, act interpreter.Activation) (bool, string) {
+	out, _, err := r.expr.Eval(act)
 	if err != nil {
 		return true, fmt.Sprintf("the rule's expression failed on %s %s: %v (it counts as broken; use has() or ?. for fields a change may lack)", cv.kind, cv.name, err)
 	}
@@ -189,7 +214,7 @@ func (r *Rule) judge(cv *changeVars) (bool, string) {
 	if r.msg == nil {
 		return true, def
 	}
-	m, _, err := r.msg.Eval(cv.act)
+	m, _, err := r.msg.Eval(act)
 	if err != nil {
 		return true, def + fmt.Sprintf(" (its message failed: %v)", err)
 	}
@@ -205,22 +230,38 @@ func (r *Rule) judge(cv *changeVars) (bool, string) {
 type world struct {
 	in       Input
 	doc      any
-	docVal   ref.Val
-	planVal  ref.Val
+	docVal   any               // plain maps and lists: the interpreter reads them as they are
+	planVal  any               // made when a rule first reads plan
 	pointers map[string]string // kind + "\x00" + name -> pointer
 	poolAcct map[string]string // document pool name -> account name
-	// loc is the document's text parsed for places, made on the first
-	// line asked for: lines are read for the changes that break a rule,
-	// and for every change only when an expression reads change.line.
-	loc       *fleet.Locator
-	located   bool
-	needLines bool
+	// lines are the objects' lines, found on the first line asked for:
+	// lines are read for the changes that break a rule, and for others
+	// only when an expression reads change.line. loc is the document's
+	// text parsed for places, for a line lines lacks.
+	lines   map[string]int
+	loc     *fleet.Locator
+	located bool
 }
 
-// lineOf is the line of the value ptr names, 0 when unknown.
+// lineOf is the line of the value ptr names, 0 when unknown. The first
+// line asked for finds the lines of every object of the document in one
+// reading of its text (jsonLines); fleet.Locate answers what that cannot.
 func (w *world) lineOf(ptr string) int {
 	if ptr == "" || w.in.Data == nil {
 		return 0
+	}
+	if w.lines == nil {
+		wanted := make([]string, 0, len(w.pointers))
+		for _, p := range w.pointers {
+			wanted = append(wanted, p)
+		}
+		var ok bool
+		if w.lines, ok = jsonLines(w.in.Data, wanted); !ok {
+			w.lines = map[string]int{}
+		}
+	}
+	if l, ok := w.lines[ptr]; ok {
+		return l
 	}
 	if !w.located {
 		w.loc, w.located = fleet.Locate(w.in.Data), true
@@ -234,12 +275,7 @@ func (w *world) lineOf(ptr string) int {
 func newWorld(p *Policy, in Input) *world {
 	w := &world{in: in, pointers: map[string]string{}, poolAcct: map[string]string{}}
 	w.doc = documentValue(in.Doc)
-	w.docVal = types.DefaultTypeAdapter.NativeToValue(w.doc)
-	w.planVal = types.DefaultTypeAdapter.NativeToValue(map[string]any{})
-	if p.usesPlan {
-		w.planVal = types.DefaultTypeAdapter.NativeToValue(planValue(in.Plan))
-	}
-	w.needLines = p.usesLine
+	w.docVal = w.doc
 	if in.Doc != nil {
 		w.index(in.Doc)
 	}
@@ -256,6 +292,14 @@ func documentValue(d *fleet.Document) any {
 	if err != nil {
 		return map[string]any{}
 	}
+	if v, ok := decodeValue(data); ok {
+		return v
+	}
+	return slowDocumentValue(data)
+}
+
+// slowDocumentValue is documentValue by encoding/json and Normalize.
+func slowDocumentValue(data []byte) any {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
@@ -320,8 +364,15 @@ func (w *world) index(d *fleet.Document) {
 // at resolves a pointer in the document value.
 func (w *world) at(ptr string) any {
 	v := w.doc
-	for _, tok := range strings.Split(ptr, "/")[1:] {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+	for rest := ptr; rest != ""; {
+		var tok string
+		tok, rest = rest[1:], ""
+		if i := strings.IndexByte(tok, '/'); i >= 0 {
+			tok, rest = tok[:i], tok[i:]
+		}
+		if strings.IndexByte(tok, '~') >= 0 {
+			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		}
 		switch x := v.(type) {
 		case map[string]any:
 			v = x[tok]
@@ -339,35 +390,40 @@ func (w *world) at(ptr string) any {
 }
 
 // changeVars are one change's variables, made once and shared by every
-// rule that selects the change.
+// rule that selects the change. They are the activation the rules run in
+// (change, plan, document) and the change variable itself: a map whose
+// entries are read straight from the plan's change, each made when first
+// asked for (the id is a hash, the line a parse of the document's text,
+// the fields a list), so a rule pays only for what it reads.
 type changeVars struct {
+	w       *world
+	c       *plan.Change
 	kind    inventory.Kind
 	name    string
-	id      string
 	pointer string
-	line    int
 	account string
-	act     interpreter.Activation
+	before  any
+	after   any
+	stored  bool
+
+	id       string
+	line     int
+	lined    bool
+	fields   ref.Val
+	full     traits.Mapper // the change as a CEL map, when read whole
+	fullMade bool
 }
 
 func (w *world) change(c *plan.Change) *changeVars {
-	cv := &changeVars{kind: c.Kind, name: c.Name}
+	cv := &changeVars{w: w, c: c, kind: c.Kind, name: c.Name}
 	stored, had := w.in.Snap.ByName(c.Kind, c.Name)
 	if had {
-		cv.id = stored.ID
-	} else {
-		cv.id = inventory.ID(w.in.Tenant, c.Kind, c.Name)
-	}
-	var before, after any
-	if had {
-		before = stored.Spec
+		cv.id, cv.stored = stored.ID, true
+		cv.before = stored.Spec
 	}
 	var pool string
 	if ptr, ok := w.pointers[key(c.Kind, c.Name)]; ok && c.Action != plan.Delete {
 		cv.pointer = ptr
-		if w.needLines {
-			cv.line = w.lineOf(ptr)
-		}
 		a := w.at(ptr)
 		switch c.Kind {
 		case inventory.OwnerQuota:
@@ -381,7 +437,7 @@ func (w *world) change(c *plan.Change) *changeVars {
 				a = m
 			}
 		}
-		after = a
+		cv.after = a
 		if m, ok := a.(map[string]any); ok {
 			pool, _ = m["pool"].(string)
 		}
@@ -389,7 +445,7 @@ func (w *world) change(c *plan.Change) *changeVars {
 	switch {
 	case c.Kind == inventory.ProviderAccount:
 		cv.account = c.Name
-	case c.Kind == inventory.Pool && after != nil:
+	case c.Kind == inventory.Pool && cv.after != nil:
 		cv.account = w.poolAcct[c.Name]
 	case pool != "":
 		cv.account = w.poolAcct[pool]
@@ -397,23 +453,127 @@ func (w *world) change(c *plan.Change) *changeVars {
 	if cv.account == "" && had {
 		cv.account = w.storedAccount(stored)
 	}
-	fields := make([]any, len(c.Fields))
-	for i, f := range c.Fields {
-		fields[i] = f
-	}
-	vars := map[string]any{
-		"kind": string(c.Kind), "id": cv.id, "name": c.Name, "type": string(c.Action),
-		"pointer": cv.pointer, "line": int64(cv.line), "before": before, "after": after,
-		"fields": fields, "account": cv.account, "blocked": c.Blocked, "note": c.Note,
-	}
-	act, _ := interpreter.NewActivation(map[string]any{
-		"change":   types.DefaultTypeAdapter.NativeToValue(vars),
-		"plan":     w.planVal,
-		"document": w.docVal,
-	})
-	cv.act = act
 	return cv
 }
+
+// objectID is the change's object's id: stored, or derived from the
+// tenant for an object not yet made.
+func (cv *changeVars) objectID() string {
+	if cv.id == "" {
+		cv.id = inventory.ID(cv.w.in.Tenant, cv.kind, cv.name)
+	}
+	return cv.id
+}
+
+func (cv *changeVars) lineNo() int {
+	if !cv.lined {
+		cv.line, cv.lined = cv.w.lineOf(cv.pointer), true
+	}
+	return cv.line
+}
+
+// hit is the change as one that broke a rule.
+func (cv *changeVars) hit(msg string) plan.PolicyHit {
+	return plan.PolicyHit{Kind: cv.kind, Name: cv.name, ID: cv.objectID(), Type: cv.c.Action,
+		Pointer: cv.pointer, Line: cv.lineNo(), Message: msg}
+}
+
+// fieldList is change.fields: the fields that change, as a list.
+func (cv *changeVars) fieldList() []any {
+	fields := make([]any, len(cv.c.Fields))
+	for i, f := range cv.c.Fields {
+		fields[i] = f
+	}
+	return fields
+}
+
+// vars is the change variable as a plain map, every entry made.
+func (cv *changeVars) vars() map[string]any {
+	return map[string]any{
+		"kind": string(cv.kind), "id": cv.objectID(), "name": cv.name, "type": string(cv.c.Action),
+		"pointer": cv.pointer, "line": int64(cv.lineNo()), "before": cv.before, "after": cv.after,
+		"fields": cv.fieldList(), "account": cv.account, "blocked": cv.c.Blocked, "note": cv.c.Note,
+	}
+}
+
+// ResolveName is the activation: the three variables.
+func (cv *changeVars) ResolveName(name string) (any, bool) {
+	switch name {
+	case "change":
+		return cv, true
+	case "plan":
+		if cv.w.planVal == nil {
+			cv.w.planVal = planValue(cv.w.in.Plan)
+		}
+		return cv.w.planVal, true
+	case "document":
+		return cv.w.docVal, true
+	}
+	return nil, false
+}
+
+// Parent is none: the variables are all here.
+func (cv *changeVars) Parent() interpreter.Activation { return nil }
+
+// FindStringKey is how the interpreter reads change.<key>: straight from
+// the plan's change, without a map.
+func (cv *changeVars) FindStringKey(k string) (any, bool) {
+	switch k {
+	case "kind":
+		return string(cv.kind), true
+	case "name":
+		return cv.name, true
+	case "type":
+		return string(cv.c.Action), true
+	case "id":
+		return cv.objectID(), true
+	case "pointer":
+		return cv.pointer, true
+	case "line":
+		return int64(cv.lineNo()), true
+	case "before":
+		return cv.before, true
+	case "after":
+		return cv.after, true
+	case "fields":
+		if cv.fields == nil {
+			cv.fields = types.DefaultTypeAdapter.NativeToValue(cv.fieldList())
+		}
+		return cv.fields, true
+	case "account":
+		return cv.account, true
+	case "blocked":
+		return cv.c.Blocked, true
+	case "note":
+		return cv.c.Note, true
+	}
+	return nil, false
+}
+
+// mapper is the change as a CEL map, for an expression that reads the
+// change whole (change == x, a macro over its keys, change['after']).
+func (cv *changeVars) mapper() traits.Mapper {
+	if !cv.fullMade {
+		cv.full, cv.fullMade = types.DefaultTypeAdapter.NativeToValue(cv.vars()).(traits.Mapper), true
+	}
+	return cv.full
+}
+
+// The change is a ref.Val and a map, each method the full map's.
+
+func (cv *changeVars) ConvertToNative(t reflect.Type) (any, error) {
+	return cv.mapper().ConvertToNative(t)
+}
+func (cv *changeVars) ConvertToType(t ref.Type) ref.Val { return cv.mapper().ConvertToType(t) }
+func (cv *changeVars) Equal(o ref.Val) ref.Val          { return cv.mapper().Equal(o) }
+func (cv *changeVars) Type() ref.Type                   { return types.MapType }
+func (cv *changeVars) Value() any                       { return cv.mapper().Value() }
+func (cv *changeVars) Contains(k ref.Val) ref.Val       { return cv.mapper().Contains(k) }
+func (cv *changeVars) Get(k ref.Val) ref.Val            { return cv.mapper().Get(k) }
+func (cv *changeVars) Iterator() traits.Iterator        { return cv.mapper().Iterator() }
+func (cv *changeVars) Size() ref.Val                    { return cv.mapper().Size() }
+func (cv *changeVars) Find(k ref.Val) (ref.Val, bool)   { return cv.mapper().Find(k) }
+func (cv *changeVars) IsZeroValue() bool                { return false }
 
 // storedAccount is the account of a stored object (a deleted one): its
 // own name for an account, its pool's account otherwise.

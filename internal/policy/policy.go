@@ -30,6 +30,7 @@ import (
 	"cel.dev/cel-go/common/types"
 	"gopkg.in/yaml.v3"
 
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
@@ -58,6 +59,9 @@ const (
 	MaxSize          = 1024
 	MaxEstimatedCost = 1_000_000
 	RuntimeCostLimit = 10_000_000
+	// MaxInputSize is the longest string or list an expression can read:
+	// a document's size.
+	MaxInputSize = fleet.MaxDocumentBytes
 )
 
 // Match selects the changes a rule is evaluated on; an empty list matches
@@ -85,6 +89,8 @@ type Rule struct {
 	// impliedKinds and impliedTypes are what the expression itself
 	// requires of change.kind and change.type (implied).
 	impliedKinds, impliedTypes []string
+	// tracked: the expression runs under the runtime cost limit (compile).
+	tracked bool
 }
 
 // Policy is a loaded, compiled policy.
@@ -93,11 +99,6 @@ type Policy struct {
 	// Hash is the SHA-256 of the file's bytes: two agents judging by the
 	// same hash judge alike.
 	Hash string
-	// usesPlan and usesLine: some expression may read the plan variable or
-	// change.line (their words appear in its text), so Evaluate makes them
-	// for every change; otherwise it spares a plan's worth of maps and a
-	// parse of the document's text.
-	usesPlan, usesLine bool
 }
 
 // Problem is one thing wrong with a policy file, at its line.
@@ -166,11 +167,6 @@ func Load(data []byte) (*Policy, error) {
 	}
 	sum := sha256.Sum256(data)
 	pol.Hash = hex.EncodeToString(sum[:])
-	for _, r := range pol.Rules {
-		src := r.Expression + " " + r.Message
-		pol.usesPlan = pol.usesPlan || strings.Contains(src, "plan")
-		pol.usesLine = pol.usesLine || strings.Contains(src, "line")
-	}
 	return pol, nil
 }
 
@@ -373,13 +369,13 @@ func (l *loader) rule(n *yaml.Node) *Rule {
 	}
 	if exprNode != nil {
 		var checked *cel.Ast
-		r.expr, checked = l.compile(exprNode, r.Name, "expression", r.Expression, types.BoolType)
+		r.expr, checked, r.tracked = l.compile(exprNode, r.Name, "expression", r.Expression, types.BoolType)
 		if checked != nil {
 			r.impliedKinds, r.impliedTypes = implied(checked.NativeRep().Expr())
 		}
 	}
 	if msgNode != nil && r.Message != "" {
-		r.msg, _ = l.compile(msgNode, r.Name, "message", r.Message, types.StringType)
+		r.msg, _, _ = l.compile(msgNode, r.Name, "message", r.Message, types.StringType)
 	}
 	if len(l.problems) > before {
 		return nil
@@ -389,22 +385,27 @@ func (l *loader) rule(n *yaml.Node) *Rule {
 
 // compile parses, type-checks and cost-estimates one expression; the
 // result must be of type want (or dyn, checked when it runs). An
-// expression whose estimate does not grow with the sizes of what it reads
-// is bounded by the estimate itself and runs without the runtime limit's
-// tracking (a third of a simple rule's time); any other runs under it.
-func (l *loader) compile(n *yaml.Node, rule, field, src string, want *types.Type) (cel.Program, *cel.Ast) {
+// expression whose estimate stays within the runtime limit even with every
+// string and list it reads as long as the largest input allows (a 16 MiB
+// document: no string of it is longer, no list has more items, and the plan
+// and the stored fleet are made from documents) can never reach the limit,
+// so it runs without the limit's tracking (half of a simple rule's time):
+// a string test or a comparison costs in proportion to what it reads, and
+// only a loop, over the document or the calls, needs the limit. tracked
+// says which it is.
+func (l *loader) compile(n *yaml.Node, rule, field, src string, want *types.Type) (prg cel.Program, checked *cel.Ast, tracked bool) {
 	if len(src) > MaxExprBytes {
 		l.add(n.Line, rule, "%s is %d bytes, over the limit of %d", field, len(src), MaxExprBytes)
-		return nil, nil
+		return nil, nil, false
 	}
 	if strings.TrimSpace(src) == "" {
 		l.add(n.Line, rule, "%s is empty", field)
-		return nil, nil
+		return nil, nil, false
 	}
 	e, err := env()
 	if err != nil {
 		l.add(n.Line, rule, "the CEL environment: %v", err)
-		return nil, nil
+		return nil, nil, false
 	}
 	ast, iss := e.Compile(src)
 	if iss != nil && iss.Err() != nil {
@@ -417,31 +418,32 @@ func (l *loader) compile(n *yaml.Node, rule, field, src string, want *types.Type
 			}
 			l.add(line, rule, "%s, column %d: %s", field, ce.Location.Column()+1, ce.Message)
 		}
-		return nil, nil
+		return nil, nil, false
 	}
 	out := ast.OutputType()
 	if !out.IsExactType(want) && !out.IsExactType(types.DynType) {
 		l.add(n.Line, rule, "%s gives %s; it must give %s", field, out, want)
-		return nil, nil
+		return nil, nil, false
 	}
 	est, err := e.EstimateCost(ast, sizes{max: MaxSize})
 	if err != nil {
 		l.add(n.Line, rule, "%s: cannot estimate its cost: %v", field, err)
-		return nil, nil
+		return nil, nil, false
 	}
 	if est.Max > MaxEstimatedCost {
 		l.add(n.Line, rule, "%s may cost up to %d, over the limit of %d (with lists and strings of up to %d): avoid nested loops over the document or the calls",
 			field, est.Max, uint64(MaxEstimatedCost), MaxSize)
-		return nil, nil
+		return nil, nil, false
 	}
 	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
-	if larger, err := e.EstimateCost(ast, sizes{max: 4 * MaxSize}); err != nil || larger.Max != est.Max || est.Max > runtimeCostLimit {
+	if largest, err := e.EstimateCost(ast, sizes{max: MaxInputSize}); err != nil || largest.Max > runtimeCostLimit {
 		opts = append(opts, cel.CostLimit(runtimeCostLimit))
+		tracked = true
 	}
-	prg, err := e.Program(ast, opts...)
+	prg, err = e.Program(ast, opts...)
 	if err != nil {
 		l.add(n.Line, rule, "%s: %v", field, err)
-		return nil, nil
+		return nil, nil, false
 	}
-	return prg, ast
+	return prg, ast, tracked
 }

@@ -297,3 +297,29 @@ func TestImpliedSkipsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestTracked: an expression that reads in proportion to its input runs
+// without the cost limit's tracking; one that loops over the document or
+// the calls, or loops inside a loop, runs under it.
+func TestTracked(t *testing.T) {
+	for _, c := range []struct {
+		expr    string
+		tracked bool
+	}{
+		{`change.kind == 'flavor' && change.after.gpus > 8`, false},
+		{`change.name.startsWith('pool-') || change.after.region.endsWith('-3')`, false},
+		{`change.after.imageId in ['ubuntu-24.04', 'debian-12']`, false},
+		{`size(document.pools) > 10 && plan.counts.create > 5`, false},
+		{`'gpus' in change.fields`, true},
+		{`document.pools.exists(p, p.name == change.name)`, true},
+		{`plan.calls.all(c, c.method != '')`, true},
+	} {
+		pol, err := Load([]byte("rules:\n  - name: r\n    expression: \"" + c.expr + "\"\n    action: warn\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pol.Rules[0].tracked; got != c.tracked {
+			t.Errorf("%s: tracked %t, want %t", c.expr, got, c.tracked)
+		}
+	}
+}
