@@ -161,7 +161,8 @@ func (p *pass) last(step, object string) (int, *state.JournalOp) {
 // load reads a pool's records and operations in one transaction; nil when
 // apply never recorded a substrate for it.
 func (r *Reconciler) load(ctx context.Context, poolID string) (*pass, error) {
-	p := &pass{r: r, ctx: ctx, ops: map[string]*state.JournalOp{}}
+	// Each provider call asks the fence as it leaves (providers.WithFence).
+	p := &pass{r: r, ctx: providers.WithFence(ctx, r.store.Fenced), ops: map[string]*state.JournalOp{}}
 	found := false
 	err := r.store.View(func(tx *state.Tx) error {
 		want, err := tx.SubstrateWant(poolID)

@@ -46,6 +46,8 @@ type SweepReport struct {
 // pass. Run calls it every SweepEvery.
 func (r *Reconciler) Sweep(ctx context.Context) (SweepReport, error) {
 	var rep SweepReport
+	// Its lists and reads ask the fence as they leave, as a pass's calls do.
+	ctx = providers.WithFence(ctx, r.store.Fenced)
 	if err := r.alive(); err != nil {
 		return rep, err
 	}

@@ -143,9 +143,14 @@ func New(cfg Config, secrets providers.SecretResolver, opts ...Option) (*Adapter
 	if a.http == nil {
 		a.http = &http.Client{}
 	}
-	if a.http.Timeout == 0 {
+	{
 		c := *a.http
-		c.Timeout = cfg.RequestTimeout
+		if c.Timeout == 0 {
+			c.Timeout = cfg.RequestTimeout
+		}
+		// Every request asks the call's fence before it leaves: an agent
+		// that no longer leads sends nothing (providers.WithFence).
+		c.Transport = providers.FenceTransport(c.Transport)
 		a.http = &c
 	}
 	return a, nil

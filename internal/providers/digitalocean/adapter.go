@@ -188,7 +188,9 @@ func (a *Adapter) open(ctx context.Context, op string, acct providers.Account) (
 		return nil, &providers.Error{Op: op, Class: providers.Terminal, SideEffect: providers.None, Reason: "secretMissing",
 			Message: fmt.Sprintf("provider account %q: its token reference %s does not resolve; store the secret or fix the reference", acct.Name, cfg.Token), Err: err}
 	}
-	base := &http.Client{Transport: a.transport, Timeout: a.cfg.RequestTimeout}
+	// Every request asks the call's fence before it leaves
+	// (providers.WithFence).
+	base := &http.Client{Transport: providers.FenceTransport(a.transport), Timeout: a.cfg.RequestTimeout}
 	hc := oauth2.NewClient(context.WithValue(ctx, oauth2.HTTPClient, base), oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token, TokenType: "Bearer"}))
 	hc.Timeout = a.cfg.RequestTimeout
 	do, err := godo.New(hc, godo.SetBaseURL(a.cfg.APIURL), godo.SetUserAgent("fleet-agent"))

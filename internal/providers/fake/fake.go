@@ -146,6 +146,21 @@ func (f *Fake) lock() error {
 	return nil
 }
 
+// lockFor is lock for a call on behalf of an agent: once the account is
+// held, the call's fence (providers.WithFence) is asked, so an agent that
+// no longer leads is refused before anything is read or done, however long
+// it was paused before it got here.
+func (f *Fake) lockFor(ctx context.Context) error {
+	if err := f.lock(); err != nil {
+		return err
+	}
+	if err := providers.Fenced(ctx); err != nil {
+		f.unlock()
+		return &providers.Error{Class: providers.Unavailable, SideEffect: providers.None, Message: "not called: this agent no longer leads", Err: err}
+	}
+	return nil
+}
+
 // lockQuiet is lock for the reads that cannot report an error (Snapshot,
 // Accepts, Review): when the account cannot be locked or read they answer
 // from the state this Fake last knew.

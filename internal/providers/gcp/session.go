@@ -69,11 +69,13 @@ func (a *Adapter) open(ctx context.Context, op string, acct providers.Account) (
 	return s, nil
 }
 
+// transport asks the call's fence before each request leaves
+// (providers.WithFence).
 func (a *Adapter) transport() http.RoundTripper {
 	if a.client != nil && a.client.Transport != nil {
-		return a.client.Transport
+		return providers.FenceTransport(a.client.Transport)
 	}
-	return http.DefaultTransport
+	return providers.FenceTransport(http.DefaultTransport)
 }
 
 func (a *Adapter) httpClient() *http.Client {
