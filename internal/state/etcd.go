@@ -398,7 +398,8 @@ func (tx *etcdTx) fail(err error) {
 	}
 }
 
-// raw reads one etcd key as the transaction sees it.
+// raw reads one etcd key as the transaction sees it: its own writes over
+// what is stored.
 func (tx *etcdTx) raw(key string) []byte {
 	if op, ok := tx.writes[key]; ok {
 		if op.D {
@@ -406,26 +407,7 @@ func (tx *etcdTx) raw(key string) []byte {
 		}
 		return op.V
 	}
-	if op, ok := tx.overlay[key]; ok {
-		if op.D {
-			return nil
-		}
-		return op.V
-	}
-	if v, ok := tx.cache[key]; ok {
-		return v
-	}
-	r, err := tx.be.get(key, clientv3.WithRev(tx.rev))
-	if err != nil {
-		tx.fail(err)
-		return nil
-	}
-	var v []byte
-	if len(r.Kvs) == 1 {
-		v = r.Kvs[0].Value
-	}
-	tx.cache[key] = v
-	return v
+	return tx.stored(key)
 }
 
 // value reads a record, joining its parts when it was split.

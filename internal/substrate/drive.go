@@ -250,15 +250,13 @@ func (p *pass) drive(op *state.JournalOp, stale bool) (outcome, error) {
 			if err := p.move(op, Begin, func(o *state.JournalOp) { o.Attempts++ }, nil); err != nil {
 				return outcome{}, err
 			}
-			if err := p.r.at(Point{Kind: PointBeforeCall, PoolID: op.PoolID, Op: op.Key, Step: op.Step, From: state.InFlight}); err != nil {
-				return outcome{}, err
-			}
 			// Only a leader calls (an etcd store): the journal's write
-			// above was fenced by etcd, and this asks again right before
-			// the call, so a leader paused in between never calls once
-			// another took over. The operation stays in flight: whoever
-			// leads reads the provider back, as after a crash.
-			if err := p.r.store.Fenced(); err != nil {
+			// above was fenced by etcd, at() asks the fence again (alive),
+			// and the call's context carries it to the provider's side, so
+			// a leader paused in between never calls once another took
+			// over. The operation stays in flight: whoever leads reads the
+			// provider back, as after a crash.
+			if err := p.r.at(Point{Kind: PointBeforeCall, PoolID: op.PoolID, Op: op.Key, Step: op.Step, From: state.InFlight}); err != nil {
 				return outcome{}, err
 			}
 			obs, callErr := p.call(op)

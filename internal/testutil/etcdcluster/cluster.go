@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -129,7 +128,7 @@ func New(dir string, opts Options) (*Cluster, error) {
 			return nil, fmt.Errorf("etcdcluster: client keys: %w", err)
 		}
 	}
-	ports, err := freePorts(2 * opts.Members)
+	ports, err := kubeplane.FreePorts(2 * opts.Members)
 	if err != nil {
 		return nil, err
 	}
@@ -497,28 +496,6 @@ func (c *Cluster) Close() {
 		}()
 	}
 	wg.Wait()
-}
-
-// freePorts asks the kernel for n distinct free loopback ports: free when
-// asked, not reserved (a member that loses the race fails with "address
-// already in use" in its log).
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func tail(path string, n int) string {

@@ -255,7 +255,7 @@ func start(dir string, ownDir bool, opts Options) (_ *Plane, err error) {
 	if p.hook, err = startWebhook(p.pki.webhookTLS); err != nil {
 		return nil, fmt.Errorf("kubeplane: token webhook: %w", err)
 	}
-	ports, err := freePorts(6)
+	ports, err := FreePorts(6)
 	if err != nil {
 		return nil, err
 	}
@@ -738,11 +738,11 @@ func probe(c *http.Client, url, bearer, want string) error {
 	return nil
 }
 
-// freePorts asks the kernel for n distinct free loopback ports. They are
+// FreePorts asks the kernel for n distinct free loopback ports. They are
 // free when asked, not reserved: another process may take one before the
 // component binds it, which then fails to start with "address already in
 // use" in its log.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	var lns []net.Listener
 	defer func() {
 		for _, l := range lns {
