@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The joins bucket holds what the join side of a substrate knows (issue 12):
+// The joins bucket holds what the join side of a substrate knows:
 // per pool its join tokens (tokens), the node daemons that joined (nodes,
 // keyed by pool id and Node name, so a pool's nodes are one sorted range),
 // and an index from a node key's hash to the node that holds it (keys), so a

@@ -45,7 +45,7 @@
 // (named providers.NodePoolName, labelled providers.PoolLabels), resizes in
 // place (with autoscaling only the bounds are ours), deletes a removed
 // flavor's node pool, and hands the running cluster to the in-cluster half
-// (InCluster, the seam issue 12 fills). Teardown runs the in-cluster
+// (InCluster). Teardown runs the in-cluster
 // teardown first, then deletes our node pools, then a created cluster.
 //
 // A substrate that converged is left alone (no provider call) until its

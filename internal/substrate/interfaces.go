@@ -19,7 +19,7 @@ type Provider interface {
 
 var _ Provider = providers.Kubernetes(nil)
 
-// InCluster is the in-cluster half of a substrate (issue 12): the node
+// InCluster is the in-cluster half of a substrate: the node
 // daemon, the claim ConfigMap and joining, through client-go. The
 // reconciler calls Apply on every pass once the cluster runs and no flavor's
 // node pool is still being made (also while another flavor is in error: the

@@ -36,7 +36,8 @@ type Options struct {
 	// Providers are the adapters by provider id (providers.KnownIDs); an
 	// account of a provider without one is an error of its substrates.
 	Providers map[string]Provider
-	// InCluster is the in-cluster half; nil until issue 12 wires it.
+	// InCluster is the in-cluster half; nil runs the cloud side alone
+	// (tests of the cloud steps).
 	InCluster InCluster
 	Clock     clock.Clock
 	Log       zerolog.Logger

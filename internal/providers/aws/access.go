@@ -194,7 +194,7 @@ func (s *session) grantAccess(ctx context.Context, c *ekstypes.Cluster) error {
 
 // RevokeAccess removes what the adapter granted itself on a cluster: first
 // what the substrate put inside it, through the InClusterRevoker seam
-// (issue 12; skipped when none is wired, and when the principal has no
+// (skipped when none is wired, and when the principal has no
 // admin access left, since then nothing in the cluster can be reached),
 // then the access entry the adapter made itself (tagged
 // fleet-agent.dev/granted-by, with grantAccessOnAdopt). An entry the

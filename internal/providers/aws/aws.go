@@ -97,7 +97,7 @@ func (c *Config) validate() error {
 
 // InClusterRevoker removes, through the cluster's own API, what the
 // substrate put in an adopted cluster to reach it (docs/substrates.md). It is
-// the seam of issue 12: the lead wires a client-go implementation in; the
+// a seam: the binary wires the in-cluster teardown (client-go) in, and the
 // adapter calls it from RevokeAccess with a fresh credential, before it
 // removes the access entry it made itself.
 type InClusterRevoker interface {

@@ -21,8 +21,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 )
 
-// KubeConfig backs the fake's clusters by a real kube-apiserver (issue 12
-// point 6): every cluster of the fake is that API server, its credentials
+// KubeConfig backs the fake's clusters by a real kube-apiserver: every cluster of the fake is that API server, its credentials
 // carry the server's URL and CA, and the fake registers a Node per node of
 // its node pools, the way a cloud's kubelets would, and removes it when the
 // pool shrinks or goes.

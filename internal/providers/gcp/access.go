@@ -12,7 +12,7 @@ import (
 // InClusterRevoker removes, through the cluster's own API, what the
 // substrate made for itself inside an adopted cluster (docs/substrates.md:
 // the fleet-agent service account in fleet-agent-access, its cluster-admin
-// binding, the namespace once empty). That is issue 12's in-cluster code;
+// binding, the namespace once empty). That is the substrate's in-cluster code;
 // the binary wires it here. GKE itself grants the adapter nothing: the
 // account's Google identity reaches the cluster through IAM, so there is no
 // cloud-side grant to withdraw, and without a revoker RevokeAccess only

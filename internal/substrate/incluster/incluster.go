@@ -1,5 +1,5 @@
-// Package incluster is the in-cluster half of a substrate (issue 12,
-// docs/substrates.md): with an admin credential minted for the
+// Package incluster is the in-cluster half of a substrate
+// (docs/substrates.md): with an admin credential minted for the
 // run and held in memory only, through client-go, it claims the cluster
 // (kube-system/fleet-agent-substrate), applies the node daemon (Namespace,
 // ConfigMap and DaemonSet fleet-node, server-side, field manager
