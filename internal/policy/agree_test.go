@@ -125,7 +125,7 @@ func plainEvaluate(p *Policy, in Input) *plan.PolicyReport {
 				continue
 			}
 			cv := w.change(c)
-			if len(r.Match.Accounts) > 0 && !slices.Contains(r.Match.Accounts, cv.account) {
+			if !r.Match.takes(&cv.accounts) {
 				continue
 			}
 			act, _ := interpreter.NewActivation(map[string]any{
