@@ -404,8 +404,8 @@ type changeVars struct {
 	account  string
 	accounts changeAccounts
 	before   any
-	after   any
-	stored  bool
+	after    any
+	stored   bool
 
 	id       string
 	line     int
