@@ -303,3 +303,23 @@ func planText(p *plan.Plan) string {
 	_ = p.WriteText(&b, false)
 	return b.String()
 }
+
+// TestPoolSeesWhatItOwns: a plan that changes only a pool's owner quota
+// and offers judges the pool as an update of those fields, so a rule on
+// pools sees them; the note says so.
+func TestPoolSeesWhatItOwns(t *testing.T) {
+	rep := judged(t, `rules:
+  - name: pool-quota
+    match: {kinds: [pool], changes: [update]}
+    expression: "change.after.ownerQuota.gpu > 8 && change.fields == ['offers', 'ownerQuota'] && change.note != ''"
+    action: warn
+    message: "change.note"
+`)
+	v := rep.Rules[0]
+	if got := hits(v); got != "update pool gpu" {
+		t.Fatalf("matched %q, want the pool gpu whose quota and offers change", got)
+	}
+	if v.Matched[0].Message != "its offers and ownerQuota change (the pool itself does not)" {
+		t.Errorf("note %q", v.Matched[0].Message)
+	}
+}

@@ -115,9 +115,10 @@ func plainEvaluate(p *Policy, in Input) *plan.PolicyReport {
 	planVal := types.DefaultTypeAdapter.NativeToValue(planValue(in.Plan))
 	docVal := types.DefaultTypeAdapter.NativeToValue(w.doc)
 	hits := make([][]plan.PolicyHit, len(p.Rules))
+	owned := ownedChanges(in.Plan)
 	for j, r := range p.Rules {
 		for i := range in.Plan.Changes {
-			c := &in.Plan.Changes[i]
+			c := withOwned(&in.Plan.Changes[i], owned)
 			if len(r.Match.Kinds) > 0 && !slices.Contains(r.Match.Kinds, string(c.Kind)) {
 				continue
 			}

@@ -129,8 +129,9 @@ func (p *Policy) Evaluate(in Input) *plan.PolicyReport {
 		a plan.Action
 	}
 	index := map[sel][]int{}
+	owned := ownedChanges(in.Plan)
 	for i := range in.Plan.Changes {
-		c := &in.Plan.Changes[i]
+		c := withOwned(&in.Plan.Changes[i], owned)
 		s := sel{c.Kind, c.Action}
 		rules, ok := index[s]
 		if !ok {
