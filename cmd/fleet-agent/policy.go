@@ -143,21 +143,33 @@ policy does not compile (docs/policy.md).`,
 			return nil
 		},
 	})
-	cmd.AddCommand(&cobra.Command{
+	var checkDoc string
+	check := &cobra.Command{
 		Use:   "check FILE",
-		Short: "Compile a policy file and list its rules",
+		Short: "Compile a policy file, list its rules and warn of rules that can never match",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pol, err := loadPolicy(args[0])
 			if err != nil {
 				return err
 			}
+			var doc *fleet.Document
+			if checkDoc != "" {
+				if doc, err = a.readDocument(checkDoc); err != nil {
+					return err
+				}
+			}
 			for _, r := range pol.Rules {
 				fmt.Fprintf(a.stdout, "%s %s (line %d)\n", r.Action, r.Name, r.Line)
+			}
+			for _, w := range pol.Warnings(doc) {
+				fmt.Fprintf(a.stdout, "warning: %s\n", w)
 			}
 			fmt.Fprintf(a.stdout, "%d rule(s) compile.\n", len(pol.Rules))
 			return nil
 		},
-	})
+	}
+	check.Flags().StringVar(&checkDoc, "document", "", "a fleet document: warn of match.accounts it does not hold")
+	cmd.AddCommand(check)
 	return cmd
 }

@@ -225,6 +225,10 @@ type storedProposal struct {
 	// Awaiting: a policy approve rule waited for an approval; the proposal
 	// is judged again every poll until one is given.
 	Awaiting bool `json:"awaiting,omitempty"`
+	// ReviewBound: a policy approve rule matched the plan, met or not: its
+	// verdict follows the reviews (submitted, dismissed, changed) and team
+	// membership, so the proposal is judged again every poll.
+	ReviewBound bool `json:"reviewBound,omitempty"`
 }
 
 // Tick is one iteration: poll, apply the tip, plan the proposals.

@@ -49,7 +49,22 @@ type PolicyView struct {
 	Problem string `json:"problem,omitempty"`
 }
 
-const keyPolicy = "policy"
+const (
+	keyPolicy = "policy"
+	// keyPolicyInForce is the last good policy, durable: what judges plans
+	// after a restart or a failover when the applied commit's file does
+	// not compile, and what a state copy carries.
+	keyPolicyInForce = "policyInForce"
+)
+
+// PolicyInForce is the last good policy as the state keeps it: its bytes,
+// the commit of the branch it was read at, and its hash.
+type PolicyInForce struct {
+	Path   string `json:"path"`
+	Commit string `json:"commit"`
+	Hash   string `json:"hash"`
+	Data   []byte `json:"data"`
+}
 
 // policyState is the policy in use, cached by the applied commit.
 type policyState struct {
@@ -58,11 +73,18 @@ type policyState struct {
 	goodAt string // the commit good was read at
 	data   []byte // good's bytes
 	view   PolicyView
+	// loaded: the state's PolicyInForce was read into good (once a process).
+	loaded bool
 }
 
 // currentPolicy is the policy in use: read again when the applied commit
 // moved. nil when none is configured, none is in the applied commit, or
 // none compiled yet. Its view is recorded for status.
+//
+// The last good policy is kept in the state (PolicyInForce), so a policy
+// that does not compile never replaces it, whatever happens between: a
+// restart, a failover to another agent, a state copy. A policy is read
+// from there only when it is of the same policy.path.
 func (a *Agent) currentPolicy() (*policy.Policy, PolicyView) {
 	if a.cfg.PolicyPath == "" {
 		return nil, PolicyView{}
@@ -81,6 +103,10 @@ func (a *Agent) currentPolicy() (*policy.Policy, PolicyView) {
 	if ps.view.Path != a.cfg.PolicyPath {
 		*ps = policyState{} // policy.path changed (a reload): nothing of the old file holds
 	}
+	if !ps.loaded {
+		ps.loaded = true
+		a.loadPolicyInForce(ps)
+	}
 	view := PolicyView{Path: a.cfg.PolicyPath}
 	var data []byte
 	switch {
@@ -93,13 +119,18 @@ func (a *Agent) currentPolicy() (*policy.Policy, PolicyView) {
 		var ge *gitsync.Error
 		switch {
 		case errors.As(err, &ge) && ge.Kind == gitsync.KindFileMissing:
-			// No policy file is no policy, not a broken one.
+			// No policy file is no policy, not a broken one: a commit that
+			// deletes it was applied, through review (trust.go).
 			ps.good, ps.goodAt, ps.data = nil, "", nil
 			view.Commit = commit
 			view.Problem = "the applied commit " + refs.Short(commit) + " has no " + a.cfg.PolicyPath + ": plans are not judged"
 			data = nil
+			a.storePolicyInForce(nil)
 		case err != nil:
 			view.Problem = "cannot read " + a.cfg.PolicyPath + " at " + refs.Short(commit) + ": " + refusal.Text(err)
+			if ps.good != nil {
+				view.Problem += "; the last good one, from " + refs.Short(ps.goodAt) + ", judges plans"
+			}
 			data = nil
 		}
 	}
@@ -114,6 +145,9 @@ func (a *Agent) currentPolicy() (*policy.Policy, PolicyView) {
 			}
 			a.log.Warn().Str("commit", commit).Str("path", a.cfg.PolicyPath).Msg(view.Problem)
 		} else {
+			if ps.good == nil || ps.good.Hash != pol.Hash || ps.goodAt != commit {
+				a.storePolicyInForce(&PolicyInForce{Path: a.cfg.PolicyPath, Commit: commit, Hash: pol.Hash, Data: data})
+			}
 			ps.good, ps.goodAt, ps.data = pol, commit, data
 		}
 	}
@@ -123,6 +157,82 @@ func (a *Agent) currentPolicy() (*policy.Policy, PolicyView) {
 	ps.readAt, ps.view = commit, view
 	_ = a.store.Update(func(tx *state.Tx) error { return tx.Put(spaceAgent, keyPolicy, view) })
 	return ps.good, view
+}
+
+// loadPolicyInForce reads the last good policy kept in the state into ps.
+// One that does not load (a damaged record, a policy of another
+// policy.path) is not used, and said in the log.
+func (a *Agent) loadPolicyInForce(ps *policyState) {
+	var in PolicyInForce
+	var found bool
+	err := a.store.View(func(tx *state.Tx) (err error) { found, err = tx.Get(spaceAgent, keyPolicyInForce, &in); return })
+	switch {
+	case err != nil:
+		a.log.Error().Err(err).Msg("cannot read the policy in force from the state")
+		return
+	case !found || in.Path != a.cfg.PolicyPath:
+		return
+	}
+	pol, err := policy.Load(in.Data)
+	if err != nil || pol.Hash != in.Hash {
+		a.log.Error().Str("commit", in.Commit).Msg("the policy in force kept in the state does not load; it is not used")
+		return
+	}
+	ps.good, ps.goodAt, ps.data = pol, in.Commit, in.Data
+}
+
+// policyOfCommit is what an apply of commit does to the policy in force,
+// in the apply's own transaction: a policy that compiles becomes it, a
+// deleted file ends it, and a file that does not compile or cannot be read
+// leaves the last good one as it is.
+func (a *Agent) policyOfCommit(commit string) func(tx *state.Tx) error {
+	keepAsIs := func(*state.Tx) error { return nil }
+	if a.cfg.PolicyPath == "" {
+		return keepAsIs
+	}
+	data, err := a.repo.ReadFile(commit, a.cfg.PolicyPath)
+	var ge *gitsync.Error
+	switch {
+	case errors.As(err, &ge) && ge.Kind == gitsync.KindFileMissing:
+		return func(tx *state.Tx) error { return tx.Delete(spaceAgent, keyPolicyInForce) }
+	case err != nil:
+		return keepAsIs
+	}
+	pol, err := policy.Load(data)
+	if err != nil {
+		return keepAsIs
+	}
+	in := PolicyInForce{Path: a.cfg.PolicyPath, Commit: commit, Hash: pol.Hash, Data: data}
+	return func(tx *state.Tx) error { return tx.Put(spaceAgent, keyPolicyInForce, in) }
+}
+
+// storePolicyInForce keeps the last good policy in the state (nil: none).
+func (a *Agent) storePolicyInForce(in *PolicyInForce) {
+	err := a.store.Update(func(tx *state.Tx) error {
+		if in == nil {
+			return tx.Delete(spaceAgent, keyPolicyInForce)
+		}
+		return tx.Put(spaceAgent, keyPolicyInForce, in)
+	})
+	if err != nil {
+		a.log.Error().Err(err).Msg("cannot keep the policy in force in the state")
+	}
+}
+
+// policyInput is what a policy judges of a plan: the document, the plan,
+// the fleet it was planned against and the accounts of the substrates
+// recorded in the state (the last place a stored pool's account is read
+// from).
+func (a *Agent) policyInput(doc *fleet.Document, data []byte, made planned) policy.Input {
+	subs := map[string]string{}
+	_ = a.store.View(func(tx *state.Tx) error {
+		recs, err := tx.Substrates()
+		for _, r := range recs {
+			subs[r.Want.PoolID] = r.Want.Account
+		}
+		return err
+	})
+	return policy.Input{Doc: doc, Data: data, Snap: made.snap, Plan: made.Plan, Tenant: a.cfg.Tenant, Substrates: subs}
 }
 
 // policyNotes are the notes of a report made by the policy in use.
@@ -142,7 +252,7 @@ func (a *Agent) judgeProposal(ctx context.Context, head string, pr int, doc *fle
 		return nil
 	}
 	pol, view := a.currentPolicy()
-	in := policy.Input{Doc: doc, Data: data, Snap: made.snap, Plan: made.Plan, Tenant: a.cfg.Tenant}
+	in := a.policyInput(doc, data, made)
 	rep := &plan.PolicyReport{Rules: []plan.RuleVerdict{}}
 	if pol != nil {
 		rep = pol.Evaluate(in)
@@ -258,7 +368,7 @@ func (a *Agent) stepPolicy(ctx context.Context, c *candidate) verdict {
 	if err != nil {
 		return verdictOf(err)
 	}
-	rep := pol.Evaluate(policy.Input{Doc: c.doc, Data: data, Snap: c.plan.snap, Plan: c.plan.Plan, Tenant: a.cfg.Tenant})
+	rep := pol.Evaluate(a.policyInput(c.doc, data, c.plan))
 	for _, v := range rep.Rules {
 		if v.Verdict == plan.VerdictDeny {
 			r := refused(refusal.PlanBlocked, "policy rule %q (%s@%s) denies the plan: %s", v.Name, view.Path, refs.Short(view.Commit), v.Message)

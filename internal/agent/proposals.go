@@ -84,7 +84,7 @@ func (a *Agent) planProposals(ctx context.Context, snap gitsync.Snapshot, prs []
 		var prev storedProposal
 		var found bool
 		_ = a.store.View(func(tx *state.Tx) (err error) { found, err = tx.Get(spaceProposals, p.ref, &prev); return })
-		if found && prev.Commit == p.head && prev.Tip == snap.Tip && prev.Applied == appliedCommit && !prev.Awaiting {
+		if found && prev.Commit == p.head && prev.Tip == snap.Tip && prev.Applied == appliedCommit && !prev.Awaiting && !prev.ReviewBound {
 			continue // nothing moved for this proposal
 		}
 		a.planOne(ctx, p, snap.Tip, appliedCommit)
@@ -148,6 +148,7 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 		data, _ := a.repo.ReadFile(p.head, a.cfg.Path)
 		pl.Policy = a.judgeProposal(ctx, p.head, p.pr, doc, data, made)
 		rec.Awaiting = len(pl.Policy.Awaiting()) > 0
+		rec.ReviewBound = reviewBound(pl.Policy)
 		rec.PlanHash, rec.Summary, rec.Blocked = pl.PlanHash, pl.Summary, pl.Blocked()
 		rec.Lines = pl.TextLines(false)
 		state := "success"
@@ -189,6 +190,22 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 	if err != nil {
 		a.log.Error().Err(err).Str("ref", p.ref).Msg("cannot record the proposal's plan")
 	}
+}
+
+// reviewBound reports whether a verdict depends on reviews: an approve rule
+// broken, waiting or met. A review dismissed or changed, or an approver who
+// left the team, turns it back, so such a proposal is judged at every poll
+// (a pull_request_review delivery wakes the agent for one at once).
+func reviewBound(r *plan.PolicyReport) bool {
+	if r == nil {
+		return false
+	}
+	for _, v := range r.Rules {
+		if v.Verdict == plan.VerdictApprove {
+			return true
+		}
+	}
+	return false
 }
 
 // merged reports whether a branch's head is already in the branch (the tip

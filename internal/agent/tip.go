@@ -221,6 +221,7 @@ func (a *Agent) runApply(ctx context.Context, c *candidate, result, trigger stri
 		})
 	}
 	by := c.by()
+	keep := a.policyOfCommit(c.commit)
 	start := a.clock.Now()
 	res, err := apply.Apply(ctx, a.store, c.doc, apply.Options{
 		Tenant: a.cfg.Tenant, Prune: a.prune(), PlanHash: c.plan.PlanHash, AppliedBy: by, Commit: c.commit,
@@ -232,6 +233,9 @@ func (a *Agent) runApply(ctx context.Context, c *candidate, result, trigger stri
 				return err
 			}
 			if err := tx.Put(spaceAgent, keyAppliedPR, appliedPR{Commit: c.commit, PR: c.pr}); err != nil {
+				return err
+			}
+			if err := keep(tx); err != nil {
 				return err
 			}
 			if err := a.setApplyStatus(tx, c.commit, "success", fmt.Sprintf("applied %d call(s)", len(applied.Calls))); err != nil {
@@ -259,6 +263,7 @@ func (a *Agent) runApply(ctx context.Context, c *candidate, result, trigger stri
 	a.metrics.Apply(trigger, resultApplied, took)
 	a.log.Info().Str("commit", c.commit).Int("calls", res.Applied).Str("planHash", res.Plan.PlanHash).Str("by", by).Msg("applied")
 	a.wakeSubstrates()
+	a.currentPolicy() // status says at once which policy judges now
 	return proceed()
 }
 

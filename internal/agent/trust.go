@@ -1,13 +1,16 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/gitsync"
 	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
@@ -95,6 +98,10 @@ type candidate struct {
 	// the operator reviewed and who they are (USER@HOST).
 	hashWanted string
 	operator   string
+	// policyChange, once policyChecked, says how the commit changes the
+	// policy file against the applied commit ("" when it does not).
+	policyChange  string
+	policyChecked bool
 }
 
 // by is the appliedBy of the apply: the operator of an apply by hand, else
@@ -235,9 +242,57 @@ func (a *Agent) stepHash(_ context.Context, c *candidate) verdict {
 	return proceed()
 }
 
-// reviewNeeded says whether the commit's plan must be the reviewed one.
+// reviewNeeded says whether the commit's plan must be the reviewed one: a
+// plan that changes the fleet, or a commit that changes the policy (the
+// rules every later plan is judged by are a change of the fleet's
+// safeguards, whatever the commit's own plan).
 func (a *Agent) reviewNeeded(c *candidate) bool {
-	return a.cfg.RequireReviewedPlan && !c.plan.Empty()
+	return a.cfg.RequireReviewedPlan && (!c.plan.Empty() || a.changesPolicy(c) != "")
+}
+
+// changesPolicy says how the commit changes the policy file against the
+// applied commit: "changes", "adds" or "deletes" it, "" when it does not.
+// Before any commit is applied no policy is in force, and the first one
+// cannot loosen anything: it is not a change. A file that cannot be read
+// is taken as changed: a policy fails closed.
+func (a *Agent) changesPolicy(c *candidate) string {
+	if c.policyChecked {
+		return c.policyChange
+	}
+	c.policyChecked = true
+	if a.cfg.PolicyPath == "" || c.applied == nil || c.applied.Commit == "" || c.applied.Commit == c.commit {
+		return ""
+	}
+	read := func(commit string) ([]byte, bool, error) {
+		data, err := a.repo.ReadFile(commit, a.cfg.PolicyPath)
+		var ge *gitsync.Error
+		if errors.As(err, &ge) && ge.Kind == gitsync.KindFileMissing {
+			return nil, false, nil
+		}
+		return data, err == nil, err
+	}
+	before, had, err1 := read(c.applied.Commit)
+	after, has, err2 := read(c.commit)
+	switch {
+	case err1 != nil || err2 != nil:
+		c.policyChange = "may change"
+	case had && !has:
+		c.policyChange = "deletes"
+	case !had && has:
+		c.policyChange = "adds"
+	case had && !bytes.Equal(before, after):
+		c.policyChange = "changes"
+	}
+	return c.policyChange
+}
+
+// policyNote is what an unreviewed refusal adds when the commit changes
+// the policy.
+func (a *Agent) policyNote(c *candidate) string {
+	if ch := a.changesPolicy(c); ch != "" {
+		return fmt.Sprintf("; it %s %s, and a change of the policy is applied only through a reviewed pull request, whatever its plan", ch, a.cfg.PolicyPath)
+	}
+	return ""
 }
 
 // stepMergeLinked finds the pull request that merged the commit. Where
@@ -259,8 +314,8 @@ func (a *Agent) stepMergeLinked(ctx context.Context, c *candidate) verdict {
 		if a.firstSeen(c.commit).Add(MergeLinkGrace).After(a.clock.Now()) {
 			return waitFor("waiting for GitHub to link %s to the pull request that merged it (up to %s)", refs.Short(c.commit), MergeLinkGrace)
 		}
-		return unreviewed("pushed directly", "%s was pushed to %s directly: no merged pull request has it, so no plan was reviewed; read its plan and adopt it by hand (fleet-agent plan --commit, then fleet-agent apply --commit with its planHash)",
-			refs.Short(c.commit), a.cfg.Branch)
+		return unreviewed("pushed directly", "%s was pushed to %s directly: no merged pull request has it, so no plan was reviewed%s; read its plan and adopt it by hand (fleet-agent plan --commit, then fleet-agent apply --commit with its planHash)",
+			refs.Short(c.commit), a.cfg.Branch, a.policyNote(c))
 	}
 	c.pr, c.author, c.prHead = pr.Number, pr.Author, pr.HeadSHA
 	return proceed()
@@ -318,8 +373,8 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 	if moved != nil {
 		return a.planMoved("the proposal "+refs.Short(moved.Head), *moved, hash)
 	}
-	return unreviewed("never proposed", "%s was never proposed: no proposal with its plan (%s) was recorded for it or its parents, so no one reviewed it; read its plan and adopt it by hand (fleet-agent plan --commit, then fleet-agent apply --commit with its planHash)",
-		refs.Short(c.commit), refs.Short(hash))
+	return unreviewed("never proposed", "%s was never proposed: no proposal with its plan (%s) was recorded for it or its parents, so no one reviewed it%s; read its plan and adopt it by hand (fleet-agent plan --commit, then fleet-agent apply --commit with its planHash)",
+		refs.Short(c.commit), refs.Short(hash), a.policyNote(c))
 }
 
 // planMoved is the refusal of a merged commit whose plan is not the one

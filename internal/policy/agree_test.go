@@ -115,9 +115,10 @@ func plainEvaluate(p *Policy, in Input) *plan.PolicyReport {
 	planVal := types.DefaultTypeAdapter.NativeToValue(planValue(in.Plan))
 	docVal := types.DefaultTypeAdapter.NativeToValue(w.doc)
 	hits := make([][]plan.PolicyHit, len(p.Rules))
+	owned := ownedChanges(in.Plan)
 	for j, r := range p.Rules {
 		for i := range in.Plan.Changes {
-			c := &in.Plan.Changes[i]
+			c := withOwned(&in.Plan.Changes[i], owned)
 			if len(r.Match.Kinds) > 0 && !slices.Contains(r.Match.Kinds, string(c.Kind)) {
 				continue
 			}
@@ -125,7 +126,7 @@ func plainEvaluate(p *Policy, in Input) *plan.PolicyReport {
 				continue
 			}
 			cv := w.change(c)
-			if len(r.Match.Accounts) > 0 && !slices.Contains(r.Match.Accounts, cv.account) {
+			if !r.Match.takes(&cv.accounts) {
 				continue
 			}
 			act, _ := interpreter.NewActivation(map[string]any{

@@ -100,6 +100,9 @@ type Input struct {
 	Plan *plan.Plan
 	// Tenant owns the fleet (ids of objects not yet made derive from it).
 	Tenant string
+	// Substrates are the accounts of the substrates recorded in the state,
+	// by pool id: the last place a stored pool's account is read from.
+	Substrates map[string]string
 }
 
 // Evaluate judges a plan: each rule on each change its match selects. A
@@ -126,8 +129,9 @@ func (p *Policy) Evaluate(in Input) *plan.PolicyReport {
 		a plan.Action
 	}
 	index := map[sel][]int{}
+	owned := ownedChanges(in.Plan)
 	for i := range in.Plan.Changes {
-		c := &in.Plan.Changes[i]
+		c := withOwned(&in.Plan.Changes[i], owned)
 		s := sel{c.Kind, c.Action}
 		rules, ok := index[s]
 		if !ok {
@@ -145,7 +149,7 @@ func (p *Policy) Evaluate(in Input) *plan.PolicyReport {
 		cv := w.change(c)
 		for _, j := range rules {
 			r := p.Rules[j]
-			if len(r.Match.Accounts) > 0 && !slices.Contains(r.Match.Accounts, cv.account) {
+			if !r.Match.takes(&cv.accounts) {
 				continue
 			}
 			broke, msg := r.judge(cv, cv)
@@ -341,11 +345,7 @@ func (w *world) index(d *fleet.Document) {
 	for i, p := range d.Pools {
 		base := "/pools/" + strconv.Itoa(i)
 		w.pointers[key(inventory.Pool, p.Name)] = base
-		acct := p.ProviderAccount
-		if s := p.Substrate(); acct == "" && s != nil {
-			acct = s.Account
-		}
-		w.poolAcct[p.Name] = acct
+		w.poolAcct[p.Name] = poolAccount(&d.Pools[i])
 		for j, o := range p.Offers {
 			w.pointers[key(inventory.Offer, inventory.OfferName(p.Name, o.Tenant))] = base + "/offers/" + strconv.Itoa(j)
 		}
@@ -401,10 +401,12 @@ type changeVars struct {
 	kind    inventory.Kind
 	name    string
 	pointer string
-	account string
-	before  any
-	after   any
-	stored  bool
+	// account is change.account; accounts what match.accounts reads.
+	account  string
+	accounts changeAccounts
+	before   any
+	after    any
+	stored   bool
 
 	id       string
 	line     int
@@ -421,7 +423,6 @@ func (w *world) change(c *plan.Change) *changeVars {
 		cv.id, cv.stored = stored.ID, true
 		cv.before = stored.Spec
 	}
-	var pool string
 	if ptr, ok := w.pointers[key(c.Kind, c.Name)]; ok && c.Action != plan.Delete {
 		cv.pointer = ptr
 		a := w.at(ptr)
@@ -438,21 +439,9 @@ func (w *world) change(c *plan.Change) *changeVars {
 			}
 		}
 		cv.after = a
-		if m, ok := a.(map[string]any); ok {
-			pool, _ = m["pool"].(string)
-		}
 	}
-	switch {
-	case c.Kind == inventory.ProviderAccount:
-		cv.account = c.Name
-	case c.Kind == inventory.Pool && cv.after != nil:
-		cv.account = w.poolAcct[c.Name]
-	case pool != "":
-		cv.account = w.poolAcct[pool]
-	}
-	if cv.account == "" && had {
-		cv.account = w.storedAccount(stored)
-	}
+	cv.accounts = w.accountsOf(c, cv.after, stored, had)
+	cv.account = cv.accounts.name
 	return cv
 }
 
@@ -574,27 +563,6 @@ func (cv *changeVars) Iterator() traits.Iterator        { return cv.mapper().Ite
 func (cv *changeVars) Size() ref.Val                    { return cv.mapper().Size() }
 func (cv *changeVars) Find(k ref.Val) (ref.Val, bool)   { return cv.mapper().Find(k) }
 func (cv *changeVars) IsZeroValue() bool                { return false }
-
-// storedAccount is the account of a stored object (a deleted one): its
-// own name for an account, its pool's account otherwise.
-func (w *world) storedAccount(o inventory.Object) string {
-	if o.Kind == inventory.ProviderAccount {
-		return o.Name
-	}
-	if o.Kind != inventory.Pool {
-		id, _ := o.Spec["pool"].(string)
-		p, ok := w.in.Snap.ByID(id)
-		if !ok {
-			return ""
-		}
-		o = p
-	}
-	id, _ := o.Spec["providerAccount"].(string)
-	if a, ok := w.in.Snap.ByID(id); ok {
-		return a.Name
-	}
-	return id
-}
 
 func cloneMap(m map[string]any) map[string]any {
 	out := make(map[string]any, len(m)+1)

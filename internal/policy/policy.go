@@ -71,6 +71,9 @@ type Match struct {
 	Kinds    []string `json:"kinds,omitempty"`
 	Changes  []string `json:"changes,omitempty"`
 	Accounts []string `json:"accounts,omitempty"`
+	// UnknownAccount says what accounts does with a change whose account
+	// cannot be known (account.go); "" is UnknownMatches.
+	UnknownAccount UnknownAccount `json:"unknownAccount,omitempty"`
 }
 
 // Rule is one rule of a policy.
@@ -315,7 +318,7 @@ func (l *loader) rule(n *yaml.Node) *Rule {
 			}
 		case "match":
 			if v.Kind != yaml.MappingNode {
-				l.add(v.Line, r.Name, "match must be an object (kinds, changes, accounts)")
+				l.add(v.Line, r.Name, "match must be an object (kinds, changes, accounts, unknownAccount)")
 				return
 			}
 			l.fields(v, r.Name, func(key string, v *yaml.Node) {
@@ -326,8 +329,17 @@ func (l *loader) rule(n *yaml.Node) *Rule {
 					r.Match.Changes = l.strs(v, r.Name, "match.changes", changes, nil, "")
 				case "accounts":
 					r.Match.Accounts = l.strs(v, r.Name, "match.accounts", nil, func(s string) bool { return s != "" }, "a provider account's name")
+				case "unknownAccount":
+					if s, ok := l.str(v, r.Name, "match.unknownAccount"); ok {
+						switch u := UnknownAccount(s); u {
+						case UnknownMatches, UnknownSkips:
+							r.Match.UnknownAccount = u
+						default:
+							l.add(v.Line, r.Name, "match.unknownAccount must be %q (the default: a change whose account cannot be known is matched) or %q", UnknownMatches, UnknownSkips)
+						}
+					}
 				default:
-					l.add(v.Line, r.Name, "unknown field match.%s (match has kinds, changes, accounts)", key)
+					l.add(v.Line, r.Name, "unknown field match.%s (match has kinds, changes, accounts, unknownAccount)", key)
 				}
 			})
 		case "expression":

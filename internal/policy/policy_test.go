@@ -100,7 +100,7 @@ func TestVariables(t *testing.T) {
 		{"offer after names its pool", `{kinds: [offer]}`, `change.after.pool == 'gpu' && change.after.tenant == 'acme'`, "create offer gpu -> acme"},
 		{"account of a flavor is its pool's", `{kinds: [flavor]}`, `change.account == 'sim'`, "create flavor gpu/huge, update flavor gpu/small"},
 		{"account of a substrate pool", `{kinds: [pool]}`, `change.account == 'prod'`, "create pool k8s, delete pool old"},
-		{"plan counts", `{kinds: [pool]}`, `plan.counts.create >= 3 && plan.counts.delete == 1`, "create pool k8s, delete pool old"},
+		{"plan counts", `{kinds: [pool]}`, `plan.counts.create >= 3 && plan.counts.delete == 1`, "update pool gpu, create pool k8s, delete pool old"},
 		{"plan calls", `{kinds: [pool], changes: [delete]}`, `plan.calls.exists(c, c.method == 'pools.archive')`, "delete pool old"},
 		{"document", `{kinds: [pool], changes: [create]}`, `document.pools.exists(p, p.name == change.name && has(p.policy.substrate))`, "create pool k8s"},
 		{"optional field", `{kinds: [pool], changes: [create]}`, `change.after.?policy.?substrate.?flavors.orValue([]).exists(f, f.?spot.orValue(false))`, "create pool k8s"},

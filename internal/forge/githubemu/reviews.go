@@ -38,6 +38,29 @@ func (r *Repo) SubmitReview(number int, rv Review) {
 	r.reviews[number] = append(r.reviews[number], &review{Review: rv, id: s.id(), submitted: s.clock.Now()})
 }
 
+// DismissReview dismisses the latest review of login on pull request
+// number, as GitHub's dismissal does: the review stays, its state becomes
+// DISMISSED.
+func (r *Repo) DismissReview(number int, login string) {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs := r.reviews[number]
+	for i := len(rs) - 1; i >= 0; i-- {
+		if strings.EqualFold(rs[i].User, login) {
+			rs[i].State = "DISMISSED"
+			return
+		}
+	}
+}
+
+// RemoveTeamMember ends login's membership of the team slug of org.
+func (s *Server) RemoveTeamMember(org, slug, login string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.teams[strings.ToLower(org+"/"+slug)], strings.ToLower(login))
+}
+
 // AddTeamMember makes login an active member of the team slug of org, which
 // orgs/{org}/teams/{slug}/memberships/{login} answers; anyone else gets 404,
 // as GitHub answers for a non-member.
