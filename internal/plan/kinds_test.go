@@ -375,6 +375,14 @@ func TestDelete(t *testing.T) {
 		{name: "template with prune", opts: prune, doc: delAt(pTpl), want: "- sandboxTemplate py\n" + counts(0, 0, 1, 10),
 			calls: []string{`sandboxTemplates.delete {"id":"«sandboxTemplate py»"}`}},
 		{name: "template without prune", doc: delAt(pTpl), want: counts(0, 0, 0, 10), calls: []string{}},
+		{name: "a renamed template is noted as a rename on both changes", opts: prune, doc: setTo(pTpl+"/name", "py2"),
+			want: "+ sandboxTemplate py2\n  note: a rename of sandboxTemplate py: planned as its delete and this create, so rules on updates do not see it\n" +
+				"- sandboxTemplate py\n  note: renamed to py2: planned as this delete and a create, so rules on updates do not see it\n" + counts(1, 0, 1, 10),
+			methods: []string{"sandboxTemplates.create py2", "sandboxTemplates.delete py"}},
+		{name: "a delete and a create that differ beyond the name are no rename", opts: prune,
+			doc:     edit(setTo(pTpl+"/name", "py2"), setTo(pTpl+"/maxTtlSeconds", 240)),
+			want:    "+ sandboxTemplate py2\n- sandboxTemplate py\n" + counts(1, 0, 1, 10),
+			methods: []string{"sandboxTemplates.create py2", "sandboxTemplates.delete py"}},
 		{name: "empty document with prune", opts: prune, doc: func(t testing.TB, d jdoc) {
 			for _, k := range []string{"sites", "providerAccounts", "pools", "flavors", "sandboxTemplates"} {
 				delete(d, k)

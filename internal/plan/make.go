@@ -599,6 +599,7 @@ func isArchivedBefore(snap *inventory.Snapshot, poolID string) bool {
 }
 
 func (p *planner) finish() *Plan {
+	p.noteRenames()
 	slices.SortStableFunc(p.out, func(a, b entry) int {
 		if a.change.group != b.change.group {
 			return a.change.group - b.change.group
@@ -628,4 +629,70 @@ func (p *planner) finish() *Plan {
 	}
 	pl.PlanHash = hashCalls(pl.Calls)
 	return pl
+}
+
+// noteRenames marks a delete and a create of the same kind whose specs agree
+// but for the name. The document has no way to say "rename", so a rename is
+// planned as the two changes; a policy rule on updates never sees it, and the
+// note tells the reviewer and the rule's author what happened. A create that
+// matches more than one delete is left unmarked: which one it replaces is a
+// guess.
+func (p *planner) noteRenames() {
+	deletes := map[inventory.Kind][]int{}
+	for i := range p.out {
+		c := &p.out[i].change
+		if c.Action == Delete && c.Blocked == "" && p.out[i].call != nil {
+			deletes[c.Kind] = append(deletes[c.Kind], i)
+		}
+	}
+	if len(deletes) == 0 {
+		return
+	}
+	taken := map[int]bool{}
+	for i := range p.out {
+		e := &p.out[i]
+		if e.change.Action != Create || e.change.Blocked != "" || e.call == nil {
+			continue
+		}
+		match := -1
+		for _, d := range deletes[e.change.Kind] {
+			old, ok := p.snap.ByName(p.out[d].change.Kind, p.out[d].change.Name)
+			if taken[d] || !ok || !sameButName(old.Spec, e.call.Params) {
+				continue
+			}
+			if match >= 0 {
+				match = -1
+				break
+			}
+			match = d
+		}
+		if match < 0 {
+			continue
+		}
+		taken[match] = true
+		old := &p.out[match].change
+		e.change.addNotes(fmt.Sprintf("a rename of %s %s: planned as its delete and this create, so rules on updates do not see it", old.Kind, old.Name))
+		old.addNotes(fmt.Sprintf("renamed to %s: planned as this delete and a create, so rules on updates do not see it", e.change.Name))
+	}
+}
+
+// sameButName: the stored spec and a create's parameters hold the same
+// values, leaving out the id and the name.
+func sameButName(stored, params map[string]any) bool {
+	keys := map[string]bool{}
+	for k := range stored {
+		keys[k] = true
+	}
+	for k := range params {
+		keys[k] = true
+	}
+	for k := range keys {
+		if k == "id" || k == "name" {
+			continue
+		}
+		if !equal(stored[k], params[k]) {
+			return false
+		}
+	}
+	return true
 }
