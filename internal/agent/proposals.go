@@ -148,6 +148,7 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 		data, _ := a.repo.ReadFile(p.head, a.cfg.Path)
 		pl.Policy = a.judgeProposal(ctx, p.head, p.pr, doc, data, made)
 		rec.Awaiting = len(pl.Policy.Awaiting()) > 0
+		rec.Denied = deniedLines(pl.Policy)
 		rec.PlanHash, rec.Summary, rec.Blocked = pl.PlanHash, pl.Summary, pl.Blocked()
 		rec.Lines = pl.TextLines(false)
 		state := "success"
@@ -189,6 +190,20 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 	if err != nil {
 		a.log.Error().Err(err).Str("ref", p.ref).Msg("cannot record the proposal's plan")
 	}
+}
+
+// deniedLines are the verdict lines of the rules that deny a plan.
+func deniedLines(rep *plan.PolicyReport) []string {
+	if rep == nil {
+		return nil
+	}
+	var out []string
+	for _, v := range rep.Rules {
+		if v.Verdict == plan.VerdictDeny {
+			out = append(out, v.Line())
+		}
+	}
+	return out
 }
 
 // merged reports whether a branch's head is already in the branch (the tip

@@ -117,9 +117,13 @@ func CheckFleet(r *Report, f Fleet, now time.Time) {
 	if len(f.Refused) > 0 {
 		t := f.Refused[0]
 		r.Add("fleet", "tip-refused", Fail,
-			fmt.Sprintf("the commit %s of the branch was refused (%s): %s", short(t.Commit), t.Code, t.Reason), refusedAdvice(t))
+			fmt.Sprintf("the commit %s of the branch was refused (%s): %s", short(t.Commit), t.Code, t.Reason), RefusedAdvice(t))
 	}
 	for _, p := range f.Proposals {
+		if len(p.Denied) > 0 && len(p.Errors) == 0 {
+			r.Add("fleet", "proposal-denied", Fail, fmt.Sprintf("%s (%s): the policy denies its plan: %s", p.Ref, short(p.Commit), strings.Join(p.Denied, "; ")),
+				"change the proposal until the policy allows it (merged as it is, it is refused); fleet-agent plan --proposal "+strings.TrimPrefix(p.Ref, "refs/heads/")+" shows the verdicts")
+		}
 		if p.Blocked || len(p.Errors) > 0 {
 			why := "its plan is blocked"
 			if len(p.Errors) > 0 {
@@ -152,13 +156,13 @@ func CheckFleet(r *Report, f Fleet, now time.Time) {
 	}
 }
 
-// refusedAdvice says what to do about a refused tip, by its cause. Only
+// RefusedAdvice says what to do about a refused tip, by its cause. Only
 // a commit whose plan can be right as it is (its review was the fault, or
 // something outside it failed for the while) is adopted with plan
 // --commit and apply --commit; a commit a policy denies, whose plan has a
 // blocked change or whose document or history is wrong stays refused
 // whatever is planned, and the way on is a new commit, proposed.
-func refusedAdvice(t agent.Refused) string {
+func RefusedAdvice(t agent.Refused) string {
 	plan := "fleet-agent plan --commit " + t.Commit
 	switch {
 	case len(t.Adopt) == 2:

@@ -50,3 +50,20 @@ func TestRefusedAdvicePerCause(t *testing.T) {
 		})
 	}
 }
+
+// A proposal the policy denies needs a person before it is merged, not
+// after: doctor says so, with the rule and the command that shows it.
+func TestProposalDeniedByPolicy(t *testing.T) {
+	var r Report
+	CheckFleet(&r, Fleet{NodeDaemon: true, Proposals: []agent.Proposal{
+		{Ref: "refs/heads/more-gpus", Commit: "0123456789abcdef", Errors: []string{}, Denied: []string{"deny no-h100: H100 pools need a budget"}},
+		{Ref: "refs/heads/fine", Commit: "fedcba9876543210", Errors: []string{}},
+	}}, time.Unix(0, 0))
+	if len(r.Findings) != 1 || r.Findings[0].Code != "proposal-denied" || r.Findings[0].Severity != Fail {
+		t.Fatalf("findings %+v", r.Findings)
+	}
+	f := r.Findings[0]
+	if !strings.Contains(f.Found, "deny no-h100") || !strings.Contains(f.Found, "refs/heads/more-gpus") || !strings.Contains(f.Do, "fleet-agent plan --proposal more-gpus") {
+		t.Fatalf("finding %+v", f)
+	}
+}
