@@ -141,7 +141,7 @@ func CheckFleet(r *Report, f Fleet, now time.Time) {
 		case !f.NodeDaemon && s.State != "deleted" && s.State != "deleting":
 			r.Add("fleet", "substrate-agent-missing", Fail,
 				fmt.Sprintf("pool %s has a Kubernetes substrate and substrate.nodeDaemon is not configured: its Nodes never join", s.Pool),
-				"set substrate.nodeDaemon (image, joinURL) and substrate.join in the config, then reload")
+				"set substrate.nodeDaemon (image, joinURL) and substrate.join in the config, then restart the agent (systemctl restart fleet-agent): a reload does not change them")
 		case s.WaitingToJoin.Count > 0 && s.WaitingToJoin.Since != nil &&
 			now.Sub(time.UnixMilli(*s.WaitingToJoin.Since)) >= NotJoiningAfter:
 			r.Add("fleet", "substrate-nodes-not-joining", Fail,

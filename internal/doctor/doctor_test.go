@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/substrate"
 )
 
 // A refused tip's advice follows its cause: only a commit whose plan can
@@ -65,5 +66,17 @@ func TestProposalDeniedByPolicy(t *testing.T) {
 	f := r.Findings[0]
 	if !strings.Contains(f.Found, "deny no-h100") || !strings.Contains(f.Found, "refs/heads/more-gpus") || !strings.Contains(f.Do, "fleet-agent plan --proposal more-gpus") {
 		t.Fatalf("finding %+v", f)
+	}
+}
+
+// substrate.nodeDaemon takes a restart, not a reload: the advice says so.
+func TestSubstrateAgentMissingSaysRestart(t *testing.T) {
+	var r Report
+	CheckFleet(&r, Fleet{Substrates: []substrate.Status{{Pool: "k8s", State: "waiting"}}}, time.Unix(0, 0))
+	if len(r.Findings) != 1 || r.Findings[0].Code != "substrate-agent-missing" {
+		t.Fatalf("findings %v", r.Codes())
+	}
+	if do := r.Findings[0].Do; !strings.Contains(do, "restart") || strings.Contains(do, "then reload") {
+		t.Fatalf("advice %q: the keys need a restart", do)
 	}
 }
