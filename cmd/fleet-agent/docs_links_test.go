@@ -171,3 +171,14 @@ func headingAnchors(text string) []string {
 	}
 	return out
 }
+
+// A path that names no file reads as a missing file, not as an invalid
+// document.
+func TestPlanMissingFileSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.json")
+	_, errs, code := cli(t, nil, "plan", missing, "--state", filepath.Join(dir, "fleet.db"), "--offline")
+	if code != 1 || !strings.Contains(errs, missing+": no such file") || strings.Contains(errs, "not a valid document") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+}
