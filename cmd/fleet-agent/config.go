@@ -101,6 +101,15 @@ func (a *app) snapshotForPlan(path string) (*inventory.Snapshot, error) {
 // validate does.
 func (a *app) readDocument(path string) (*fleet.Document, error) {
 	data, errs := fleet.ReadFile(path)
+	if errs != nil {
+		// A file that cannot be read is not an invalid document: say
+		// which it is, so a typo in the path reads as one.
+		fmt.Fprint(a.stdout, errs.Text())
+		if _, err := os.Stat(path); path != "-" && errors.Is(err, fs.ErrNotExist) {
+			return nil, refusal.New(refusal.InvalidInput, "%s: no such file; give the path of a fleet.json", path)
+		}
+		return nil, refusal.New(refusal.InvalidInput, "%s cannot be read: %s", path, errs[0].Message)
+	}
 	var doc *fleet.Document
 	if errs == nil {
 		doc, errs = fleet.Validate(path, data)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -154,7 +155,7 @@ func (a *app) doctorState(cfg *config.Config, add addFunc) *state.Store {
 	none, err := noStateYet(path)
 	switch {
 	case err != nil:
-		add("state", "state-unreadable", doctor.Fail, refusal.Text(err), "fix the path (state in the config, or --state)")
+		add(stateOpenFinding(path, cfg.Socket, err, "fix the path (state in the config, or --state)"))
 		return nil
 	case none:
 		add("state", "state-missing", doctor.Note, "no fleet is recorded at "+path+" yet", "fleet-agent run creates it; check state in the config if a fleet should be there")
@@ -162,12 +163,8 @@ func (a *app) doctorState(cfg *config.Config, add addFunc) *state.Store {
 	}
 	s, err := state.Open(path, state.Options{ReadOnly: true})
 	if err != nil {
-		if strings.Contains(strings.ToLower(err.Error()), "lock") || strings.Contains(err.Error(), "timeout") {
-			add("state", "state-locked", doctor.Fail, "another process holds the state file "+path+" and no agent answers on the socket "+cfg.Socket,
-				"find it (fuser "+path+"); if it is the agent, check socket in the config")
-			return nil
-		}
-		add("state", "state-unreadable", doctor.Fail, "the state file "+path+" cannot be opened: "+refusal.Text(err), "restore it from a backup (fleet-agent backup)")
+		add(stateOpenFinding(path, cfg.Socket, err,
+			"if the file was damaged, stop the agent and restore the last good copy from a backup (fleet-agent backup makes them); keep the damaged file aside"))
 		return nil
 	}
 	found := "the state file " + path + " opens"
@@ -178,6 +175,24 @@ func (a *app) doctorState(cfg *config.Config, add addFunc) *state.Store {
 	}
 	add("state", "state-ok", doctor.OK, found, "")
 	return s
+}
+
+// stateOpenFinding names why the state file does not open, each cause
+// with its own advice: a file another process holds is busy, not broken,
+// and a file this user may not read is a matter of who runs doctor. Only
+// what is neither gets otherwise, the caller's advice.
+func stateOpenFinding(path, socket string, err error, otherwise string) (check, code string, sev doctor.Severity, found, do string) {
+	switch {
+	case errors.Is(err, state.ErrInUse):
+		return "state", "state-locked", doctor.Fail,
+			"another process holds the state file " + path + " and no agent answers on the socket " + socket,
+			"nothing is wrong with the file: if the agent runs, point doctor at its socket (socket in the config, or --config with the agent's config) and it answers through it; else find the holder with fuser " + path + " (do not restore or delete the file)"
+	case errors.Is(err, fs.ErrPermission):
+		return "state", "state-permission", doctor.Fail,
+			"this user may not read the state file " + path + ": " + refusal.Text(err),
+			"run doctor as the agent's user (sudo -u fleet-agent fleet-agent doctor), or through the running agent's socket; the file itself may be fine"
+	}
+	return "state", "state-unreadable", doctor.Fail, "the state file " + path + " cannot be opened: " + refusal.Text(err), otherwise
 }
 
 func (a *app) doctorGit(ctx context.Context, cfg *config.Config, resolver *secrets.Resolver, add addFunc) {

@@ -3,13 +3,17 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/fleet-agent/fleet-agent/internal/doctor"
 	"github.com/fleet-agent/fleet-agent/internal/forge/githubemu"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/testutil/gitserver"
 )
 
@@ -123,4 +127,63 @@ func TestDoctorSubstrateWithoutNodeDaemon(t *testing.T) {
 	if strings.Contains(out, liveToken) {
 		t.Fatal("the report holds the provider's token")
 	}
+}
+
+// A state file another process holds (a running agent whose socket doctor
+// does not reach) is busy, not broken: state-locked, and advice that never
+// says to restore or delete the file.
+func TestDoctorStateLockedIsNotBroken(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "fleet.db")
+	holder, err := state.Open(path, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	cfg := writeFile(t, dir, "config.yaml", "state: "+path+"\nsocket: "+filepath.Join(dir, "api.sock")+"\n")
+	out, errs, code := cli(t, map[string]string{}, "doctor", "-o", "json", "--config", cfg)
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("exit %d: %v\n%s\n%s", code, err, out, errs)
+	}
+	f := finding(t, rep, "state-locked")
+	if code != 1 || slices.Contains(rep.Codes(), "state-unreadable") {
+		t.Fatalf("exit %d, codes %v", code, rep.Codes())
+	}
+	if strings.Contains(strings.ToLower(f.Do), "restore it") || !strings.Contains(f.Do, "socket") || !strings.Contains(f.Do, "fuser "+path) {
+		t.Fatalf("advice for a busy file: %q", f.Do)
+	}
+}
+
+// Each cause of a state file that does not open gets its own code and
+// advice; only a damaged file is told about backups. (Permission denied is
+// built here because the tests may run as root, who is never denied.)
+func TestDoctorStateOpenFindingPerCause(t *testing.T) {
+	denied := refusal.Wrap(refusal.InvalidState, &fs.PathError{Op: "open", Path: "/x/fleet.db", Err: syscall.EACCES}, "cannot open the state file /x/fleet.db")
+	damaged := refusal.New(refusal.InvalidState, "the state file /x/fleet.db is not a fleet-agent state file")
+	cases := []struct {
+		err        error
+		code       string
+		wantBackup bool
+	}{
+		{denied, "state-permission", false},
+		{damaged, "state-unreadable", true},
+	}
+	for _, c := range cases {
+		_, code, sev, _, do := stateOpenFinding("/x/fleet.db", "/run/fleet-agent/api.sock", c.err, "restore the last good copy from a backup")
+		if code != c.code || sev != doctor.Fail || strings.Contains(do, "backup") != c.wantBackup {
+			t.Errorf("%v: %s %s do %q", c.err, code, sev, do)
+		}
+	}
+}
+
+func finding(t *testing.T, rep doctor.Report, code string) doctor.Finding {
+	t.Helper()
+	for _, f := range rep.Findings {
+		if f.Code == code {
+			return f
+		}
+	}
+	t.Fatalf("no %s in %v", code, rep.Codes())
+	return doctor.Finding{}
 }

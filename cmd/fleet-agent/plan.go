@@ -83,6 +83,22 @@ func planOutcome(blocked bool, calls int, failOnDrift bool, what string) error {
 	if blocked {
 		return refusal.New(refusal.PlanBlocked, "the plan of %s has blocked changes; fix the document", what)
 	}
+	return driftOutcome(calls, failOnDrift, what)
+}
+
+// agentPlanOutcome is planOutcome of a plan the agent made, which says
+// why it is blocked: a policy's denial is not a document to fix in place.
+func agentPlanOutcome(resp agent.PlanResponse, failOnDrift bool, what string) error {
+	switch {
+	case resp.Denied && resp.Proposal:
+		return refusal.New(refusal.PlanBlocked, "a policy rule denies the plan of %s (its verdict is printed above); merged, it is refused: change the proposal until the policy allows it", what)
+	case resp.Denied:
+		return refusal.New(refusal.PlanBlocked, "a policy rule denies the plan of %s (its verdict is printed above); no apply takes it: make a new commit (a proposal) that the policy allows", what)
+	}
+	return planOutcome(resp.Blocked, resp.Calls, failOnDrift, what)
+}
+
+func driftOutcome(calls int, failOnDrift bool, what string) error {
 	if failOnDrift && calls > 0 {
 		return refusal.New(refusal.FleetDrifted, "%d call(s) would run: the fleet does not match %s", calls, what)
 	}
@@ -91,21 +107,32 @@ func planOutcome(blocked bool, calls int, failOnDrift bool, what string) error {
 
 func (a *app) planCommand() *cobra.Command {
 	var prune, calls, failOnDrift, offline bool
-	var output, commit, policyFile string
+	var output, commit, policyFile, proposal string
 	cmd := &cobra.Command{
-		Use:   "plan FILE",
+		Use:   "plan FILE | --commit SHA | --proposal BRANCH",
 		Short: "Show what applying a document would change",
 		Long: `Plans FILE against the fleet (the state file and the live providers) and prints
 one line per change, then the counts. Exits 1 with PLAN_BLOCKED when a change is
 blocked, and with --fail-on-drift, FLEET_DRIFTED when any call would run.
 With --policy FILE the plan is judged by that policy (docs/policy.md): each
 rule's verdict is printed with the plan, and a broken deny rule exits 1 with
-PLAN_BLOCKED.`,
+PLAN_BLOCKED.
+With --proposal BRANCH (or #N for a pull request, or its head commit) the
+running agent plans a proposal it has planned, as its pull request comment
+shows it: the changes, the policy's verdicts and the blocked reasons; a
+blocked or denied proposal exits 1 with PLAN_BLOCKED. --commit of a
+proposal's head does the same.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := plan.ParseFormat(output)
 			if err != nil {
 				return fmt.Errorf("-o: %v", err)
+			}
+			if proposal != "" {
+				if commit != "" || len(args) > 0 || policyFile != "" {
+					return fmt.Errorf("--proposal plans a proposal on its own: leave out FILE, --commit and --policy")
+				}
+				commit = proposal
 			}
 			cfg, client, err := a.begin(cmd, args, commit, &prune)
 			if err != nil {
@@ -121,7 +148,11 @@ PLAN_BLOCKED.`,
 			var resp agent.PlanResponse
 			switch {
 			case commit != "":
-				if err := client.Do(cmd.Context(), "POST", "/v1/plan", agent.PlanRequest{Commit: commit, Output: output, Calls: calls}, &resp); err != nil {
+				req := agent.PlanRequest{Commit: commit, Output: output, Calls: calls}
+				if proposal != "" {
+					req = agent.PlanRequest{Proposal: proposal, Output: output, Calls: calls}
+				}
+				if err := client.Do(cmd.Context(), "POST", "/v1/plan", req, &resp); err != nil {
 					return err
 				}
 				fmt.Fprint(a.stdout, resp.Output)
@@ -129,11 +160,14 @@ PLAN_BLOCKED.`,
 					// json and markdown carry the hash; text says it, and
 					// the command that applies exactly this plan.
 					fmt.Fprintf(a.stdout, "planHash %s\n", resp.PlanHash)
-					if !resp.Blocked {
+					switch {
+					case resp.Proposal:
+						fmt.Fprintf(a.stdout, "This is a proposal's plan: merging it into %s applies it (the agent plans it again then).\n", cfg.Git.Branch)
+					case !resp.Blocked:
 						fmt.Fprintf(a.stdout, "To apply exactly this plan:\n  %s apply --commit %s --plan-hash %s\n", a.prog, resp.Commit, resp.PlanHash)
 					}
 				}
-				return planOutcome(resp.Blocked, resp.Calls, failOnDrift, resp.Commit)
+				return agentPlanOutcome(resp, failOnDrift, resp.Commit)
 			case client != nil:
 				if _, err := a.readDocument(args[0]); err != nil {
 					return err
@@ -147,7 +181,7 @@ PLAN_BLOCKED.`,
 					return err
 				}
 				fmt.Fprint(a.stdout, resp.Output)
-				return planOutcome(resp.Blocked, resp.Calls, failOnDrift, args[0])
+				return agentPlanOutcome(resp, failOnDrift, args[0])
 			}
 			doc, err := a.readDocument(args[0])
 			if err != nil {
@@ -179,6 +213,7 @@ PLAN_BLOCKED.`,
 	}
 	cmd.Flags().BoolVar(&prune, "prune", false, "delete what the document leaves out (default: the config's apply.prune)")
 	cmd.Flags().StringVar(&commit, "commit", "", "plan the document at this commit of the branch (through the running agent)")
+	cmd.Flags().StringVar(&proposal, "proposal", "", "plan this proposal (a branch, #N, or its head commit) as its pull request comment shows it (through the running agent)")
 	cmd.Flags().BoolVar(&calls, "calls", false, "print the calls after the counts")
 	cmd.Flags().BoolVar(&failOnDrift, "fail-on-drift", false, "exit FLEET_DRIFTED when any call would run")
 	cmd.Flags().BoolVar(&offline, "offline", false, "skip the live checks")

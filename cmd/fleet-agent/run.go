@@ -360,7 +360,7 @@ func indexScheme(u string) (int, int) {
 // pageSource is where the page (/ui/) reads the running agent: its status,
 // the state file, and the outbox when there is GitHub to post to.
 func pageSource(ag *agent.Agent, store *state.Store, box *outbox.Outbox, cfg *config.Config) ui.Source {
-	src := ui.Source{Agent: ag, Store: store}
+	src := ui.Source{Agent: ag, Store: store, NoNodeDaemon: cfg.Substrate.NodeDaemon == nil}
 	if cfg.GitHub != nil {
 		src.CommitURL = ui.CommitURL(redactURL(cfg.Git.URL), cfg.GitHub.Repository, cfg.GitHub.APIURL)
 	} else {

@@ -166,6 +166,11 @@ func (a *app) statusText(v agent.StatusView) {
 		switch {
 		case len(p.Errors) > 0:
 			what = fmt.Sprintf("%d error(s): %s", len(p.Errors), p.Errors[0])
+		case len(p.Denied) > 0:
+			what = fmt.Sprintf("denied by the policy (%s); %s", p.Denied[0], what)
+			if p.Blocked {
+				what = fmt.Sprintf("denied by the policy (%s), blocked (%d); %s", p.Denied[0], p.Summary.Blocked, p.Summary.Counts())
+			}
 		case p.Blocked:
 			what = fmt.Sprintf("blocked (%d); %s", p.Summary.Blocked, what)
 		}

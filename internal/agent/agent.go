@@ -206,6 +206,9 @@ type Proposal struct {
 	Summary  plan.Summary `json:"summary"`
 	Blocked  bool         `json:"blocked"`
 	Errors   []string     `json:"errors"`
+	// Denied are the policy rules that deny the proposal's plan, each as
+	// its verdict line: merged, the commit is refused.
+	Denied []string `json:"denied,omitempty"`
 	// Tip and Applied are the branch tip and applied commit the plan was
 	// made against: when either moves, the proposal is planned again.
 	Tip     string `json:"-"`

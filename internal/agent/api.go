@@ -36,8 +36,11 @@ type apiError struct {
 // PlanRequest asks for the plan of a commit of the branch.
 type PlanRequest struct {
 	Commit string `json:"commit"`
-	Output string `json:"output,omitempty"` // text (default), json, markdown
-	Calls  bool   `json:"calls,omitempty"`
+	// Proposal names a planned proposal (a branch, #N, or its head) to
+	// plan as its pull request comment shows it, instead of Commit.
+	Proposal string `json:"proposal,omitempty"`
+	Output   string `json:"output,omitempty"` // text (default), json, markdown
+	Calls    bool   `json:"calls,omitempty"`
 }
 
 // PlanDocumentRequest asks for the plan of a document the client read.
@@ -77,9 +80,15 @@ type PlanResponse struct {
 	Commit   string `json:"commit"`
 	Output   string `json:"output"`
 	PlanHash string `json:"planHash"`
-	Blocked  bool   `json:"blocked"`
-	Calls    int    `json:"calls"`
-	Applied  int    `json:"applied,omitempty"`
+	// Blocked: a change is blocked or a policy rule denies the plan; no
+	// apply takes it.
+	Blocked bool `json:"blocked"`
+	// Denied: a policy rule denies the plan (its verdict is in Output).
+	Denied bool `json:"denied,omitempty"`
+	// Proposal: the plan is a proposal's, applied by merging it.
+	Proposal bool `json:"proposal,omitempty"`
+	Calls    int  `json:"calls"`
+	Applied  int  `json:"applied,omitempty"`
 }
 
 // leaderOnly refuses a write on an agent that stands by (an etcd store
@@ -118,12 +127,28 @@ func (a *Agent) Handler() http.Handler {
 		if !ok {
 			return
 		}
-		p, full, err := a.PlanCommit(r.Context(), req.Commit)
+		var p *plan.Plan
+		var full string
+		var err error
+		proposal := req.Proposal != ""
+		if proposal {
+			p, full, err = a.PlanProposal(r.Context(), req.Proposal)
+		} else {
+			p, full, err = a.PlanCommit(r.Context(), req.Commit)
+			// A commit off the branch that heads a planned proposal is
+			// planned as that proposal, not refused.
+			if refusal.Is(err, refusal.InvalidState) {
+				if _, ferr := a.findProposal(req.Commit); ferr == nil {
+					proposal = true
+					p, full, err = a.PlanProposal(r.Context(), req.Commit)
+				}
+			}
+		}
 		if err != nil {
 			WriteError(w, err)
 			return
 		}
-		a.replyPlan(w, p, f, req.Calls, full, 0)
+		a.replyPlanOf(w, p, f, req.Calls, full, 0, proposal)
 	})
 	mux.HandleFunc("POST /v1/plan-document", func(w http.ResponseWriter, r *http.Request) {
 		var req PlanDocumentRequest
@@ -227,12 +252,20 @@ func readPlanRequest(w http.ResponseWriter, r *http.Request, v any, output *stri
 
 // replyPlan answers a plan rendered in one format.
 func (a *Agent) replyPlan(w http.ResponseWriter, p *plan.Plan, f plan.Format, calls bool, head string, applied int) {
+	a.replyPlanOf(w, p, f, calls, head, applied, false)
+}
+
+// replyPlanOf is replyPlan saying whether the plan is a proposal's (one
+// applied by merging, never by hand). A plan a policy denies is blocked:
+// no apply takes it.
+func (a *Agent) replyPlanOf(w http.ResponseWriter, p *plan.Plan, f plan.Format, calls bool, head string, applied int, proposal bool) {
 	var b bytes.Buffer
 	if err := p.Render(&b, f, plan.RenderOptions{Calls: calls, Markdown: plan.MarkdownOptions{Head: head, Branch: a.cfg.Branch}}); err != nil {
 		WriteError(w, refusal.Wrap(refusal.Internal, err, "cannot render the plan"))
 		return
 	}
-	WriteJSON(w, http.StatusOK, PlanResponse{Commit: head, Output: b.String(), PlanHash: p.PlanHash, Blocked: p.Blocked(), Calls: len(p.Calls), Applied: applied})
+	WriteJSON(w, http.StatusOK, PlanResponse{Commit: head, Output: b.String(), PlanHash: p.PlanHash, Blocked: p.Blocked() || p.Policy.Denied(),
+		Denied: p.Policy.Denied(), Proposal: proposal, Calls: len(p.Calls), Applied: applied})
 }
 
 // Export renders the fleet of a store as a document.

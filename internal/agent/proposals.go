@@ -149,6 +149,7 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 		pl.Policy = a.judgeProposal(ctx, p.head, p.pr, doc, data, made)
 		rec.Awaiting = len(pl.Policy.Awaiting()) > 0
 		rec.ReviewBound = reviewBound(pl.Policy)
+		rec.Denied = deniedLines(pl.Policy)
 		rec.PlanHash, rec.Summary, rec.Blocked = pl.PlanHash, pl.Summary, pl.Blocked()
 		rec.Lines = pl.TextLines(false)
 		state := "success"
@@ -206,6 +207,20 @@ func reviewBound(r *plan.PolicyReport) bool {
 		}
 	}
 	return false
+}
+
+// deniedLines are the verdict lines of the rules that deny a plan.
+func deniedLines(rep *plan.PolicyReport) []string {
+	if rep == nil {
+		return nil
+	}
+	var out []string
+	for _, v := range rep.Rules {
+		if v.Verdict == plan.VerdictDeny {
+			out = append(out, v.Line())
+		}
+	}
+	return out
 }
 
 // merged reports whether a branch's head is already in the branch (the tip

@@ -102,6 +102,9 @@ func (a *Agent) PlanCommit(ctx context.Context, commit string) (*plan.Plan, stri
 		return nil, full, errs.Refusal()
 	}
 	p, err := a.makePlan(ctx, doc, planHow{})
+	if err == nil {
+		p.Plan.Policy = a.judgeByHand(full, doc, p)
+	}
 	return p.Plan, full, err
 }
 

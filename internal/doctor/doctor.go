@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 )
 
@@ -115,14 +116,14 @@ func CheckFleet(r *Report, f Fleet, now time.Time) {
 	before := len(r.Findings)
 	if len(f.Refused) > 0 {
 		t := f.Refused[0]
-		do := "fleet-agent plan --commit " + t.Commit + ", then apply it with the printed --plan-hash once the plan is right"
-		if len(t.Adopt) == 2 {
-			do = "read its plan with " + t.Adopt[0] + ", then adopt it with " + t.Adopt[1] + " (refused if the plan changed since)"
-		}
 		r.Add("fleet", "tip-refused", Fail,
-			fmt.Sprintf("the commit %s of the branch was refused (%s): %s", short(t.Commit), t.Code, t.Reason), do)
+			fmt.Sprintf("the commit %s of the branch was refused (%s): %s", short(t.Commit), t.Code, t.Reason), RefusedAdvice(t))
 	}
 	for _, p := range f.Proposals {
+		if len(p.Denied) > 0 && len(p.Errors) == 0 {
+			r.Add("fleet", "proposal-denied", Fail, fmt.Sprintf("%s (%s): the policy denies its plan: %s", p.Ref, short(p.Commit), strings.Join(p.Denied, "; ")),
+				"change the proposal until the policy allows it (merged as it is, it is refused); fleet-agent plan --proposal "+strings.TrimPrefix(p.Ref, "refs/heads/")+" shows the verdicts")
+		}
 		if p.Blocked || len(p.Errors) > 0 {
 			why := "its plan is blocked"
 			if len(p.Errors) > 0 {
@@ -140,7 +141,7 @@ func CheckFleet(r *Report, f Fleet, now time.Time) {
 		case !f.NodeDaemon && s.State != "deleted" && s.State != "deleting":
 			r.Add("fleet", "substrate-agent-missing", Fail,
 				fmt.Sprintf("pool %s has a Kubernetes substrate and substrate.nodeDaemon is not configured: its Nodes never join", s.Pool),
-				"set substrate.nodeDaemon (image, joinURL) and substrate.join in the config, then reload")
+				"set substrate.nodeDaemon (image, joinURL) and substrate.join in the config, then restart the agent (systemctl restart fleet-agent): a reload does not change them")
 		case s.WaitingToJoin.Count > 0 && s.WaitingToJoin.Since != nil &&
 			now.Sub(time.UnixMilli(*s.WaitingToJoin.Since)) >= NotJoiningAfter:
 			r.Add("fleet", "substrate-nodes-not-joining", Fail,
@@ -153,6 +154,31 @@ func CheckFleet(r *Report, f Fleet, now time.Time) {
 		r.Add("fleet", "fleet-ok", OK, fmt.Sprintf("no refused tip, %d proposals, %d substrates, none needing a person",
 			len(f.Proposals), len(f.Substrates)), "")
 	}
+}
+
+// RefusedAdvice says what to do about a refused tip, by its cause. Only
+// a commit whose plan can be right as it is (its review was the fault, or
+// something outside it failed for the while) is adopted with plan
+// --commit and apply --commit; a commit a policy denies, whose plan has a
+// blocked change or whose document or history is wrong stays refused
+// whatever is planned, and the way on is a new commit, proposed.
+func RefusedAdvice(t agent.Refused) string {
+	plan := "fleet-agent plan --commit " + t.Commit
+	switch {
+	case len(t.Adopt) == 2:
+		return "read its plan with " + t.Adopt[0] + ", then adopt it with " + t.Adopt[1] + " (refused if the plan changed since)"
+	case t.Code == string(refusal.PlanBlocked) && strings.Contains(t.Reason, "denies the plan"):
+		return "a policy rule denies this commit's plan, and no apply takes it: make a new commit that the policy allows and propose it (a branch or pull request; " +
+			"fleet-agent plan --proposal BRANCH shows its verdict before the merge). " + plan + " prints the rule's verdict"
+	case t.Code == string(refusal.PlanBlocked):
+		return "its plan has a blocked change, which no apply of this commit can take: fix fleet.json in a new commit and propose it; " +
+			plan + " shows each blocked change and why"
+	case t.Code == string(refusal.InvalidInput):
+		return "the document at this commit is invalid: fix it in a new commit and propose it (fleet-agent validate names every error)"
+	case t.Code == string(refusal.InvalidState):
+		return "do what the reason says: it names the fix (a new commit on top of the applied one, a signed commit, a re-queue); an apply by hand of this commit helps only where the reason says so"
+	}
+	return plan + ", then apply it with the printed --plan-hash once the plan is right (the cause was outside the commit; the agent also retries)"
 }
 
 func short(c string) string {

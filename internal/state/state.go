@@ -111,6 +111,11 @@ type Options struct {
 	Installation string
 }
 
+// ErrInUse is the cause of Open's refusal when another process holds the
+// file's lock, so that a caller tells a busy file from a broken one
+// without reading the message.
+var ErrInUse = errors.New("the state file is locked by another process")
+
 // Open opens (or creates, mode 0600) the state file at path.
 func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout == 0 {
@@ -132,8 +137,10 @@ func Open(path string, opts Options) (*Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, ReadOnly: opts.ReadOnly, NoSync: opts.NoSync})
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
-			return nil, refusal.New(refusal.InvalidState,
+			r := refusal.New(refusal.InvalidState,
 				"the state file %s is in use by another process (a running fleet-agent holds it); use the command through the running agent, or stop it first", path)
+			r.Err = ErrInUse
+			return nil, r
 		}
 		return nil, refusal.Wrap(refusal.InvalidState, err, "cannot open the state file %s", path)
 	}

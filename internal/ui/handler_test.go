@@ -244,7 +244,7 @@ func TestAttention(t *testing.T) {
 		{"fresh", nil},
 		{"insync", nil},
 		{"drifted", nil},
-		{"attention", []string{"was never proposed", "was not applied", "plan is blocked", "pull request #9 is blocked", "pool k8s is in error", "3 nodes of pool edge have not joined for 20 min"}},
+		{"attention", []string{"was never proposed", "was not applied", "plan is blocked", "branch bad-doc is invalid", "pull request #9 is blocked", "pool k8s is in error", "3 nodes of pool edge have not joined for 20 min"}},
 		{"substrates", nil}, // two nodes wait, but for 2 minutes only
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -268,5 +268,47 @@ func TestAttention(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAttentionAgreesWithDoctor: what doctor fails on, the page lists
+// too: an invalid proposal, a proposal the policy denies, a substrate
+// whose Nodes never join for want of a node daemon; and a refused tip
+// gets doctor's advice for its cause.
+func TestAttentionAgreesWithDoctor(t *testing.T) {
+	f := situations()["substrates"]
+	f.Now = now
+	f.NoNodeDaemon = true
+	f.Refused = []agent.Refused{{Commit: "0123456789abcdef0123456789abcdef01234567", Code: "PLAN_BLOCKED",
+		Reason: `policy rule "no-h100" (policy.yaml@abc) denies the plan: no H100`}}
+	f.Proposals = []agent.ProposalPage{
+		{Proposal: agent.Proposal{Ref: "refs/heads/broken", Commit: "1111111111111111", Errors: []string{"fleet.json:/pools/0/gpus: must be at least 0"}}},
+		{Proposal: agent.Proposal{Ref: "refs/heads/more-h100", Commit: "2222222222222222", Errors: []string{}, Denied: []string{"deny no-h100: H100 pools need a budget"}}},
+	}
+	var what, do []string
+	for _, a := range f.Attention() {
+		what, do = append(what, a.What), append(do, a.Do)
+	}
+	all := strings.Join(what, "\n")
+	for _, w := range []string{"branch broken is invalid", "policy denies the plan of branch more-h100: deny no-h100", "never join: substrate.nodeDaemon is not configured"} {
+		if !strings.Contains(all, w) {
+			t.Errorf("no %q in\n%s", w, all)
+		}
+	}
+	if !strings.Contains(do[0], "new commit") || strings.Contains(do[0], "apply --commit") {
+		t.Errorf("a policy denial's advice is %q: want a new commit, not an apply by hand", do[0])
+	}
+	if !strings.Contains(strings.Join(do, "\n"), "restart") {
+		t.Errorf("the node daemon's advice does not say a restart applies it: %q", do)
+	}
+	srv := httptest.NewServer(Handler(Options{Read: func(context.Context) (*Fleet, error) { c := *f; return &c, nil }, Clock: clock.NewFake(now)}))
+	t.Cleanup(srv.Close)
+	body, _ := get(t, srv.URL+"/ui/proposals")
+	if !strings.Contains(body, "denied by policy") || !strings.Contains(body, "deny no-h100") {
+		t.Errorf("the proposals page does not say the policy denies more-h100:\n%s", body)
+	}
+	overview, _ := get(t, srv.URL+"/ui/")
+	if strings.Contains(overview, "Nothing needs a person") {
+		t.Errorf("the overview says nothing needs a person:\n%s", overview)
 	}
 }

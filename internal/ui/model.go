@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/doctor"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
@@ -39,6 +40,10 @@ type Fleet struct {
 	Audit      []state.AuditRow
 	// Store is the etcd store's leadership; nil on a bbolt file.
 	Store *agent.StoreView
+	// NoNodeDaemon: substrate.nodeDaemon is not configured, so the Nodes
+	// of a Kubernetes substrate never join (doctor's
+	// substrate-agent-missing).
+	NoNodeDaemon bool
 }
 
 // Outbox is the posts waiting for GitHub.
@@ -128,10 +133,8 @@ const JoinLate = 15 * time.Minute
 func (f *Fleet) Attention() []Attention {
 	var out []Attention
 	for _, r := range f.Refused {
-		do := "Open a pull request with the change and merge it once planned, or apply it by hand on the ops box: fleet-agent plan --commit SHA, then fleet-agent apply --commit SHA --plan-hash H."
-		if len(r.Adopt) == 2 {
-			do = "Read its plan, then adopt it by hand on the ops box: " + r.Adopt[0] + ", then " + r.Adopt[1] + " (refused if the plan changed since)."
-		}
+		// The same advice as doctor's tip-refused, by the refusal's cause.
+		do := doctor.RefusedAdvice(r)
 		out = append(out, Attention{What: "Commit " + short(r.Commit) + " of " + f.Branch + " was not applied: " + r.Code + ": " + r.Reason,
 			Do: do, Link: "proposals"})
 	}
@@ -140,12 +143,26 @@ func (f *Fleet) Attention() []Attention {
 			Do: "Read the drifted changes below; fix the fleet or propose a document that unblocks it.", Link: ""})
 	}
 	for _, p := range f.Proposals {
+		if len(p.Errors) > 0 {
+			out = append(out, Attention{What: "The document of " + proposalName(p) + " is invalid: " + p.Errors[0],
+				Do: "Fix the proposal's fleet.json (fleet-agent validate names every error); the agent plans it again when it moves.", Link: "proposals"})
+			continue
+		}
+		if len(p.Denied) > 0 {
+			out = append(out, Attention{What: "The policy denies the plan of " + proposalName(p) + ": " + strings.Join(p.Denied, "; "),
+				Do: "Change the proposal until the policy allows it: merged as it is, it is refused. fleet-agent plan --proposal " + strings.TrimPrefix(p.Ref, "refs/heads/") + " shows the verdicts.", Link: "proposals"})
+		}
 		if p.Blocked {
 			out = append(out, Attention{What: "The plan of " + proposalName(p) + " is blocked.",
 				Do: "Read its blocked changes on the Proposals page and push a fix to the proposal.", Link: "proposals"})
 		}
 	}
 	for _, s := range f.Substrates {
+		if f.NoNodeDaemon && s.State != string(state.SubstrateError) && s.State != "deleted" && s.State != "deleting" {
+			out = append(out, Attention{What: "The Nodes of pool " + s.Pool + " never join: substrate.nodeDaemon is not configured.",
+				Do: "Set substrate.nodeDaemon (image, joinURL) and substrate.join in the config, then restart the agent (systemctl restart fleet-agent): a reload does not change them.", Link: "substrates"})
+			continue
+		}
 		if s.State == string(state.SubstrateError) {
 			out = append(out, Attention{What: "The substrate of pool " + s.Pool + " is in error: " + s.Message,
 				Do: "Fix what the message names (credentials, quota, the document); the reconciler retries on its own.", Link: "substrates"})

@@ -20,11 +20,13 @@ type Source struct {
 	Outbox func() (*Outbox, error)
 	// CommitURL is the link prefix of a commit (see CommitURL).
 	CommitURL string
+	// NoNodeDaemon: substrate.nodeDaemon is not configured.
+	NoNodeDaemon bool
 }
 
 // Read reads the fleet as the running agent knows it now.
 func (s Source) Read(ctx context.Context) (*Fleet, error) {
-	f := &Fleet{CommitURL: s.CommitURL, LastPoll: s.Agent.LastPoll()}
+	f := &Fleet{CommitURL: s.CommitURL, LastPoll: s.Agent.LastPoll(), NoNodeDaemon: s.NoNodeDaemon}
 	f.Tenant, f.Repository, f.Branch = s.Agent.Following()
 	if err := s.Agent.PollError(); err != nil {
 		f.PollError = err.Error()

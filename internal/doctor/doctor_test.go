@@ -1,0 +1,82 @@
+package doctor
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/substrate"
+)
+
+// A refused tip's advice follows its cause: only a commit whose plan can
+// be right as it is is sent to plan --commit and apply --commit; a policy
+// denial and a blocked change are sent to a new proposal, and say so.
+func TestRefusedAdvicePerCause(t *testing.T) {
+	const c = "0123456789abcdef0123456789abcdef01234567"
+	cases := []struct {
+		name      string
+		refused   agent.Refused
+		want      []string
+		adoptable bool
+	}{
+		{"never proposed", agent.Refused{Commit: c, Code: "INVALID_STATE", Reason: "never proposed",
+			Adopt: []string{"fleet-agent plan --commit " + c, "fleet-agent apply --commit " + c + " --plan-hash H"}},
+			[]string{"adopt it with fleet-agent apply --commit " + c + " --plan-hash H"}, true},
+		{"policy denies", agent.Refused{Commit: c, Code: "PLAN_BLOCKED", Reason: `policy rule "no-h100" (policy.yaml@abc) denies the plan: no H100`},
+			[]string{"policy rule denies", "new commit", "propose it", "plan --proposal"}, false},
+		{"blocked change", agent.Refused{Commit: c, Code: "PLAN_BLOCKED", Reason: "1 change is blocked: pool gpu: quota"},
+			[]string{"blocked change", "new commit", "propose it"}, false},
+		{"invalid document", agent.Refused{Commit: c, Code: "INVALID_INPUT", Reason: "the document is invalid"},
+			[]string{"invalid", "new commit", "validate"}, false},
+		{"provider down", agent.Refused{Commit: c, Code: "UNAVAILABLE", Reason: "the provider did not answer"},
+			[]string{"fleet-agent plan --commit " + c, "--plan-hash"}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var r Report
+			CheckFleet(&r, Fleet{Refused: []agent.Refused{tc.refused}, NodeDaemon: true}, time.Unix(0, 0))
+			if len(r.Findings) != 1 || r.Findings[0].Code != "tip-refused" {
+				t.Fatalf("findings %v", r.Codes())
+			}
+			do := r.Findings[0].Do
+			for _, w := range tc.want {
+				if !strings.Contains(do, w) {
+					t.Errorf("advice %q lacks %q", do, w)
+				}
+			}
+			if got := strings.Contains(do, "apply --commit") || strings.Contains(do, "apply it with"); got != tc.adoptable {
+				t.Errorf("advice %q: sends to an apply by hand %v, want %v", do, got, tc.adoptable)
+			}
+		})
+	}
+}
+
+// A proposal the policy denies needs a person before it is merged, not
+// after: doctor says so, with the rule and the command that shows it.
+func TestProposalDeniedByPolicy(t *testing.T) {
+	var r Report
+	CheckFleet(&r, Fleet{NodeDaemon: true, Proposals: []agent.Proposal{
+		{Ref: "refs/heads/more-gpus", Commit: "0123456789abcdef", Errors: []string{}, Denied: []string{"deny no-h100: H100 pools need a budget"}},
+		{Ref: "refs/heads/fine", Commit: "fedcba9876543210", Errors: []string{}},
+	}}, time.Unix(0, 0))
+	if len(r.Findings) != 1 || r.Findings[0].Code != "proposal-denied" || r.Findings[0].Severity != Fail {
+		t.Fatalf("findings %+v", r.Findings)
+	}
+	f := r.Findings[0]
+	if !strings.Contains(f.Found, "deny no-h100") || !strings.Contains(f.Found, "refs/heads/more-gpus") || !strings.Contains(f.Do, "fleet-agent plan --proposal more-gpus") {
+		t.Fatalf("finding %+v", f)
+	}
+}
+
+// substrate.nodeDaemon takes a restart, not a reload: the advice says so.
+func TestSubstrateAgentMissingSaysRestart(t *testing.T) {
+	var r Report
+	CheckFleet(&r, Fleet{Substrates: []substrate.Status{{Pool: "k8s", State: "waiting"}}}, time.Unix(0, 0))
+	if len(r.Findings) != 1 || r.Findings[0].Code != "substrate-agent-missing" {
+		t.Fatalf("findings %v", r.Codes())
+	}
+	if do := r.Findings[0].Do; !strings.Contains(do, "restart") || strings.Contains(do, "then reload") {
+		t.Fatalf("advice %q: the keys need a restart", do)
+	}
+}
