@@ -120,6 +120,8 @@ type Agent struct {
 	// policyMu guards policy, the policy in use (policy.go).
 	policyMu sync.Mutex
 	policy   policyState
+	// proposed judges the policies pull requests propose (proposed.go).
+	proposed proposedJudge
 }
 
 // Options wire an agent.
@@ -225,6 +227,9 @@ type storedProposal struct {
 	// Awaiting: a policy approve rule waited for an approval; the proposal
 	// is judged again every poll until one is given.
 	Awaiting bool `json:"awaiting,omitempty"`
+	// PolicyPending: what the policy the proposal proposes would say was
+	// still being worked out; it is planned again until that is in.
+	PolicyPending bool `json:"policyPending,omitempty"`
 }
 
 // Tick is one iteration: poll, apply the tip, plan the proposals.

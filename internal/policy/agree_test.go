@@ -130,7 +130,7 @@ func plainEvaluate(p *Policy, in Input) *plan.PolicyReport {
 			}
 			act, _ := interpreter.NewActivation(map[string]any{
 				"change": types.DefaultTypeAdapter.NativeToValue(cv.vars()), "plan": planVal, "document": docVal})
-			if broke, msg := r.judge(cv, act); broke {
+			if broke, msg := r.judge(cv, act, nil); broke {
 				hits[j] = append(hits[j], cv.hit(msg))
 			}
 		}

@@ -112,7 +112,15 @@ type Input struct {
 // once, shared by those rules, and each field is made only when a rule
 // reads it (lazyChange). TestFastPathAgrees checks that this gives the
 // verdicts of a plain evaluation of every rule on every change.
-func (p *Policy) Evaluate(in Input) *plan.PolicyReport {
+//
+// Evaluate has no deadline and no budget: it is for a policy its own user
+// runs (fleet-agent plan --policy, policy test); the agent judges with
+// Judge.
+func (p *Policy) Evaluate(in Input) *plan.PolicyReport { return p.evaluate(in, nil) }
+
+// evaluate is Evaluate under a meter (nil: none); it stops at the first
+// change after the meter says stop.
+func (p *Policy) evaluate(in Input, m *meter) *plan.PolicyReport {
 	if in.Snap == nil {
 		in.Snap = inventory.NewSnapshot(nil)
 	}
@@ -127,6 +135,9 @@ func (p *Policy) Evaluate(in Input) *plan.PolicyReport {
 	}
 	index := map[sel][]int{}
 	for i := range in.Plan.Changes {
+		if m != nil && (m.err != nil || i%checkEvery == 0 && m.stopped()) {
+			break
+		}
 		c := &in.Plan.Changes[i]
 		s := sel{c.Kind, c.Action}
 		rules, ok := index[s]
@@ -144,11 +155,14 @@ func (p *Policy) Evaluate(in Input) *plan.PolicyReport {
 		}
 		cv := w.change(c)
 		for _, j := range rules {
+			if m != nil && m.err != nil {
+				break
+			}
 			r := p.Rules[j]
 			if len(r.Match.Accounts) > 0 && !slices.Contains(r.Match.Accounts, cv.account) {
 				continue
 			}
-			broke, msg := r.judge(cv, cv)
+			broke, msg := r.judge(cv, cv, m)
 			if !broke {
 				continue
 			}
@@ -198,8 +212,8 @@ func (r *Rule) selects(k inventory.Kind, a plan.Action) bool {
 
 // judge evaluates the rule on one change: whether it broke the rule, and
 // the message.
-func (r *Rule) judge(cv *changeVars, act interpreter.Activation) (bool, string) {
-	out, _, err := r.expr.Eval(act)
+func (r *Rule) judge(cv *changeVars, act interpreter.Activation, m *meter) (bool, string) {
+	out, err := m.eval(r.expr, act)
 	if err != nil {
 		return true, fmt.Sprintf("the rule's expression failed on %s %s: %v (it counts as broken; use has() or ?. for fields a change may lack)", cv.kind, cv.name, err)
 	}
@@ -211,14 +225,14 @@ func (r *Rule) judge(cv *changeVars, act interpreter.Activation) (bool, string) 
 		return false, ""
 	}
 	def := fmt.Sprintf("%s %s breaks rule %q", cv.kind, cv.name, r.Name)
-	if r.msg == nil {
+	if r.msg.prg == nil {
 		return true, def
 	}
-	m, _, err := r.msg.Eval(act)
+	mv, err := m.eval(r.msg, act)
 	if err != nil {
 		return true, def + fmt.Sprintf(" (its message failed: %v)", err)
 	}
-	s, ok := m.Value().(string)
+	s, ok := mv.Value().(string)
 	if !ok || s == "" {
 		return true, def
 	}
