@@ -55,6 +55,7 @@ type ghWorld struct {
 	appKey string
 	// policyPath is the agent's policy.path ("" for none).
 	policyPath string
+	interval   time.Duration // the agent's poll interval, for a test that runs its loop
 }
 
 func newGHWorld(t *testing.T) *ghWorld {
@@ -93,7 +94,7 @@ func (w *ghWorld) start() {
 	// No spacing between sends: step drains the queue with Flush on a
 	// clock that moves only when told to (the outbox's tests keep it).
 	w.box = outbox.New(w.store, g.Poster(), outbox.Options{Clock: w.clk, Log: log, MinSpacing: outbox.NoSpacing})
-	w.ag = agent.New(agent.Config{Branch: "main", RequireReviewedPlan: true, Prefix: "fleet-agent", Checks: w.checks, PolicyPath: w.policyPath},
+	w.ag = agent.New(agent.Config{Branch: "main", RequireReviewedPlan: true, Prefix: "fleet-agent", Checks: w.checks, PolicyPath: w.policyPath, Interval: w.interval},
 		agent.Options{Store: w.store, Repo: repo, Forge: agentForge{g}, Outbox: w.box, Clock: w.clk, Log: log})
 }
 
