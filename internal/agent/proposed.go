@@ -49,7 +49,7 @@ type proposedJudge struct {
 	cancel  context.CancelFunc
 	results map[string]proposedResult
 	pending map[string]bool // heads whose last notes said the verdict is coming
-	idle    chan struct{} // closed when nothing is queued or running
+	idle    chan struct{}   // closed when nothing is queued or running
 	base    context.Context
 }
 

@@ -37,6 +37,8 @@ func (s sizes) EstimateSize(n cost.AstNode) *cost.SizeEstimate {
 
 func (s sizes) EstimateCallCost(function, _ string, _ *cost.AstNode, _ []cost.AstNode) *cost.CallEstimate {
 	switch function {
+	case "groupBy": // one pass over the list
+		return cost.NewCallEstimate(cost.Estimate{Min: 1, Max: s.max}, &cost.SizeEstimate{Min: 0, Max: s.max})
 	case "orValue", "value", "hasValue", "or", "optional.of", "optional.ofNonZeroValue", "optional.none", "_?._", "_[?_]":
 		return cost.NewCallEstimate(cost.Estimate{Min: 1, Max: 1}, &cost.SizeEstimate{Min: 0, Max: s.max})
 	}
@@ -128,6 +130,7 @@ func (p *Policy) evaluate(in Input, m *meter) *plan.PolicyReport {
 		in.Tenant = "root"
 	}
 	w := newWorld(p, in)
+	w.m = m
 	hits := make([][]plan.PolicyHit, len(p.Rules))
 	type sel struct {
 		k inventory.Kind
@@ -242,6 +245,9 @@ func (r *Rule) judge(cv *changeVars, act interpreter.Activation, m *meter) (bool
 // world holds what every change's variables share: the document and the
 // plan as CEL values, the objects' pointers and the pools' accounts.
 type world struct {
+	pol      *Policy
+	m        *meter    // the judgement's (nil: none)
+	consts   []ref.Val // the plan constants' values, made when first read (hoist.go)
 	in       Input
 	doc      any
 	docVal   any               // plain maps and lists: the interpreter reads them as they are
@@ -287,7 +293,7 @@ func (w *world) lineOf(ptr string) int {
 }
 
 func newWorld(p *Policy, in Input) *world {
-	w := &world{in: in, pointers: map[string]string{}, poolAcct: map[string]string{}}
+	w := &world{pol: p, in: in, pointers: map[string]string{}, poolAcct: map[string]string{}}
 	w.doc = documentValue(in.Doc)
 	w.docVal = w.doc
 	if in.Doc != nil {
@@ -522,6 +528,9 @@ func (cv *changeVars) ResolveName(name string) (any, bool) {
 		return cv.w.planVal, true
 	case "document":
 		return cv.w.docVal, true
+	}
+	if i := constIndex(name); i >= 0 && i < len(cv.w.pol.consts) {
+		return cv.w.constant(i, cv), true
 	}
 	return nil, false
 }

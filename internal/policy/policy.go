@@ -86,6 +86,9 @@ type Rule struct {
 
 	expr program
 	msg  program // prg nil: the default message
+	// plain is the expression as written, when expr reads plan constants
+	// (hoist.go) cut out of it; nil prg otherwise.
+	plain program
 	// impliedKinds and impliedTypes are what the expression itself
 	// requires of change.kind and change.type (implied).
 	impliedKinds, impliedTypes []string
@@ -106,6 +109,8 @@ type program struct {
 // Policy is a loaded, compiled policy.
 type Policy struct {
 	Rules []*Rule
+	// consts are the plan constants the rules' expressions read (hoist.go).
+	consts []constant
 	// Hash is the SHA-256 of the file's bytes: two agents judging by the
 	// same hash judge alike.
 	Hash string
@@ -147,6 +152,9 @@ var env = sync.OnceValues(func() (*cel.Env, error) {
 		cel.Variable("document", cel.MapType(cel.StringType, cel.DynType)),
 		cel.OptionalTypes(),
 		cel.CrossTypeNumericComparisons(true),
+		groupByOverload(),
+		// The loops of an expression print as written (hoist.go).
+		cel.EnableMacroCallTracking(),
 	)
 })
 
@@ -183,7 +191,10 @@ func Load(data []byte) (*Policy, error) {
 // runtimeCostLimit is RuntimeCostLimit, lowered by a test.
 var runtimeCostLimit uint64 = RuntimeCostLimit
 
-type loader struct{ problems Problems }
+type loader struct {
+	problems Problems
+	consts   []constant
+}
 
 func (l *loader) add(line int, rule, format string, args ...any) {
 	l.problems = append(l.problems, Problem{Line: line, Rule: rule, Message: fmt.Sprintf(format, args...)})
@@ -239,6 +250,7 @@ func (l *loader) file(root *yaml.Node) *Policy {
 		names[r.Name] = r.Line
 		pol.Rules = append(pol.Rules, r)
 	}
+	pol.consts = l.consts
 	return pol
 }
 
@@ -382,6 +394,9 @@ func (l *loader) rule(n *yaml.Node) *Rule {
 		r.expr, checked = l.compile(exprNode, r.Name, "expression", r.Expression, types.BoolType)
 		if checked != nil {
 			r.impliedKinds, r.impliedTypes = implied(checked.NativeRep().Expr())
+			if h, ok := l.hoisted(checked); ok {
+				r.plain, r.expr = r.expr, h
+			}
 		}
 	}
 	if msgNode != nil && r.Message != "" {
@@ -449,7 +464,7 @@ func (l *loader) compile(n *yaml.Node, rule, field, src string, want *types.Type
 	if largest, err := e.EstimateCost(ast, sizes{max: MaxInputSize}); err != nil || largest.Max > runtimeCostLimit {
 		// A loop: its cost is tracked, and it checks every
 		// interruptEvery iterations whether its judgement was cancelled.
-		opts = append(opts, cel.CostLimit(runtimeCostLimit), cel.InterruptCheckFrequency(interruptEvery))
+		opts = append(opts, cel.CostLimit(runtimeCostLimit), cel.InterruptCheckFrequency(interruptEvery), cel.CostTracking(groupByCost{}))
 		pr.tracked = true
 	}
 	pr.flat = max(est.Max, 1)
@@ -459,4 +474,42 @@ func (l *loader) compile(n *yaml.Node, rule, field, src string, want *types.Type
 		return program{}, nil
 	}
 	return pr, ast
+}
+
+// program compiles src, an expression the loader made of a checked one
+// (hoist.go), in the environment with vars added: as compile does, without
+// the checks its source already passed. ok is false if it does not compile.
+func (l *loader) program(src string, vars []cel.EnvOption) (pr program, ok bool) {
+	e, err := env()
+	if err != nil {
+		return program{}, false
+	}
+	if len(vars) > 0 {
+		if e, err = e.Extend(vars...); err != nil {
+			return program{}, false
+		}
+	}
+	ast, iss := e.Compile(src)
+	if iss != nil && iss.Err() != nil {
+		return program{}, false
+	}
+	return l.programOf(e, ast)
+}
+
+// programOf is the program of a checked expression of env e.
+func (l *loader) programOf(e *cel.Env, ast *cel.Ast) (pr program, ok bool) {
+	est, err := e.EstimateCost(ast, sizes{max: MaxSize})
+	if err != nil {
+		return program{}, false
+	}
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.CostTracking(groupByCost{})}
+	if largest, err := e.EstimateCost(ast, sizes{max: MaxInputSize}); err != nil || largest.Max > runtimeCostLimit {
+		opts = append(opts, cel.CostLimit(runtimeCostLimit), cel.InterruptCheckFrequency(interruptEvery))
+		pr.tracked = true
+	}
+	pr.flat = max(est.Max, 1)
+	if pr.prg, err = e.Program(ast, opts...); err != nil {
+		return program{}, false
+	}
+	return pr, true
 }

@@ -318,7 +318,7 @@ func TestTracked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := pol.Rules[0].expr.tracked; got != c.tracked {
+		if got := pol.Rules[0].asWritten().expr.tracked; got != c.tracked {
 			t.Errorf("%s: tracked %t, want %t", c.expr, got, c.tracked)
 		}
 	}
