@@ -502,9 +502,9 @@ func (l *loader) programOf(e *cel.Env, ast *cel.Ast) (pr program, ok bool) {
 	if err != nil {
 		return program{}, false
 	}
-	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.CostTracking(groupByCost{})}
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
 	if largest, err := e.EstimateCost(ast, sizes{max: MaxInputSize}); err != nil || largest.Max > runtimeCostLimit {
-		opts = append(opts, cel.CostLimit(runtimeCostLimit), cel.InterruptCheckFrequency(interruptEvery))
+		opts = append(opts, cel.CostLimit(runtimeCostLimit), cel.InterruptCheckFrequency(interruptEvery), cel.CostTracking(groupByCost{}))
 		pr.tracked = true
 	}
 	pr.flat = max(est.Max, 1)
