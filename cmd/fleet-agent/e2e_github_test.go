@@ -57,6 +57,7 @@ type ghWorld struct {
 	policyPath string
 	// prune is the agent's prune.
 	prune bool
+	interval   time.Duration // the agent's poll interval, for a test that runs its loop
 }
 
 func newGHWorld(t *testing.T) *ghWorld {
@@ -95,7 +96,7 @@ func (w *ghWorld) start() {
 	// No spacing between sends: step drains the queue with Flush on a
 	// clock that moves only when told to (the outbox's tests keep it).
 	w.box = outbox.New(w.store, g.Poster(), outbox.Options{Clock: w.clk, Log: log, MinSpacing: outbox.NoSpacing})
-	w.ag = agent.New(agent.Config{Branch: "main", RequireReviewedPlan: true, Prefix: "fleet-agent", Checks: w.checks, PolicyPath: w.policyPath, Prune: w.prune},
+	w.ag = agent.New(agent.Config{Branch: "main", RequireReviewedPlan: true, Prefix: "fleet-agent", Checks: w.checks, PolicyPath: w.policyPath, Prune: w.prune, Interval: w.interval},
 		agent.Options{Store: w.store, Repo: repo, Forge: agentForge{g}, Outbox: w.box, Clock: w.clk, Log: log})
 }
 

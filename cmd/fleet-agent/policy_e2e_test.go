@@ -186,6 +186,13 @@ func TestPolicyLooseningOnGitHub(t *testing.T) {
 	w, boot := newPolicyWorld(t, gpuCapPolicy)
 	head := w.openPRWith(1, boot, bigFlavorDoc, map[string]string{"policy.yaml": loosePolicy})
 	w.step()
+	if cm := w.planComments(1); len(cm) != 1 || !strings.Contains(cm[0].Body, "what the new one would say is being worked out apart from the loop") {
+		t.Fatalf("plan comment before the proposed policy is judged: %+v", cm)
+	}
+	if err := w.ag.WaitProposed(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	w.step() // planned again with the proposed policy's verdict
 	if s := w.lastStatus(head, "policy"); s.State != "failure" {
 		t.Fatalf("the loosening pull request is not judged by the applied policy: %+v\n%s", s, w.log)
 	}

@@ -120,6 +120,8 @@ type Agent struct {
 	// policyMu guards policy, the policy in use (policy.go).
 	policyMu sync.Mutex
 	policy   policyState
+	// proposed judges the policies pull requests propose (proposed.go).
+	proposed proposedJudge
 }
 
 // Options wire an agent.
@@ -232,6 +234,9 @@ type storedProposal struct {
 	// verdict follows the reviews (submitted, dismissed, changed) and team
 	// membership, so the proposal is judged again every poll.
 	ReviewBound bool `json:"reviewBound,omitempty"`
+	// PolicyPending: what the policy the proposal proposes would say was
+	// still being worked out; it is planned again until that is in.
+	PolicyPending bool `json:"policyPending,omitempty"`
 }
 
 // Tick is one iteration: poll, apply the tip, plan the proposals.

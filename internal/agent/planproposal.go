@@ -93,7 +93,11 @@ func (a *Agent) judgeByHand(commit string, doc *fleet.Document, made planned) *p
 	if err != nil {
 		return nil
 	}
-	rep := pol.Evaluate(policy.Input{Doc: doc, Data: data, Snap: made.snap, Plan: made.Plan, Tenant: a.cfg.Tenant})
+	// Under the agent's deadline and budget, like every judgement the agent
+	// makes: over them, every rule not yet broken fails closed.
+	jctx, cancel := context.WithTimeout(context.Background(), PolicyDeadline)
+	defer cancel()
+	rep, _, _ := pol.Judge(jctx, a.policyInput(doc, data, made), policy.PlanCostBudget)
 	rep.Source = view.Path + "@" + refs.Short(view.Commit)
 	return rep
 }

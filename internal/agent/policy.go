@@ -255,7 +255,9 @@ func (a *Agent) judgeProposal(ctx context.Context, head string, pr int, doc *fle
 	in := a.policyInput(doc, data, made)
 	rep := &plan.PolicyReport{Rules: []plan.RuleVerdict{}}
 	if pol != nil {
-		rep = pol.Evaluate(in)
+		jctx, cancel := context.WithTimeout(ctx, PolicyDeadline)
+		rep, _, _ = pol.Judge(jctx, in, policy.PlanCostBudget) // over its bounds, every rule fails closed
+		cancel()
 		rep.Source = a.cfg.PolicyPath + "@" + refs.Short(view.Commit)
 	}
 	rep.Notes = append(rep.Notes, policyNotes(view)...)
@@ -278,13 +280,8 @@ func (a *Agent) judgeProposal(ctx context.Context, head string, pr int, doc *fle
 		if err != nil {
 			rep.Notes = append(rep.Notes, "this pull request changes "+a.cfg.PolicyPath+", and the new policy does not compile ("+refusal.Text(err)+"); merged, it would not be used")
 		} else {
-			nr := next.Evaluate(in)
-			rep.Notes = append(rep.Notes, "this pull request changes "+a.cfg.PolicyPath+": it is judged by the current policy; once applied, the new one would say "+strings.TrimPrefix(nr.Summary(), "policy: "))
-			for _, v := range nr.Rules {
-				if v.Verdict != plan.VerdictPass {
-					rep.Notes = append(rep.Notes, "new policy: "+v.Line())
-				}
-			}
+			notes, _ := a.proposedNotes(ctx, head, proposed, next, in)
+			rep.Notes = append(rep.Notes, notes...)
 		}
 	}
 	if pol == nil && len(rep.Notes) == 0 {
@@ -368,7 +365,17 @@ func (a *Agent) stepPolicy(ctx context.Context, c *candidate) verdict {
 	if err != nil {
 		return verdictOf(err)
 	}
-	rep := pol.Evaluate(a.policyInput(c.doc, data, c.plan))
+	jctx, cancel := context.WithTimeout(ctx, PolicyDeadline)
+	defer cancel()
+	rep, _, err := pol.Judge(jctx, a.policyInput(c.doc, data, c.plan), policy.PlanCostBudget)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return waitFor("the policy's judgement was cut short (%s); it is judged again at the next poll", refusal.Text(err))
+	case err != nil:
+		r := refused(refusal.PlanBlocked, "the policy (%s@%s) could not judge the plan: %s", view.Path, refs.Short(view.Commit), refusal.Text(err))
+		r.what = "policy denies"
+		return r
+	}
 	for _, v := range rep.Rules {
 		if v.Verdict == plan.VerdictDeny {
 			r := refused(refusal.PlanBlocked, "policy rule %q (%s@%s) denies the plan: %s", v.Name, view.Path, refs.Short(view.Commit), v.Message)

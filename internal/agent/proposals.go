@@ -84,7 +84,7 @@ func (a *Agent) planProposals(ctx context.Context, snap gitsync.Snapshot, prs []
 		var prev storedProposal
 		var found bool
 		_ = a.store.View(func(tx *state.Tx) (err error) { found, err = tx.Get(spaceProposals, p.ref, &prev); return })
-		if found && prev.Commit == p.head && prev.Tip == snap.Tip && prev.Applied == appliedCommit && !prev.Awaiting && !prev.ReviewBound {
+		if found && prev.Commit == p.head && prev.Tip == snap.Tip && prev.Applied == appliedCommit && !prev.Awaiting && !prev.ReviewBound && !prev.PolicyPending {
 			continue // nothing moved for this proposal
 		}
 		a.planOne(ctx, p, snap.Tip, appliedCommit)
@@ -150,6 +150,7 @@ func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit stri
 		rec.Awaiting = len(pl.Policy.Awaiting()) > 0
 		rec.ReviewBound = reviewBound(pl.Policy)
 		rec.Denied = deniedLines(pl.Policy)
+		rec.PolicyPending = a.proposedPending(p.head)
 		rec.PlanHash, rec.Summary, rec.Blocked = pl.PlanHash, pl.Summary, pl.Blocked()
 		rec.Lines = pl.TextLines(false)
 		state := "success"

@@ -29,6 +29,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.waker = w
 	a.mu.Unlock()
+	// The proposed policies' worker stops with the agent, at once: its
+	// judgements decide nothing.
+	a.proposed.mu.Lock()
+	a.proposed.base = ctx
+	a.proposed.mu.Unlock()
+	defer a.stopProposed()
 	// A step runs on its own context: a stop lets it finish (a plan, an
 	// apply, a record) and abandons it only after a grace period, when a
 	// network call hangs. Every write is one transaction, so an abandoned

@@ -173,7 +173,8 @@ func (r *PolicyReport) PolicyLines() []string {
 }
 
 // MarkdownLines are the report in a comment: each rule that did not pass,
-// its matched changes beneath it, then the notes.
+// its matched changes beneath it, then the notes. What the policy wrote
+// (names, messages, notes) is text, never markup (EscapeMarkdown).
 func (r *PolicyReport) MarkdownLines() []string {
 	if r == nil {
 		return nil
@@ -183,13 +184,13 @@ func (r *PolicyReport) MarkdownLines() []string {
 		if v.Verdict == VerdictPass {
 			continue
 		}
-		lines = append(lines, "- **"+string(v.Verdict)+"** `"+v.Name+"`: "+v.Detail())
+		lines = append(lines, "- **"+string(v.Verdict)+"** "+codeText(v.Name)+": "+EscapeMarkdown(v.Detail()))
 		for _, h := range v.Matched {
-			lines = append(lines, "  - `"+string(h.Type)+" "+string(h.Kind)+" "+h.Name+"`"+lineOf(h)+": "+h.Message)
+			lines = append(lines, "  - "+codeText(string(h.Type)+" "+string(h.Kind)+" "+h.Name)+lineOf(h)+": "+EscapeMarkdown(h.Message))
 		}
 	}
 	for _, n := range r.Notes {
-		lines = append(lines, "- _"+n+"_")
+		lines = append(lines, "- _"+EscapeMarkdown(n)+"_")
 	}
 	return lines
 }

@@ -104,6 +104,10 @@ const agreeRules = `rules:
   - {name: quota, match: {kinds: [ownerQuota]}, expression: "change.after.resource == 'gpu' && change.after.max > 8 || has(change.before.max)", action: warn}
   - {name: notes, expression: "change.note != '' || change.blocked != '' || change.pointer.endsWith('/0')", action: warn}
   - {name: templates, match: {kinds: [sandboxTemplate]}, expression: "!(change.after.imageId in ['ubuntu-24.04'])", action: deny}
+  - {name: site-pools, match: {kinds: [pool]}, expression: "size(document.pools.groupBy('site')[change.after.site]) >= 1", action: warn, message: "'site ' + change.after.site + ' has ' + string(size(document.pools.groupBy('site')[change.after.site])) + ' pools'"}
+  - {name: flavor-count, match: {kinds: [flavor]}, expression: "size(document.flavors.filter(f, f.gpus >= 0)) > 0 && change.type != 'delete'", action: warn}
+  - {name: const-error, expression: "document.pools.exists(p, p.nope == 1) || change.kind == 'site'", action: warn}
+  - {name: const-in-loop, expression: "[change.name].exists(n, document.pools.exists(p, true) && n != '')", action: warn}
 `
 
 // plainEvaluate is the reference: every rule on every change its match
@@ -131,7 +135,7 @@ func plainEvaluate(p *Policy, in Input) *plan.PolicyReport {
 			}
 			act, _ := interpreter.NewActivation(map[string]any{
 				"change": types.DefaultTypeAdapter.NativeToValue(cv.vars()), "plan": planVal, "document": docVal})
-			if broke, msg := r.judge(cv, act); broke {
+			if broke, msg := r.asWritten().judge(cv, act, nil); broke {
 				hits[j] = append(hits[j], cv.hit(msg))
 			}
 		}

@@ -37,6 +37,8 @@ func (s sizes) EstimateSize(n cost.AstNode) *cost.SizeEstimate {
 
 func (s sizes) EstimateCallCost(function, _ string, _ *cost.AstNode, _ []cost.AstNode) *cost.CallEstimate {
 	switch function {
+	case "groupBy": // one pass over the list
+		return cost.NewCallEstimate(cost.Estimate{Min: 1, Max: s.max}, &cost.SizeEstimate{Min: 0, Max: s.max})
 	case "orValue", "value", "hasValue", "or", "optional.of", "optional.ofNonZeroValue", "optional.none", "_?._", "_[?_]":
 		return cost.NewCallEstimate(cost.Estimate{Min: 1, Max: 1}, &cost.SizeEstimate{Min: 0, Max: s.max})
 	}
@@ -115,7 +117,15 @@ type Input struct {
 // once, shared by those rules, and each field is made only when a rule
 // reads it (lazyChange). TestFastPathAgrees checks that this gives the
 // verdicts of a plain evaluation of every rule on every change.
-func (p *Policy) Evaluate(in Input) *plan.PolicyReport {
+//
+// Evaluate has no deadline and no budget: it is for a policy its own user
+// runs (fleet-agent plan --policy, policy test); the agent judges with
+// Judge.
+func (p *Policy) Evaluate(in Input) *plan.PolicyReport { return p.evaluate(in, nil) }
+
+// evaluate is Evaluate under a meter (nil: none); it stops at the first
+// change after the meter says stop.
+func (p *Policy) evaluate(in Input, m *meter) *plan.PolicyReport {
 	if in.Snap == nil {
 		in.Snap = inventory.NewSnapshot(nil)
 	}
@@ -123,6 +133,7 @@ func (p *Policy) Evaluate(in Input) *plan.PolicyReport {
 		in.Tenant = "root"
 	}
 	w := newWorld(p, in)
+	w.m = m
 	hits := make([][]plan.PolicyHit, len(p.Rules))
 	type sel struct {
 		k inventory.Kind
@@ -131,6 +142,9 @@ func (p *Policy) Evaluate(in Input) *plan.PolicyReport {
 	index := map[sel][]int{}
 	owned := ownedChanges(in.Plan)
 	for i := range in.Plan.Changes {
+		if m != nil && (m.err != nil || i%checkEvery == 0 && m.stopped()) {
+			break
+		}
 		c := withOwned(&in.Plan.Changes[i], owned)
 		s := sel{c.Kind, c.Action}
 		rules, ok := index[s]
@@ -148,11 +162,14 @@ func (p *Policy) Evaluate(in Input) *plan.PolicyReport {
 		}
 		cv := w.change(c)
 		for _, j := range rules {
+			if m != nil && m.err != nil {
+				break
+			}
 			r := p.Rules[j]
 			if !r.Match.takes(&cv.accounts) {
 				continue
 			}
-			broke, msg := r.judge(cv, cv)
+			broke, msg := r.judge(cv, cv, m)
 			if !broke {
 				continue
 			}
@@ -202,8 +219,8 @@ func (r *Rule) selects(k inventory.Kind, a plan.Action) bool {
 
 // judge evaluates the rule on one change: whether it broke the rule, and
 // the message.
-func (r *Rule) judge(cv *changeVars, act interpreter.Activation) (bool, string) {
-	out, _, err := r.expr.Eval(act)
+func (r *Rule) judge(cv *changeVars, act interpreter.Activation, m *meter) (bool, string) {
+	out, err := m.eval(r.expr, act)
 	if err != nil {
 		return true, fmt.Sprintf("the rule's expression failed on %s %s: %v (it counts as broken; use has() or ?. for fields a change may lack)", cv.kind, cv.name, err)
 	}
@@ -215,14 +232,14 @@ func (r *Rule) judge(cv *changeVars, act interpreter.Activation) (bool, string) 
 		return false, ""
 	}
 	def := fmt.Sprintf("%s %s breaks rule %q", cv.kind, cv.name, r.Name)
-	if r.msg == nil {
+	if r.msg.prg == nil {
 		return true, def
 	}
-	m, _, err := r.msg.Eval(act)
+	mv, err := m.eval(r.msg, act)
 	if err != nil {
 		return true, def + fmt.Sprintf(" (its message failed: %v)", err)
 	}
-	s, ok := m.Value().(string)
+	s, ok := mv.Value().(string)
 	if !ok || s == "" {
 		return true, def
 	}
@@ -232,6 +249,9 @@ func (r *Rule) judge(cv *changeVars, act interpreter.Activation) (bool, string) 
 // world holds what every change's variables share: the document and the
 // plan as CEL values, the objects' pointers and the pools' accounts.
 type world struct {
+	pol      *Policy
+	m        *meter    // the judgement's (nil: none)
+	consts   []ref.Val // the plan constants' values, made when first read (hoist.go)
 	in       Input
 	doc      any
 	docVal   any               // plain maps and lists: the interpreter reads them as they are
@@ -277,7 +297,7 @@ func (w *world) lineOf(ptr string) int {
 }
 
 func newWorld(p *Policy, in Input) *world {
-	w := &world{in: in, pointers: map[string]string{}, poolAcct: map[string]string{}}
+	w := &world{pol: p, in: in, pointers: map[string]string{}, poolAcct: map[string]string{}}
 	w.doc = documentValue(in.Doc)
 	w.docVal = w.doc
 	if in.Doc != nil {
@@ -497,6 +517,9 @@ func (cv *changeVars) ResolveName(name string) (any, bool) {
 		return cv.w.planVal, true
 	case "document":
 		return cv.w.docVal, true
+	}
+	if i := constIndex(name); i >= 0 && i < len(cv.w.pol.consts) {
+		return cv.w.constant(i, cv), true
 	}
 	return nil, false
 }

@@ -87,18 +87,33 @@ type Rule struct {
 	// Line is the rule's line in its file.
 	Line int `json:"-"`
 
-	expr cel.Program
-	msg  cel.Program // nil: the default message
+	expr program
+	msg  program // prg nil: the default message
+	// plain is the expression as written, when expr reads plan constants
+	// (hoist.go) cut out of it; nil prg otherwise.
+	plain program
 	// impliedKinds and impliedTypes are what the expression itself
 	// requires of change.kind and change.type (implied).
 	impliedKinds, impliedTypes []string
-	// tracked: the expression runs under the runtime cost limit (compile).
+}
+
+// program is one compiled expression and what it costs the budget of a
+// judgement (budget.go).
+type program struct {
+	prg cel.Program
+	// tracked: the expression runs under the runtime cost limit, and is
+	// charged what it actually cost (compile).
 	tracked bool
+	// flat is what an untracked expression is charged per evaluation: its
+	// estimate at load, with strings and lists of up to MaxSize.
+	flat uint64
 }
 
 // Policy is a loaded, compiled policy.
 type Policy struct {
 	Rules []*Rule
+	// consts are the plan constants the rules' expressions read (hoist.go).
+	consts []constant
 	// Hash is the SHA-256 of the file's bytes: two agents judging by the
 	// same hash judge alike.
 	Hash string
@@ -140,6 +155,9 @@ var env = sync.OnceValues(func() (*cel.Env, error) {
 		cel.Variable("document", cel.MapType(cel.StringType, cel.DynType)),
 		cel.OptionalTypes(),
 		cel.CrossTypeNumericComparisons(true),
+		groupByOverload(),
+		// The loops of an expression print as written (hoist.go).
+		cel.EnableMacroCallTracking(),
 	)
 })
 
@@ -176,7 +194,10 @@ func Load(data []byte) (*Policy, error) {
 // runtimeCostLimit is RuntimeCostLimit, lowered by a test.
 var runtimeCostLimit uint64 = RuntimeCostLimit
 
-type loader struct{ problems Problems }
+type loader struct {
+	problems Problems
+	consts   []constant
+}
 
 func (l *loader) add(line int, rule, format string, args ...any) {
 	l.problems = append(l.problems, Problem{Line: line, Rule: rule, Message: fmt.Sprintf(format, args...)})
@@ -232,6 +253,7 @@ func (l *loader) file(root *yaml.Node) *Policy {
 		names[r.Name] = r.Line
 		pol.Rules = append(pol.Rules, r)
 	}
+	pol.consts = l.consts
 	return pol
 }
 
@@ -381,13 +403,16 @@ func (l *loader) rule(n *yaml.Node) *Rule {
 	}
 	if exprNode != nil {
 		var checked *cel.Ast
-		r.expr, checked, r.tracked = l.compile(exprNode, r.Name, "expression", r.Expression, types.BoolType)
+		r.expr, checked = l.compile(exprNode, r.Name, "expression", r.Expression, types.BoolType)
 		if checked != nil {
 			r.impliedKinds, r.impliedTypes = implied(checked.NativeRep().Expr())
+			if h, ok := l.hoisted(checked); ok {
+				r.plain, r.expr = r.expr, h
+			}
 		}
 	}
 	if msgNode != nil && r.Message != "" {
-		r.msg, _, _ = l.compile(msgNode, r.Name, "message", r.Message, types.StringType)
+		r.msg, _ = l.compile(msgNode, r.Name, "message", r.Message, types.StringType)
 	}
 	if len(l.problems) > before {
 		return nil
@@ -405,19 +430,19 @@ func (l *loader) rule(n *yaml.Node) *Rule {
 // a string test or a comparison costs in proportion to what it reads, and
 // only a loop, over the document or the calls, needs the limit. tracked
 // says which it is.
-func (l *loader) compile(n *yaml.Node, rule, field, src string, want *types.Type) (prg cel.Program, checked *cel.Ast, tracked bool) {
+func (l *loader) compile(n *yaml.Node, rule, field, src string, want *types.Type) (pr program, checked *cel.Ast) {
 	if len(src) > MaxExprBytes {
 		l.add(n.Line, rule, "%s is %d bytes, over the limit of %d", field, len(src), MaxExprBytes)
-		return nil, nil, false
+		return program{}, nil
 	}
 	if strings.TrimSpace(src) == "" {
 		l.add(n.Line, rule, "%s is empty", field)
-		return nil, nil, false
+		return program{}, nil
 	}
 	e, err := env()
 	if err != nil {
 		l.add(n.Line, rule, "the CEL environment: %v", err)
-		return nil, nil, false
+		return program{}, nil
 	}
 	ast, iss := e.Compile(src)
 	if iss != nil && iss.Err() != nil {
@@ -430,32 +455,73 @@ func (l *loader) compile(n *yaml.Node, rule, field, src string, want *types.Type
 			}
 			l.add(line, rule, "%s, column %d: %s", field, ce.Location.Column()+1, ce.Message)
 		}
-		return nil, nil, false
+		return program{}, nil
 	}
 	out := ast.OutputType()
 	if !out.IsExactType(want) && !out.IsExactType(types.DynType) {
 		l.add(n.Line, rule, "%s gives %s; it must give %s", field, out, want)
-		return nil, nil, false
+		return program{}, nil
 	}
 	est, err := e.EstimateCost(ast, sizes{max: MaxSize})
 	if err != nil {
 		l.add(n.Line, rule, "%s: cannot estimate its cost: %v", field, err)
-		return nil, nil, false
+		return program{}, nil
 	}
 	if est.Max > MaxEstimatedCost {
 		l.add(n.Line, rule, "%s may cost up to %d, over the limit of %d (with lists and strings of up to %d): avoid nested loops over the document or the calls",
 			field, est.Max, uint64(MaxEstimatedCost), MaxSize)
-		return nil, nil, false
+		return program{}, nil
 	}
 	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
 	if largest, err := e.EstimateCost(ast, sizes{max: MaxInputSize}); err != nil || largest.Max > runtimeCostLimit {
-		opts = append(opts, cel.CostLimit(runtimeCostLimit))
-		tracked = true
+		// A loop: its cost is tracked, and it checks every
+		// interruptEvery iterations whether its judgement was cancelled.
+		opts = append(opts, cel.CostLimit(runtimeCostLimit), cel.InterruptCheckFrequency(interruptEvery), cel.CostTracking(groupByCost{}))
+		pr.tracked = true
 	}
-	prg, err = e.Program(ast, opts...)
+	pr.flat = max(est.Max, 1)
+	pr.prg, err = e.Program(ast, opts...)
 	if err != nil {
 		l.add(n.Line, rule, "%s: %v", field, err)
-		return nil, nil, false
+		return program{}, nil
 	}
-	return prg, ast, tracked
+	return pr, ast
+}
+
+// program compiles src, an expression the loader made of a checked one
+// (hoist.go), in the environment with vars added: as compile does, without
+// the checks its source already passed. ok is false if it does not compile.
+func (l *loader) program(src string, vars []cel.EnvOption) (pr program, ok bool) {
+	e, err := env()
+	if err != nil {
+		return program{}, false
+	}
+	if len(vars) > 0 {
+		if e, err = e.Extend(vars...); err != nil {
+			return program{}, false
+		}
+	}
+	ast, iss := e.Compile(src)
+	if iss != nil && iss.Err() != nil {
+		return program{}, false
+	}
+	return l.programOf(e, ast)
+}
+
+// programOf is the program of a checked expression of env e.
+func (l *loader) programOf(e *cel.Env, ast *cel.Ast) (pr program, ok bool) {
+	est, err := e.EstimateCost(ast, sizes{max: MaxSize})
+	if err != nil {
+		return program{}, false
+	}
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	if largest, err := e.EstimateCost(ast, sizes{max: MaxInputSize}); err != nil || largest.Max > runtimeCostLimit {
+		opts = append(opts, cel.CostLimit(runtimeCostLimit), cel.InterruptCheckFrequency(interruptEvery), cel.CostTracking(groupByCost{}))
+		pr.tracked = true
+	}
+	pr.flat = max(est.Max, 1)
+	if pr.prg, err = e.Program(ast, opts...); err != nil {
+		return program{}, false
+	}
+	return pr, true
 }

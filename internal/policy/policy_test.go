@@ -249,7 +249,7 @@ rules:
 			t.Fatal(err)
 		}
 		r := p.Rules[0]
-		if r.Name != "gpu-cap" || r.Action != Approve || len(r.Approvers) != 2 || len(r.Match.Accounts) != 1 || r.msg == nil {
+		if r.Name != "gpu-cap" || r.Action != Approve || len(r.Approvers) != 2 || len(r.Match.Accounts) != 1 || r.msg.prg == nil {
 			t.Errorf("rule %+v", r)
 		}
 	}
@@ -318,7 +318,7 @@ func TestTracked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := pol.Rules[0].tracked; got != c.tracked {
+		if got := pol.Rules[0].asWritten().expr.tracked; got != c.tracked {
 			t.Errorf("%s: tracked %t, want %t", c.expr, got, c.tracked)
 		}
 	}
