@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -78,17 +79,29 @@ type DebSpec struct {
 	MTime time.Time
 }
 
-// DebVersion turns a git describe version into a Debian one: the leading
-// v goes, a version that does not start with a digit (an untagged commit)
-// becomes 0~<it>, and hyphens (which dpkg reads as the Debian revision)
-// become +.
+// DebVersion turns a git describe version into a Debian one that dpkg
+// orders the way the tags are ordered: the leading v goes; a tag's
+// pre-release (v1.0.0-rc.1) sorts before the release (1.0.0~rc.1); commits
+// after a tag (-4-gabcdef0) and a dirty tree sort after it (+4.gabcdef0,
+// +dirty); an untagged commit becomes 0~<commit>. No hyphen is left, since
+// dpkg reads one as the start of a Debian revision.
 func DebVersion(v string) string {
 	v = strings.TrimPrefix(v, "v")
+	suffix := ""
+	if b, ok := strings.CutSuffix(v, "-dirty"); ok {
+		v, suffix = b, "+dirty"
+	}
+	if m := describeSuffix.FindStringSubmatch(v); m != nil {
+		v, suffix = m[1], "+"+m[2]+".g"+m[3]+suffix
+	}
 	if v == "" || v[0] < '0' || v[0] > '9' {
 		v = "0~" + v
 	}
-	return strings.ReplaceAll(v, "-", "+")
+	return strings.ReplaceAll(v, "-", "~") + suffix
 }
+
+// describeSuffix is git describe's "-<commits since the tag>-g<commit>".
+var describeSuffix = regexp.MustCompile(`^(.*)-([0-9]+)-g([0-9a-f]+)$`)
 
 // DebFileName is the package's file name as Debian names it.
 func DebFileName(version, arch string) string {
