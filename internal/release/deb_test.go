@@ -15,7 +15,7 @@ func buildTestDeb(t *testing.T, version, dir string) string {
 	t.Helper()
 	root := repoRoot(t)
 	p, err := BuildDeb(DebSpec{
-		Binary:   testBinaries(t)["amd64"],
+		Binary:   testBinary(t, "amd64"),
 		Arch:     "amd64",
 		Version:  version,
 		Revision: testRevision,

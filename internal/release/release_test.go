@@ -20,44 +20,44 @@ const (
 var testCreated = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 var (
-	binsOnce sync.Once
-	bins     map[string]string
-	binsErr  error
-	binsOut  []byte
+	binsMu  sync.Mutex
+	binsDir string
+	bins    = map[string]string{}
 )
 
-// repoRoot is the module's root (this package is internal/release).
-func repoRoot(t *testing.T) string {
+// testBinary builds fleet-agent for linux/arch once per test run, as make
+// release does (static, trimmed, the version and commit set), into a
+// directory that outlives the first test.
+func testBinary(t *testing.T, arch string) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	binsMu.Lock()
+	defer binsMu.Unlock()
+	if p, ok := bins[arch]; ok {
+		return p
+	}
+	if binsDir == "" {
+		d, err := os.MkdirTemp("", "fleet-release-bins-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		binsDir = d
+	}
+	out := filepath.Join(binsDir, "fleet-agent_linux_"+arch)
+	if b, err := goBuild(repoRoot(t), arch, out, testVersion, testRevision); err != nil {
+		t.Fatalf("building the %s binary: %v\n%s", arch, err, b)
+	}
+	bins[arch] = out
+	return out
 }
 
-// testBinaries builds fleet-agent for linux/amd64 and linux/arm64 once per
-// test run, as make release does (static, trimmed, the version and commit
-// set), into a directory that outlives the first test.
+// testBinaries is both architectures' binaries.
 func testBinaries(t *testing.T) map[string]string {
 	t.Helper()
-	binsOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "fleet-release-bins-")
-		if err != nil {
-			binsErr = err
-			return
-		}
-		bins = map[string]string{}
-		for _, arch := range Architectures {
-			out := filepath.Join(dir, "fleet-agent_linux_"+arch)
-			binsOut, binsErr = goBuild(repoRoot(t), arch, out, testVersion, testRevision)
-			if binsErr != nil {
-				return
-			}
-			bins[arch] = out
-		}
-	})
-	if binsErr != nil {
-		t.Fatalf("building the binaries: %v\n%s", binsErr, binsOut)
+	out := map[string]string{}
+	for _, arch := range Architectures {
+		out[arch] = testBinary(t, arch)
 	}
-	return bins
+	return out
 }
 
 func goBuild(root, arch, out, version, revision string) ([]byte, error) {
@@ -71,9 +71,15 @@ func goBuild(root, arch, out, version, revision string) ([]byte, error) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, p := range bins {
-		os.RemoveAll(filepath.Dir(p))
-		break
+	if binsDir != "" {
+		os.RemoveAll(binsDir)
 	}
 	os.Exit(code)
+}
+
+// repoRoot is the module's root (this package is internal/release).
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
 }
