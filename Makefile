@@ -170,9 +170,9 @@ release: release-bins
 	$(RELEASE_TOOL) image $(foreach a,$(ARCHES),-bin $(a)=bin/fleet-agent_linux_$(a)) \
 	  -version $(VERSION) -revision $(COMMIT) -source $(SOURCE_URL) -epoch $(EPOCH) -layout $(DIST)/fleet-agent-image
 	@for a in $(ARCHES); do \
-	  SOURCE_DATE_EPOCH=$(EPOCH) $(GO) run $(CYCLONEDX) bin -json -output $(DIST)/fleet-agent_linux_$$a.cdx.json $(DIST)/fleet-agent_linux_$$a || exit 1; \
+	  SOURCE_DATE_EPOCH=$(EPOCH) $(GO) run $(CYCLONEDX) bin -json -noserial -std -version $(VERSION) -output $(DIST)/fleet-agent_linux_$$a.cdx.json $(DIST)/fleet-agent_linux_$$a || exit 1; \
 	done
-	SOURCE_DATE_EPOCH=$(EPOCH) $(GO) run $(CYCLONEDX) mod -json -licenses=false -output $(DIST)/fleet-agent.mod.cdx.json .
+	SOURCE_DATE_EPOCH=$(EPOCH) $(GO) run $(CYCLONEDX) mod -json -noserial -output $(DIST)/fleet-agent.mod.cdx.json .
 	$(RELEASE_TOOL) sums $(DIST)
 	@echo "wrote $(DIST)/ (check it: cd $(DIST) && sha256sum -c SHA256SUMS)"
 
