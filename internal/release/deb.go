@@ -119,10 +119,10 @@ const postinst = `#!/bin/sh
 set -e
 if [ "$1" = "configure" ]; then
 	if command -v systemd-sysusers >/dev/null 2>&1; then
-		systemd-sysusers --root="${DPKG_ROOT:-/}" /usr/lib/sysusers.d/fleet-agent.conf
+		systemd-sysusers --root="${DPKG_ROOT:-/}" fleet-agent.conf
 	fi
 	if command -v systemd-tmpfiles >/dev/null 2>&1; then
-		systemd-tmpfiles --root="${DPKG_ROOT:-/}" --create /usr/lib/tmpfiles.d/fleet-agent.conf
+		systemd-tmpfiles --root="${DPKG_ROOT:-/}" --create fleet-agent.conf
 	fi
 fi
 if [ -z "${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then

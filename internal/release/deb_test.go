@@ -82,12 +82,12 @@ func sumOf(t *testing.T, p string) [32]byte {
 // nothing started.
 func TestDebInstallsIntoAScratchRoot(t *testing.T) {
 	root := t.TempDir()
-	for _, d := range []string{"var/lib/dpkg/info", "var/lib/dpkg/updates", "var/lib/dpkg/triggers", "etc", "usr/bin", "usr/lib/systemd/system"} {
+	for _, d := range []string{"var/lib/dpkg/info", "var/lib/dpkg/updates", "var/lib/dpkg/triggers", "etc", "usr/bin", "usr/lib/systemd"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, f := range []string{"var/lib/dpkg/status", "var/lib/dpkg/available", "etc/passwd", "etc/group", "etc/shadow", "etc/gshadow"} {
+	for _, f := range []string{"var/lib/dpkg/status", "var/lib/dpkg/available", "etc/shadow", "etc/gshadow"} {
 		if err := os.WriteFile(filepath.Join(root, f), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -96,6 +96,18 @@ func TestDebInstallsIntoAScratchRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(root, "etc/group"), []byte("root:x:0:\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// What systemd-analyze verify needs of the base system in that root:
+	// the host's own units (sysinit.target and the rest) and kill(1), which
+	// the unit's ExecReload runs; /bin is /usr/bin as on Debian.
+	if err := os.Symlink("usr/bin", filepath.Join(root, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(t.Context(), "cp", "-a", "/usr/lib/systemd/system", "/usr/bin/kill", filepath.Join(root, "usr/lib/systemd")).CombinedOutput(); err != nil {
+		t.Fatalf("seeding the root: %v\n%s", err, out)
+	}
+	if err := os.Rename(filepath.Join(root, "usr/lib/systemd/kill"), filepath.Join(root, "usr/bin/kill")); err != nil {
 		t.Fatal(err)
 	}
 	dpkg := func(deb string, extra ...string) {
