@@ -18,7 +18,7 @@ build:
 
 # The tests run with the race detector: the suite takes about a minute on
 # two cores, and the agent is concurrent (loop, outbox, socket, ops).
-test: kube chromium awscli googleapis
+test: kube chromium awscli googleapis skopeo umoci lintian
 	$(GO) test -race $(TESTFLAGS) ./...
 	$(MAKE) test-etcd
 
@@ -51,6 +51,16 @@ awscli:
 	@test -x /usr/bin/aws || { \
 	  if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends awscli; \
 	  else echo "the EKS emulator's client suite needs the AWS CLI: sudo apt-get install awscli"; exit 1; fi; }
+
+# skopeo, umoci, lintian: the release suite (internal/release) pulls the
+# node daemon's image back with Debian's skopeo, unpacks it with Debian's
+# umoci and checks the Debian package with Debian's lintian; a fresh machine
+# gets them here.
+.PHONY: skopeo umoci lintian
+skopeo umoci lintian:
+	@command -v $@ >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $@; \
+	  else echo "the release suite needs $@: sudo apt-get install $@"; exit 1; fi; }
 
 .PHONY: googleapis
 # googleapis: the GKE emulator's Node client suite runs Google's googleapis
@@ -114,6 +124,58 @@ KEEP ?=
 demo: build
 	KEEP=$(KEEP) ./scripts/demo.sh $(BIN)
 
+# Release: everything below is built from the commit alone (its time,
+# never the clock), so the same commit gives the same bytes. The tools live
+# in cmd/fleet-release, outside the fleet-agent binary.
+EPOCH        ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+RELEASE_DATE := $(shell date -u -d @$(EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+RELEASE_LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(RELEASE_DATE)
+SOURCE_URL   ?= https://github.com/fleet-agent/fleet-agent
+ARCHES       := amd64 arm64
+DIST         ?= dist
+PUSH         ?=
+CYCLONEDX    ?= github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
+RELEASE_TOOL := bin/fleet-release
+
+.PHONY: release-bins image deb release
+release-bins:
+	@for a in $(ARCHES); do \
+	  echo "building bin/fleet-agent_linux_$$a"; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -buildvcs=false -ldflags '$(RELEASE_LDFLAGS)' -o bin/fleet-agent_linux_$$a ./cmd/fleet-agent || exit 1; \
+	done
+	$(GO) build -o $(RELEASE_TOOL) ./cmd/fleet-release
+
+# make image: the node daemon's image for both architectures, as an OCI
+# layout in bin/image; make image PUSH=registry/name:tag also pushes it with
+# the Docker credentials of this user (docker login).
+image: release-bins
+	$(RELEASE_TOOL) image $(foreach a,$(ARCHES),-bin $(a)=bin/fleet-agent_linux_$(a)) \
+	  -version $(VERSION) -revision $(COMMIT) -source $(SOURCE_URL) -epoch $(EPOCH) \
+	  -layout bin/image $(if $(PUSH),-push $(PUSH))
+
+# make deb: the Debian packages of both architectures, into bin/.
+deb: release-bins
+	@for a in $(ARCHES); do \
+	  $(RELEASE_TOOL) deb -bin bin/fleet-agent_linux_$$a -arch $$a -version $(VERSION) -revision $(COMMIT) -epoch $(EPOCH) -o bin || exit 1; \
+	done
+
+# make release: dist/ with the binaries, the packages, the image as an OCI
+# layout, a CycloneDX SBOM per artifact and SHA256SUMS over all of them.
+release: release-bins
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	@for a in $(ARCHES); do \
+	  cp bin/fleet-agent_linux_$$a $(DIST)/ && \
+	  $(RELEASE_TOOL) deb -bin bin/fleet-agent_linux_$$a -arch $$a -version $(VERSION) -revision $(COMMIT) -epoch $(EPOCH) -o $(DIST) || exit 1; \
+	done
+	$(RELEASE_TOOL) image $(foreach a,$(ARCHES),-bin $(a)=bin/fleet-agent_linux_$(a)) \
+	  -version $(VERSION) -revision $(COMMIT) -source $(SOURCE_URL) -epoch $(EPOCH) -layout $(DIST)/fleet-agent-image
+	@for a in $(ARCHES); do \
+	  SOURCE_DATE_EPOCH=$(EPOCH) $(GO) run $(CYCLONEDX) bin -json -noserial -std -version $(VERSION) -output $(DIST)/fleet-agent_linux_$$a.cdx.json $(DIST)/fleet-agent_linux_$$a || exit 1; \
+	done
+	SOURCE_DATE_EPOCH=$(EPOCH) $(GO) run $(CYCLONEDX) mod -json -noserial -output $(DIST)/fleet-agent.mod.cdx.json .
+	$(RELEASE_TOOL) sums $(DIST)
+	@echo "wrote $(DIST)/ (check it: cd $(DIST) && sha256sum -c SHA256SUMS)"
+
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/fleet-agent
 	install -D -m 0644 deploy/systemd/fleet-agent.service $(DESTDIR)/etc/systemd/system/fleet-agent.service
@@ -121,4 +183,4 @@ install: build
 	install -m 0640 deploy/config.example.yaml $(DESTDIR)/etc/fleet-agent/config.yaml.example
 
 clean:
-	rm -rf bin demo
+	rm -rf bin demo dist

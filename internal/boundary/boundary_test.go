@@ -130,6 +130,10 @@ var (
 	anyCloudSDK = []string{"github.com/aws/", "google.golang.org/api", "cloud.google.com/go", "github.com/digitalocean/godo"}
 	goGitHub    = "github.com/google/go-github"
 	clientGo    = []string{"k8s.io/client-go", "k8s.io/api/", "k8s.io/apimachinery"}
+	// releaseLibs build images and packages: only internal/release (and
+	// through it cmd/fleet-release) may reach them, so the agent's binary
+	// carries none of them.
+	releaseLibs = []string{"github.com/google/go-containerregistry", "github.com/goreleaser/nfpm"}
 )
 
 // allInternal lists every package under internal/ with what it reaches.
@@ -193,6 +197,10 @@ func violations(r string, deps []string) []string {
 			if !under(r, "forge") {
 				out = append(out, fmt.Sprintf("%s reaches go-github (%s): only internal/forge may; declare what you need as an interface", r, d))
 			}
+		case hasPrefixAny(d, releaseLibs...):
+			if !under(r, "release") {
+				out = append(out, fmt.Sprintf("%s reaches the release tooling %s: only internal/release may, outside the agent's binary", r, d))
+			}
 		case hasPrefixAny(d, clientGo...):
 			if own == "" && !under(r, "substrate") && !under(r, "testutil") {
 				out = append(out, fmt.Sprintf("%s reaches client-go (%s): only internal/substrate, the adapters and test support may", r, d))
@@ -251,6 +259,9 @@ func TestBoundaryRulesCatch(t *testing.T) {
 		{"substrate/crashtest", m + "providers/aws", true},
 		{"substrate", m + "substrate/crashtest", true},
 		{"agent", m + "testutil/gitserver", true},
+		{"release", "github.com/google/go-containerregistry/pkg/v1/remote", false},
+		{"substrate", "github.com/google/go-containerregistry/pkg/v1/remote", true},
+		{"agent", "github.com/goreleaser/nfpm/v2/deb", true},
 	} {
 		got := violations(tc.pkg, []string{"fmt", tc.dep})
 		if (len(got) > 0) != tc.fail {
@@ -285,6 +296,29 @@ func TestBoundaryDetectorWorks(t *testing.T) {
 	}
 	if !hasPrefixAny("k8s.io/client-go/rest", clientGo...) || adapterOf("providers/fake/x") != "fake" || adapterOf("providers") != "" {
 		t.Fatal("the rules' helpers are wrong")
+	}
+}
+
+// TestBoundaryBinaryLeavesOutTheReleaseTools: the image and package
+// builders live in cmd/fleet-release; the agent's binary reaches none of
+// them, and the release command (the detector's proof) does.
+func TestBoundaryBinaryLeavesOutTheReleaseTools(t *testing.T) {
+	root := repoRoot(t)
+	got := goList(t, root, "./cmd/fleet-agent", "./cmd/fleet-release")
+	for _, d := range got[module+"/cmd/fleet-agent"].Deps {
+		if hasPrefixAny(d, releaseLibs...) || d == module+"/internal/release" {
+			t.Errorf("cmd/fleet-agent reaches %s: the release tooling must stay in cmd/fleet-release", d)
+		}
+	}
+	rel := got[module+"/cmd/fleet-release"]
+	for _, lib := range releaseLibs {
+		found := false
+		for _, d := range rel.Deps {
+			found = found || strings.HasPrefix(d, lib)
+		}
+		if !found {
+			t.Errorf("cmd/fleet-release should reach %s; the detector is blind", lib)
+		}
 	}
 }
 
