@@ -84,7 +84,7 @@ func poolAccount(p *fleet.Pool) string {
 func (w *world) accountsOf(c *plan.Change, after any, stored inventory.Object, had bool) changeAccounts {
 	var sides []accountSide
 	if after != nil {
-		sides = append(sides, w.documentSide(c, after))
+		sides = append(sides, w.documentSide(c, after)...)
 	}
 	if had {
 		sides = append(sides, w.storedSide(stored))
@@ -111,17 +111,18 @@ func (w *world) accountsOf(c *plan.Change, after any, stored inventory.Object, h
 }
 
 // documentSide is the account of the object as the document writes it.
-func (w *world) documentSide(c *plan.Change, after any) accountSide {
+// An object on a pool is of every account its pool has, in the document and
+// as stored: without prune, a pool whose substrate the document leaves out
+// keeps it, so the document alone would say "no account" of a pool that
+// still runs on one.
+func (w *world) documentSide(c *plan.Change, after any) []accountSide {
 	switch c.Kind {
 	case inventory.ProviderAccount:
-		return accountSide{name: c.Name}
+		return []accountSide{{name: c.Name}}
 	case inventory.Site:
-		return accountSide{}
+		return []accountSide{{}}
 	case inventory.Pool:
-		if a, ok := w.poolAcct[c.Name]; ok {
-			return accountSide{name: a}
-		}
-		return accountSide{unknown: true}
+		return w.poolSides(c.Name)
 	}
 	pool := ""
 	if m, ok := after.(map[string]any); ok {
@@ -130,7 +131,7 @@ func (w *world) documentSide(c *plan.Change, after any) accountSide {
 	if pool == "" {
 		pool = poolOfName(c.Kind, c.Name)
 	}
-	return w.poolNamed(pool)
+	return w.poolSides(pool)
 }
 
 // poolOfName is the pool a pool-owned object's fleet name names.
@@ -149,21 +150,30 @@ func poolOfName(k inventory.Kind, name string) string {
 	return ""
 }
 
-// poolNamed is the account of the pool of that name: the document's, else
+// poolSides are the accounts of the pool of that name: the document's and
 // the stored one's (a pool left out of the document stays stored without
-// prune), else unknown.
-func (w *world) poolNamed(name string) accountSide {
+// prune, and so does a substrate the document leaves out); unknown when
+// neither has the pool.
+func (w *world) poolSides(name string) []accountSide {
 	if name == "" {
-		return accountSide{unknown: true}
+		return []accountSide{{unknown: true}}
 	}
+	var out []accountSide
 	if a, ok := w.poolAcct[name]; ok {
-		return accountSide{name: a}
+		out = append(out, accountSide{name: a})
 	}
 	if p, ok := w.in.Snap.ByName(inventory.Pool, name); ok {
-		return w.storedPool(p)
+		out = append(out, w.storedPool(p))
 	}
-	return accountSide{unknown: true}
+	if len(out) == 0 {
+		return []accountSide{{unknown: true}}
+	}
+	return out
 }
+
+// poolNamed is the first of poolSides: the document's account of the pool,
+// else the stored one's.
+func (w *world) poolNamed(name string) accountSide { return w.poolSides(name)[0] }
 
 // storedSide is the account of a stored object.
 func (w *world) storedSide(o inventory.Object) accountSide {

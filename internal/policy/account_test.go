@@ -323,3 +323,49 @@ func TestPoolSeesWhatItOwns(t *testing.T) {
 		t.Errorf("note %q", v.Matched[0].Message)
 	}
 }
+
+// TestAccountOfAPoolOnEitherSide: an object on a pool is of every account
+// the pool has in the document and as stored. Found from outside: with
+// prune off, a pool whose substrate (on prod) the document leaves out keeps
+// it, so a flavor created on it runs on prod; and a pool the document moves
+// onto prod carries its unchanged flavors there, which a flavor rule must see.
+func TestAccountOfAPoolOnEitherSide(t *testing.T) {
+	pol, err := Load([]byte(`rules:
+  - {name: prod-flavors, match: {kinds: [flavor], changes: [create, update], accounts: [prod], unknownAccount: skip}, expression: "true", action: warn, message: "change.type + ' ' + change.account + ' ' + change.note"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name        string
+		fleet, next []acctPool
+		want        string
+	}{
+		{name: "the substrate left out of the document, a flavor added",
+			fleet: []acctPool{{name: "kp", substrate: "prod", gpus: 1, ttl: 60}},
+			next:  []acctPool{{name: "kp", gpus: 1, ttl: 60, extra: true}},
+			want:  "kp/g: create prod "},
+		{name: "a pool of no account moved onto prod, its flavor unchanged",
+			fleet: []acctPool{{name: "free", gpus: 4, ttl: 60}},
+			next:  []acctPool{{name: "free", substrate: "prod", gpus: 4, ttl: 60}},
+			want:  "free/f: update prod its pool free moves to account prod (the object itself does not change)"},
+		{name: "a pool that stays on prod: its unchanged flavor is not judged",
+			fleet: []acctPool{{name: "kp", substrate: "prod", gpus: 1, ttl: 60}},
+			next:  []acctPool{{name: "kp", substrate: "prod", gpus: 1, ttl: 90}},
+			want:  ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := FleetOf(document(t, acctDoc(tc.fleet, nil)), "root")
+			doc := document(t, acctDoc(tc.next, nil))
+			p := plan.Make(doc, snap, plan.Options{Tenant: "root"})
+			rep := pol.Evaluate(Input{Doc: doc, Snap: snap, Plan: p, Tenant: "root"})
+			var got []string
+			for _, h := range rep.Rules[0].Matched {
+				got = append(got, h.Name+": "+h.Message)
+			}
+			if strings.Join(got, "\n") != tc.want {
+				t.Errorf("matched %q, want %q\n%s", got, tc.want, planText(p))
+			}
+		})
+	}
+}

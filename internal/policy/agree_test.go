@@ -120,9 +120,10 @@ func plainEvaluate(p *Policy, in Input) *plan.PolicyReport {
 	docVal := types.DefaultTypeAdapter.NativeToValue(w.doc)
 	hits := make([][]plan.PolicyHit, len(p.Rules))
 	owned := ownedChanges(in.Plan)
+	moved := w.movedPools()
 	for j, r := range p.Rules {
 		for i := range in.Plan.Changes {
-			c := withOwned(&in.Plan.Changes[i], owned)
+			c := w.withMoved(withOwned(&in.Plan.Changes[i], owned), moved)
 			if len(r.Match.Kinds) > 0 && !slices.Contains(r.Match.Kinds, string(c.Kind)) {
 				continue
 			}

@@ -141,11 +141,12 @@ func (p *Policy) evaluate(in Input, m *meter) *plan.PolicyReport {
 	}
 	index := map[sel][]int{}
 	owned := ownedChanges(in.Plan)
+	moved := w.movedPools()
 	for i := range in.Plan.Changes {
 		if m != nil && (m.err != nil || i%checkEvery == 0 && m.stopped()) {
 			break
 		}
-		c := withOwned(&in.Plan.Changes[i], owned)
+		c := w.withMoved(withOwned(&in.Plan.Changes[i], owned), moved)
 		s := sel{c.Kind, c.Action}
 		rules, ok := index[s]
 		if !ok {

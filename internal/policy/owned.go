@@ -65,3 +65,61 @@ func joinFields(f []string) string {
 	}
 	return f[0]
 }
+
+// An object on a pool that moves to an account (the document gives the pool
+// a substrate, or an account it did not have) is unchanged in the plan, yet
+// from the apply on it runs on that account. It is judged as an update of
+// its "account", with a note, so that a rule scoped to the account sees what
+// comes onto it: a 4-GPU flavor made on a pool of no account cannot be
+// carried onto prod by the pool's next change without a flavor rule seeing
+// it.
+
+// movedPools are, by name, the pools whose document account is not the
+// account they are stored with, and that account.
+func (w *world) movedPools() map[string]string {
+	var out map[string]string
+	for name, a := range w.poolAcct {
+		if a == "" {
+			continue
+		}
+		p, ok := w.in.Snap.ByName(inventory.Pool, name)
+		if !ok {
+			continue
+		}
+		if s := w.storedPool(p); s.unknown || s.name != a {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[name] = a
+		}
+	}
+	return out
+}
+
+// withMoved is c as a rule judges it: an unchanged object on a pool that
+// moves to an account is an update of its account.
+func (w *world) withMoved(c *plan.Change, moved map[string]string) *plan.Change {
+	if len(moved) == 0 || c.Action != plan.Unchanged {
+		return c
+	}
+	pool := ""
+	switch c.Kind {
+	case inventory.Flavor, inventory.Offer, inventory.OwnerQuota:
+		pool = poolOfName(c.Kind, c.Name)
+	case inventory.SandboxTemplate:
+		if o, ok := w.in.Snap.ByName(c.Kind, c.Name); ok {
+			id, _ := o.Spec["pool"].(string)
+			if p, ok := w.in.Snap.ByID(id); ok {
+				pool = p.Name
+			}
+		}
+	}
+	a, ok := moved[pool]
+	if !ok {
+		return c
+	}
+	u := *c
+	u.Action, u.Fields = plan.Update, []string{"account"}
+	u.Note = "its pool " + pool + " moves to account " + a + " (the object itself does not change)"
+	return &u
+}
