@@ -295,6 +295,35 @@ func (a *Agent) policyNote(c *candidate) string {
 	return ""
 }
 
+// policyAsReviewed reports whether the reviewed head holds the policy file
+// byte for byte as the commit does. Plans hash the calls, never the policy,
+// so a plan that matches says nothing of it: a change of the policy counts
+// as reviewed only when the reviewed head carried it. A file that cannot be
+// read is not as reviewed: a policy fails closed.
+func (a *Agent) policyAsReviewed(c *candidate, head string) bool {
+	if a.changesPolicy(c) == "" || head == c.commit {
+		return true
+	}
+	read := func(commit string) ([]byte, bool) {
+		data, err := a.repo.ReadFile(commit, a.cfg.PolicyPath)
+		var ge *gitsync.Error
+		if errors.As(err, &ge) && ge.Kind == gitsync.KindFileMissing {
+			return nil, true
+		}
+		return data, err == nil
+	}
+	want, ok1 := read(c.commit)
+	got, ok2 := read(head)
+	return ok1 && ok2 && (want == nil) == (got == nil) && bytes.Equal(want, got)
+}
+
+// policyNotReviewed is the refusal of a commit whose plan was reviewed at
+// head but whose policy file was not.
+func (a *Agent) policyNotReviewed(c *candidate, what string) verdict {
+	return unreviewed("policy unreviewed", "%s %s %s beyond what %s carried: its plan was reviewed, but a change of the policy is applied only as a reviewed head holds it, whatever the plan; propose the change of the policy, or read the plan and adopt it by hand (fleet-agent plan --commit, then fleet-agent apply --commit with its planHash)",
+		refs.Short(c.commit), a.changesPolicy(c), a.cfg.PolicyPath, what)
+}
+
 // stepMergeLinked finds the pull request that merged the commit. Where
 // review is needed it waits while GitHub cannot answer or has not linked
 // the merge yet (MergeLinkGrace), then refuses a direct push; elsewhere the
@@ -345,6 +374,8 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 				c.pr, refs.Short(c.prHead), refs.Short(c.commit))
 		case rv.PlanHash != hash:
 			return a.planMoved(fmt.Sprintf("#%d", c.pr), rv, hash)
+		case !a.policyAsReviewed(c, c.prHead):
+			return a.policyNotReviewed(c, fmt.Sprintf("the head %s of pull request #%d", refs.Short(c.prHead), c.pr))
 		}
 		return proceed()
 	}
@@ -355,13 +386,18 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 	// The newest plan recorded for the commit or a parent that is not this
 	// one: proposed, but the plan moved since.
 	var moved *Reviewed
+	policyOff := ""
 	for _, h := range append([]string{c.commit}, info.Parents...) {
 		rv, found, err := a.reviewed(h)
 		if err != nil {
 			return verdictOf(err)
 		}
 		if found && rv.Valid && rv.PlanHash == hash {
-			return proceed()
+			if a.policyAsReviewed(c, h) {
+				return proceed()
+			}
+			policyOff = h
+			continue
 		}
 		// A parent that is the applied commit was a proposal that landed:
 		// a commit on top of it is new, never proposed.
@@ -369,6 +405,9 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 		if found && rv.Valid && !landed && (moved == nil || rv.At > moved.At) {
 			moved = &rv
 		}
+	}
+	if policyOff != "" {
+		return a.policyNotReviewed(c, "the proposal "+refs.Short(policyOff))
 	}
 	if moved != nil {
 		return a.planMoved("the proposal "+refs.Short(moved.Head), *moved, hash)
