@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/cost"
@@ -244,7 +245,24 @@ func (r *Rule) judge(cv *changeVars, act interpreter.Activation, m *meter) (bool
 	if !ok || s == "" {
 		return true, def
 	}
-	return true, s
+	return true, oneLine(s)
+}
+
+// oneLine is a rule's message as one line of plain characters: control
+// characters (a line break, an escape sequence, a carriage return), line
+// and paragraph separators and the bidirectional overrides become spaces. A
+// message may quote the document, which a pull request author writes: in a
+// terminal, a log line or the page it must not forge a line of its own or
+// turn text around. Markup is the renderers' to escape.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case unicode.IsControl(r), r == '\u2028', r == '\u2029',
+			r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069', r == '\u200e', r == '\u200f', r == '\u061c':
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 // world holds what every change's variables share: the document and the

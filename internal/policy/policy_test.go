@@ -323,3 +323,24 @@ func TestTracked(t *testing.T) {
 		}
 	}
 }
+
+// TestMessagesAreOneLine: a rule's message quotes what a pull request author
+// wrote, so control characters, separators and bidirectional overrides in
+// it never reach a terminal, a log or the page. Found from outside: a deny
+// message forged "refused: ..." lines in status and flipped text with
+// U+202E.
+func TestMessagesAreOneLine(t *testing.T) {
+	rep := judged(t, "rules:\n  - {name: forge, match: {kinds: [flavor]}, expression: \"true\", action: warn, message: \"'ok\\\\napplied: plan 000\\\\r\\\\u001b[2J \\\\u202egnp.exe \\\\u2028x\\\\u2066y'\"}\n")
+	v := rep.Rules[0]
+	if len(v.Matched) == 0 {
+		t.Fatal("the rule matched nothing")
+	}
+	for _, h := range v.Matched {
+		if strings.ContainsAny(h.Message, "\n\r\x1b\u202e\u2028\u2066") {
+			t.Fatalf("message %q carries a control character", h.Message)
+		}
+		if !strings.Contains(h.Message, "ok applied: plan 000") || !strings.Contains(h.Message, "[2J") {
+			t.Fatalf("message %q lost its text", h.Message)
+		}
+	}
+}
