@@ -69,3 +69,31 @@ func planHashOf(t *testing.T, w *world, commit string) string {
 	}
 	return p.PlanHash
 }
+
+// A commit pushed directly whose plan the policy denies is refused for the
+// denial, with no adopt commands: an apply by hand is held to the deny
+// rules, so pasting them would fail (found from outside: status, doctor and
+// the page all advised adopting it).
+func TestDeniedDirectPushIsNotAdoptable(t *testing.T) {
+	w := newWorld(t, agent.Config{RequireReviewedPlan: true, PolicyPath: "policy.yaml"})
+	w.work.Git(t, "checkout", "-B", "main")
+	w.work.Write(t, "policy.yaml", "rules:\n  - {name: no-pools, match: {kinds: [pool]}, expression: \"true\", action: deny, message: \"'no pools here'\"}\n")
+	boot := w.commit(t, "main", docV1, "bootstrap")
+	w.tick(t)
+	if _, _, err := w.agent.ApplyCommit(t.Context(), boot, planHashOf(t, w, boot), "ops@box"); err != nil {
+		t.Fatal(err)
+	}
+	tip := w.commit(t, "main", docV2, "a pool, pushed directly")
+	w.tick(t)
+	st, err := agent.Status(w.store, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Refused) != 1 || st.Refused[0].Commit != tip {
+		t.Fatalf("refused %+v, want %s", st.Refused, tip[:12])
+	}
+	r := st.Refused[0]
+	if r.Code != "PLAN_BLOCKED" || len(r.Adopt) != 0 || !strings.Contains(r.Reason, "no pools here") || !strings.Contains(r.Reason, "make a new commit that the policy allows") {
+		t.Fatalf("refusal %+v: want PLAN_BLOCKED for the denial, no adopt commands", r)
+	}
+}

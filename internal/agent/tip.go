@@ -109,6 +109,7 @@ func (a *Agent) settle(ctx context.Context, c *candidate, v verdict) error {
 			pr = m.Number
 		}
 	}
+	v = a.adoptableByHand(ctx, c, v)
 	r := Refused{Commit: c.commit, Code: string(v.code), Reason: v.reason, PR: pr, At: a.clock.Now().UnixMilli()}
 	desc := "not applied: " + v.reason
 	if v.adoptable && c.plan.Plan != nil {
@@ -141,6 +142,27 @@ func (a *Agent) settle(ctx context.Context, c *candidate, v verdict) error {
 		}
 		return nil
 	})
+}
+
+// adoptableByHand keeps a refusal adoptable only when an apply by hand
+// would take the commit: an apply by hand is held to the deny rules, so the
+// adopt commands of a commit the policy denies would fail when pasted. Such
+// a commit is refused for the denial (its code and advice are the policy's:
+// a new commit that the policy allows, proposed), naming the review it
+// lacks too.
+func (a *Agent) adoptableByHand(ctx context.Context, c *candidate, v verdict) verdict {
+	if !v.adoptable || c.plan.Plan == nil || c.doc == nil {
+		return v
+	}
+	byHand := *c
+	byHand.operator = "adopt"
+	pv := a.stepPolicy(ctx, &byHand)
+	if pv.kind != refuse {
+		return v
+	}
+	out := refused(pv.code, "%s; no apply by hand takes a plan the policy denies, so it cannot be adopted either (it was not reviewed: %s): make a new commit that the policy allows and propose it", pv.reason, v.what)
+	out.what = pv.what
+	return out
 }
 
 // waiting leaves a commit for the next poll, with its apply status pending
