@@ -155,6 +155,12 @@ type Policy struct {
 type Drift struct {
 	Every time.Duration
 	Heal  bool
+	// PullRequests proposes each distinct drift as a pull request (a
+	// branch without GitHub) that writes the fleet as it is into the file.
+	PullRequests bool
+	// RevertOnClose applies the document again when such a proposal is
+	// closed without merging.
+	RevertOnClose bool
 }
 
 // Secrets says where secret://NAME files are.

@@ -25,7 +25,7 @@ var (
 	githubKeys  = []string{"repository", "apiURL", "token", "app", "webhookSecret", "statusContext"}
 	appKeys     = []string{"id", "installationId", "privateKey"}
 	applyKeys   = []string{"prune", "requireReviewedPlan"}
-	driftKeys   = []string{"every", "heal"}
+	driftKeys   = []string{"every", "heal", "pullRequests", "revertOnClose"}
 	policyKeys  = []string{"path"}
 	secretsKeys = []string{"dir"}
 )
@@ -102,6 +102,8 @@ func (p *parser) parse(data []byte) {
 	if d := p.section(top, "", "drift", driftKeys); d != nil {
 		p.duration(d, "drift", "every", &c.Drift.Every, time.Second)
 		p.boolean(d, "drift", "heal", &c.Drift.Heal)
+		p.boolean(d, "drift", "pullRequests", &c.Drift.PullRequests)
+		p.boolean(d, "drift", "revertOnClose", &c.Drift.RevertOnClose)
 	}
 	if s := p.section(top, "", "secrets", secretsKeys); s != nil {
 		p.str(s, "secrets", "dir", &c.Secrets.Dir, checkPath)
