@@ -71,6 +71,9 @@ type Config struct {
 	DriftEvery time.Duration
 	// Heal re-applies the applied document when it drifts.
 	Heal bool
+	// DriftPullRequests proposes each drift on a branch of the agent's own
+	// (driftpr.go); RevertOnClose re-applies when it is closed unmerged.
+	DriftPullRequests, RevertOnClose bool
 	// Repository is the followed repository as people may see it (no
 	// credentials): the local API names it in its refusals.
 	Repository string
@@ -91,6 +94,8 @@ type Agent struct {
 	store  *state.Store
 	repo   *gitsync.Repo
 	forge  Forge  // nil without github
+	// driftForge opens drift pull requests; nil without github.
+	driftForge DriftForge
 	outbox Outbox // nil without github
 	live   plan.Source
 	clock  clock.Clock
@@ -138,6 +143,9 @@ type Options struct {
 	// Substrates is woken after every apply, so a substrate the apply
 	// recorded converges at once; nil without a reconciler.
 	Substrates Waker
+	// DriftForge opens drift pull requests (drift.pullRequests); nil
+	// without github, where the pushed branch is the proposal.
+	DriftForge DriftForge
 }
 
 // Waker is what the agent asks of the substrate reconciler: to run now.
@@ -167,7 +175,7 @@ func New(cfg Config, o Options) *Agent {
 		o.Metrics = nopMetrics{}
 	}
 	a := &Agent{cfg: cfg, store: o.Store, repo: o.Repo, forge: o.Forge, outbox: o.Outbox, live: o.Live,
-		clock: o.Clock, log: o.Log, metrics: o.Metrics, substrates: o.Substrates}
+		clock: o.Clock, log: o.Log, metrics: o.Metrics, substrates: o.Substrates, driftForge: o.DriftForge}
 	if a.forge == nil {
 		// Without GitHub every other branch is a proposal.
 		a.repo.SetWant(gitsync.Patterns("refs/heads/*"))

@@ -118,7 +118,7 @@ func (a *Agent) DriftCheck(ctx context.Context) error {
 			posts = append(posts, outbox.Once(from.PR, marker, a.convergedBody(marker, ap.Commit)))
 		}
 	}
-	return a.store.Update(func(tx *state.Tx) error {
+	err = a.store.Update(func(tx *state.Tx) error {
 		// The applied record carries when drift was last checked.
 		cur, err := tx.Applied()
 		if err != nil || cur == nil || cur.Commit != ap.Commit || cur.AppliedAt != ap.AppliedAt {
@@ -133,6 +133,10 @@ func (a *Agent) DriftCheck(ctx context.Context) error {
 		}
 		return a.enqueue(tx, posts...)
 	})
+	if err != nil {
+		return err
+	}
+	return a.proposeDrift(ctx, ap, doc, made, drifted)
 }
 
 func (a *Agent) recordDriftError(now int64, reported, msg string) error {
