@@ -90,16 +90,17 @@ type Config struct {
 
 // Agent is one running agent.
 type Agent struct {
-	cfg   Config
-	store *state.Store
-	repo  *gitsync.Repo
-	forge Forge // nil without github
+	cfg    Config
+	store  *state.Store
+	repo   *gitsync.Repo
+	forge  Forge  // nil without github
+	outbox Outbox // nil without github
+	live   plan.Source
+	clock  clock.Clock
+	log    zerolog.Logger
+
 	// driftForge opens drift pull requests; nil without github.
 	driftForge DriftForge
-	outbox     Outbox // nil without github
-	live       plan.Source
-	clock      clock.Clock
-	log        zerolog.Logger
 
 	// applyMu makes applies one at a time: the loop's and the local API's.
 	applyMu sync.Mutex
