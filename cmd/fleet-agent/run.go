@@ -108,6 +108,13 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		return err
 	}
 	defer repo.Close()
+	// Drift proposals push the agent's own branches: a credential that can
+	// only read is refused now, not at the first drift.
+	if cfg.Drift.PullRequests {
+		if err := repo.CanPush(ctx); err != nil {
+			return refusal.Wrap(refusal.InvalidState, err, "drift.pullRequests is on but the git credential cannot push (docs/github.md says what it needs)")
+		}
+	}
 
 	var box *outbox.Outbox
 	var gh *forge.GitHub
@@ -195,13 +202,14 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	ag := agent.New(agent.Config{Tenant: cfg.Tenant, Branch: cfg.Git.Branch, Path: cfg.Git.Path, Interval: cfg.Git.Interval,
 		Prune: cfg.Apply.Prune, RequireReviewedPlan: cfg.Apply.RequireReviewedPlan, Verify: cfg.Git.Verify != nil,
 		Prefix: statusPrefix(cfg), DriftEvery: cfg.Drift.Every, Heal: cfg.Drift.Heal, Repository: redactURL(cfg.Git.URL),
+		DriftPullRequests: cfg.Drift.PullRequests, RevertOnClose: cfg.Drift.RevertOnClose,
 		// Check runs need an App's installation token; a user token keeps
 		// to commit statuses (README, "GitHub checks").
 		Checks:     cfg.GitHub != nil && cfg.GitHub.App != nil,
 		PolicyPath: cfg.Policy.Path,
 		Warnings:   warnings},
 		agent.Options{Store: store, Repo: repo, Forge: agentF, Outbox: agentO, Live: live, Log: log, Metrics: m,
-			Substrates: rec})
+			Substrates: rec, DriftForge: driftForgeOf(gh)})
 
 	a.reconfigure = func(next *config.Config) {
 		ag.Reconfigure(func(c *agent.Config) {
