@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -44,6 +46,7 @@ type DriftProposal struct {
 	DriftHash string `json:"driftHash"` // the drift now written on the branch
 	Base      string `json:"base"`      // the tip of git.branch it is built on
 	Head      string `json:"head"`      // the commit pushed
+	Written   string `json:"written"`   // sha256 of the file pushed
 	Fields    int    `json:"fields"`
 	Unwritten int    `json:"unwritten"`
 	FirstSeen int64  `json:"firstSeen"`
@@ -153,9 +156,6 @@ func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made plan
 		return nil
 	}
 	hash := made.DriftHash()
-	if rec.State == proposalOpen && rec.Base == tip && rec.DriftHash == hash {
-		return nil
-	}
 	start := time.Now()
 	file, err := a.repo.ReadFile(tip, a.cfg.Path)
 	if err != nil {
@@ -176,6 +176,14 @@ func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made plan
 	rw, err := driftpr.Write(file, made.Plan, made.snap, liveBytes, audit, a.cfg.Tenant)
 	if err != nil {
 		return err
+	}
+	// The drift hash follows the calls that would undo the drift, which do
+	// not change when a drifted value changes again: compare what would be
+	// written instead.
+	sum := sha256.Sum256(rw.File)
+	written := hex.EncodeToString(sum[:])
+	if rec.State == proposalOpen && rec.Base == tip && rec.Written == written {
+		return nil
 	}
 	if len(rw.Fields) == 0 {
 		a.log.Warn().Str("driftHash", hash).Int("unwritten", len(rw.Unwritten)).Msg("the drift cannot be written into the document; no drift proposal (it stays reported)")
@@ -210,7 +218,7 @@ func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made plan
 	if opening {
 		rec.OpenedAt = now.UnixMilli()
 	}
-	rec.State, rec.Base, rec.Head, rec.DriftHash = proposalOpen, tip, head, hash
+	rec.State, rec.Base, rec.Head, rec.DriftHash, rec.Written = proposalOpen, tip, head, hash, written
 	rec.Fields, rec.Unwritten = len(rw.Fields), len(rw.Unwritten)
 	if err := a.saveProposal(rec); err != nil {
 		return err
