@@ -103,6 +103,20 @@ func TestDriftProposalKeptByMerge(t *testing.T) {
 	}
 	// Seen by a poll: shown as a proposal, and planned with no calls.
 	w.tick(t)
+	st, err := agent.Status(w.store, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Drift == nil || st.Drift.Proposal == nil || st.Drift.Proposal.Branch != rec.Branch || st.Drift.Proposal.State != "open" {
+		t.Fatalf("status does not show the drift proposal: %+v", st.Drift)
+	}
+	shown := false
+	for _, p := range st.Proposals {
+		shown = shown || strings.Contains(p.Ref, rec.Branch)
+	}
+	if !shown {
+		t.Fatalf("the branch is not among status's proposals: %+v", st.Proposals)
+	}
 	calls := w.audit(t, "call")
 	// Merged: main moves to the proposal's head.
 	w.remo.UpdateRef(t, "refs/heads/main", rec2.Head)

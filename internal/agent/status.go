@@ -77,6 +77,8 @@ type DriftView struct {
 	// Now says the drift was checked by this status itself (no agent
 	// running) rather than read from the agent's last check.
 	Now bool `json:"checkedNow,omitempty"`
+	// Proposal is the drift proposal (drift.pullRequests), if one was made.
+	Proposal *DriftProposal `json:"proposal,omitempty"`
 }
 
 // orEmpty keeps JSON lists lists: a missing or null list is [].
@@ -115,6 +117,12 @@ func statusAt(s *state.Store, tenant string, now time.Time) (StatusView, error) 
 			if dr != nil {
 				v.Applied.CheckedAt = dr.CheckedAt
 				v.Drift = &DriftView{Changes: orEmpty(dr.Changes, "[]"), Summary: orEmpty(dr.Summary, "{}"), Blocked: dr.Blocked, PlanHash: dr.PlanHash, Error: dr.Error}
+				var p DriftProposal
+				if ok, err := tx.Get(spaceAgent, keyDriftProposal, &p); err != nil {
+					return err
+				} else if ok {
+					v.Drift.Proposal = &p
+				}
 			}
 		}
 		if v.Policy, err = policyView(tx); err != nil {
