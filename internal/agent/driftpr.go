@@ -182,7 +182,8 @@ func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made plan
 	// written instead.
 	sum := sha256.Sum256(rw.File)
 	written := hex.EncodeToString(sum[:])
-	if rec.State == proposalOpen && rec.Base == tip && rec.Written == written {
+	opened := a.driftForge == nil || rec.PR > 0 // a pull request that failed to open is tried again
+	if rec.State == proposalOpen && rec.Base == tip && rec.Written == written && opened {
 		return nil
 	}
 	if len(rw.Fields) == 0 {
