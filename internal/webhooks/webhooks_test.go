@@ -266,7 +266,7 @@ func TestFailingReceiverHoldsNothingElse(t *testing.T) {
 	d.Wake()
 	ob.Wake()
 	<-g.sent // the GitHub post went out while the first receiver fails
-	for { // the other webhook got both events; the failing one is held
+	for {    // the other webhook got both events; the failing one is held
 		got, _ := ok.counts()
 		if got["e1"] == 1 && got["e2"] == 1 {
 			break
