@@ -77,6 +77,7 @@ type Config struct {
 	Drift     Drift
 	Secrets   Secrets
 	Substrate Substrate
+	Events    Events
 
 	// Providers holds each provider's block as written, keyed by provider
 	// id; the adapter decodes it. A block written as null is a null node.

@@ -406,7 +406,7 @@ func TestUnknownKeys(t *testing.T) {
 		text, want string
 		line       int
 	}{
-		{"gti: {}", `config.yaml:1: unknown key "gti" at the top level; known: tenant, state, socket, socketGroup, listen, pprof, exposeOps, exposeInsecureJoin, git, github, apply, policy, drift, secrets, providers, substrate (did you mean "git"?)`, 1},
+		{"gti: {}", `config.yaml:1: unknown key "gti" at the top level; known: tenant, state, socket, socketGroup, listen, pprof, exposeOps, exposeInsecureJoin, git, github, apply, policy, drift, secrets, providers, substrate, events (did you mean "git"?)`, 1},
 		{"git:\n  url: /r\n  brnach: main", `config.yaml:3: unknown key "brnach" in git; known: url, branch, path, interval, auth, verify (did you mean "branch"?)`, 3},
 		{"git:\n  auth:\n    tokn: env://T", `unknown key "tokn" in git.auth; known: token, username, password, sshKey, knownHosts (did you mean "token"?)`, 3},
 		{"git:\n  verify:\n    keys: /k", `unknown key "keys" in git.verify; known: keyring`, 3},

@@ -18,7 +18,7 @@ import (
 
 // The keys of each block, in the documented order (messages list them so).
 var (
-	topKeys     = []string{"tenant", "state", "socket", "socketGroup", "listen", "pprof", "exposeOps", "exposeInsecureJoin", "git", "github", "apply", "policy", "drift", "secrets", "providers", "substrate"}
+	topKeys     = []string{"tenant", "state", "socket", "socketGroup", "listen", "pprof", "exposeOps", "exposeInsecureJoin", "git", "github", "apply", "policy", "drift", "secrets", "providers", "substrate", "events"}
 	gitKeys     = []string{"url", "branch", "path", "interval", "auth", "verify"}
 	authKeys    = []string{"token", "username", "password", "sshKey", "knownHosts"}
 	verifyKeys  = []string{"keyring"}
@@ -113,6 +113,9 @@ func (p *parser) parse(data []byte) {
 	}
 	if s := p.section(top, "", "substrate", substrateKeys); s != nil {
 		p.substrate(s)
+	}
+	if ev := p.section(top, "", "events", eventsKeys); ev != nil {
+		p.events(ev)
 	}
 }
 
