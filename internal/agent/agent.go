@@ -95,6 +95,7 @@ type Agent struct {
 	repo   *gitsync.Repo
 	forge  Forge  // nil without github
 	outbox Outbox // nil without github
+	events Events // nil without webhooks
 	live   plan.Source
 	clock  clock.Clock
 	log    zerolog.Logger
@@ -147,6 +148,8 @@ type Options struct {
 	// DriftForge opens drift pull requests (drift.pullRequests); nil
 	// without github, where the pushed branch is the proposal.
 	DriftForge DriftForge
+	// Events queues events for events.webhooks; nil without webhooks.
+	Events Events
 }
 
 // Waker is what the agent asks of the substrate reconciler: to run now.
@@ -176,7 +179,7 @@ func New(cfg Config, o Options) *Agent {
 		o.Metrics = nopMetrics{}
 	}
 	a := &Agent{cfg: cfg, store: o.Store, repo: o.Repo, forge: o.Forge, outbox: o.Outbox, live: o.Live,
-		clock: o.Clock, log: o.Log, metrics: o.Metrics, substrates: o.Substrates, driftForge: o.DriftForge}
+		clock: o.Clock, log: o.Log, metrics: o.Metrics, substrates: o.Substrates, driftForge: o.DriftForge, events: o.Events}
 	if a.forge == nil {
 		// Without GitHub every other branch is a proposal.
 		a.repo.SetWant(gitsync.Patterns("refs/heads/*"))

@@ -73,7 +73,16 @@ func (a *Agent) DriftProposalNow() (*DriftProposal, error) {
 
 func (a *Agent) saveProposal(rec *DriftProposal) error {
 	rec.UpdatedAt = a.clock.Now().UnixMilli()
-	return a.store.Update(func(tx *state.Tx) error { return tx.Put(spaceAgent, keyDriftProposal, rec) })
+	return a.store.Update(func(tx *state.Tx) error {
+		var prev DriftProposal
+		if _, err := tx.Get(spaceAgent, keyDriftProposal, &prev); err != nil {
+			return err
+		}
+		if err := a.proposalEvent(tx, prev.State, rec); err != nil {
+			return err
+		}
+		return tx.Put(spaceAgent, keyDriftProposal, rec)
+	})
 }
 
 // proposeDrift keeps the drift proposal in step with the drift check that

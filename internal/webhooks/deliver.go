@@ -34,6 +34,9 @@ type Deliverer struct {
 	// MinBackoff and MaxBackoff bound the wait after a failure (2 s and
 	// 5 min by default), doubling from one to the other.
 	MinBackoff, MaxBackoff time.Duration
+	// Redact masks every secret value the agent resolved (the resolver's
+	// redactor) in an event's text before it is sent; nil for none.
+	Redact func(string) string
 
 	once sync.Once
 	wake map[string]chan struct{}
@@ -259,7 +262,7 @@ func (d *Deliverer) send(ctx context.Context, h Hook, e events.Event) (code int,
 		}
 		secret = s
 	}
-	req, err := events.Render(e, h.Format, secret)
+	req, err := events.Render(redact(e, d.Redact), h.Format, secret)
 	if err != nil {
 		return 0, "the event cannot be rendered", false, 0
 	}
@@ -301,4 +304,24 @@ func resolveMaybe(ctx context.Context, r Resolver, u string) (string, bool) {
 	}
 	v, err := r.Resolve(ctx, u)
 	return v, err == nil
+}
+
+// redact masks secret values in the event's summary and string data: a
+// message from a provider may quote what it was given.
+func redact(e events.Event, fn func(string) string) events.Event {
+	if fn == nil {
+		return e
+	}
+	e.Summary = fn(e.Summary)
+	if e.Data != nil {
+		data := make(map[string]any, len(e.Data))
+		for k, v := range e.Data {
+			if s, ok := v.(string); ok {
+				v = fn(s)
+			}
+			data[k] = v
+		}
+		e.Data = data
+	}
+	return e
 }

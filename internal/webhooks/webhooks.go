@@ -34,6 +34,7 @@
 package webhooks
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -261,3 +262,57 @@ func Statuses(tx *state.Tx, hooks []Hook) ([]Status, error) {
 func isRef(s string) bool { return secrets.LooksLikeRef(s) }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// Queue is what the agent and the substrate reconciler queue events
+// through: each event goes, in the caller's transaction, to the queue of
+// every hook that wants it, and the deliverer is woken once it commits.
+type Queue struct {
+	Hooks     []Hook
+	Deliverer *Deliverer // nil: the loops' timers find the events
+	Now       func() time.Time
+	// Source is the events' CloudEvents source (the agent's tenant).
+	Source string
+	// Redact masks resolved secret values in an event before it is
+	// written to the state file; nil for none.
+	Redact func(string) string
+}
+
+// SubstrateChanged queues substrate.ready or substrate.error for a
+// substrate that became so (the substrate reconciler's StateEvents).
+func (q *Queue) SubstrateChanged(tx *state.Tx, poolID string, to state.SubstrateState, message string) error {
+	typ := events.SubstrateReady
+	if to == state.SubstrateError {
+		typ = events.SubstrateError
+	}
+	now := time.Now
+	if q != nil && q.Now != nil {
+		now = q.Now
+	}
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	src := "urn:fleet-agent"
+	if q != nil && q.Source != "" {
+		src = q.Source
+	}
+	return q.Enqueue(tx, events.Event{ID: hex.EncodeToString(id[:]), Type: typ, Source: src, Subject: "substrate/" + poolID,
+		Time: now().UTC(), Summary: "substrate " + poolID + " is " + string(to),
+		Data: map[string]any{"poolId": poolID, "state": string(to), "message": message}})
+}
+
+// Enqueue queues e inside tx.
+func (q *Queue) Enqueue(tx *state.Tx, e events.Event) error {
+	if q == nil || len(q.Hooks) == 0 {
+		return nil
+	}
+	now := time.Now
+	if q.Now != nil {
+		now = q.Now
+	}
+	if err := Enqueue(tx, q.Hooks, redact(e, q.Redact), now()); err != nil {
+		return err
+	}
+	if q.Deliverer != nil {
+		tx.OnCommit(q.Deliverer.Wake)
+	}
+	return nil
+}
