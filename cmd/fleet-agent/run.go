@@ -28,6 +28,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/join"
 	"github.com/fleet-agent/fleet-agent/internal/ui"
 )
@@ -153,7 +154,14 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	// nodes) and the join listener (joins, heartbeats kept in memory).
 	joins := join.NewStore(store, join.StoreOptions{Log: log.With().Str("room", "join").Logger()})
 	defer func() { _ = joins.Flush() }()
-	rec := substrateReconciler(store, opened, cfg, log, m, joins)
+	evq, evd := eventDelivery(store, cfg, resolver, log)
+	// Interfaces holding no nil *webhooks.Queue without webhooks.
+	var agentEv agent.Events
+	var recEv substrate.StateEvents
+	if evq != nil {
+		agentEv, recEv = evq, evq
+	}
+	rec := substrateReconciler(store, opened, cfg, log, m, joins, recEv)
 	// The join listener faces the nodes' network; it listens before the
 	// agent says it runs, so a port taken fails the start.
 	// On etcd only the leader serves it (docs/ha.md): it is opened here to
@@ -209,7 +217,7 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		PolicyPath: cfg.Policy.Path,
 		Warnings:   warnings},
 		agent.Options{Store: store, Repo: repo, Forge: agentF, Outbox: agentO, Live: live, Log: log, Metrics: m,
-			Substrates: rec, DriftForge: driftForgeOf(gh)})
+			Substrates: rec, DriftForge: driftForgeOf(gh), Events: agentEv, Hooks: hooksOf(cfg)})
 
 	a.reconfigure = func(next *config.Config) {
 		ag.Reconfigure(func(c *agent.Config) {
@@ -265,6 +273,9 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		var twg sync.WaitGroup
 		if box != nil {
 			twg.Go(func() { _ = box.Run(tctx) })
+		}
+		if evd != nil {
+			twg.Go(func() { evd.Run(tctx) })
 		}
 		if joinLn != nil {
 			jl := join.NewListener(join.ListenerOptions{Store: joins, Log: log.With().Str("room", "join").Logger()})

@@ -13,6 +13,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
 func (a *app) statusCommand() *cobra.Command {
@@ -51,6 +52,9 @@ plans the applied document again now, so a break-glass edit shows at once.`,
 				ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 				v, err = agent.StatusNow(ctx, s, live, cfg.Tenant)
 				cancel()
+				if hooks := hooksOf(cfg); err == nil && len(hooks) > 0 {
+					err = s.View(func(tx *state.Tx) (err error) { v.Webhooks, err = webhooks.Statuses(tx, hooks); return })
+				}
 				s.Close()
 				if err != nil {
 					return err
@@ -171,4 +175,5 @@ func (a *app) statusText(v agent.StatusView) {
 		}
 		fmt.Fprintf(w, "proposal %s at %s: %s\n", p.Ref, refs.Short(p.Commit), what)
 	}
+	webhooksText(w, v.Webhooks)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
 // PullRequest is what the agent knows of a pull request.
@@ -96,6 +97,7 @@ type Agent struct {
 	forge  Forge  // nil without github
 	outbox Outbox // nil without github
 	events Events // nil without webhooks
+	hooks  []webhooks.Hook
 	live   plan.Source
 	clock  clock.Clock
 	log    zerolog.Logger
@@ -150,6 +152,8 @@ type Options struct {
 	DriftForge DriftForge
 	// Events queues events for events.webhooks; nil without webhooks.
 	Events Events
+	// Hooks are the webhooks whose deliveries status shows.
+	Hooks []webhooks.Hook
 }
 
 // Waker is what the agent asks of the substrate reconciler: to run now.
@@ -179,7 +183,7 @@ func New(cfg Config, o Options) *Agent {
 		o.Metrics = nopMetrics{}
 	}
 	a := &Agent{cfg: cfg, store: o.Store, repo: o.Repo, forge: o.Forge, outbox: o.Outbox, live: o.Live,
-		clock: o.Clock, log: o.Log, metrics: o.Metrics, substrates: o.Substrates, driftForge: o.DriftForge, events: o.Events}
+		clock: o.Clock, log: o.Log, metrics: o.Metrics, substrates: o.Substrates, driftForge: o.DriftForge, events: o.Events, hooks: o.Hooks}
 	if a.forge == nil {
 		// Without GitHub every other branch is a proposal.
 		a.repo.SetWant(gitsync.Patterns("refs/heads/*"))
