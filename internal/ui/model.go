@@ -17,6 +17,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
 // Fleet is everything the pages show, read at one moment.
@@ -39,6 +40,8 @@ type Fleet struct {
 	Audit      []state.AuditRow
 	// Store is the etcd store's leadership; nil on a bbolt file.
 	Store *agent.StoreView
+	// Webhooks are the events.webhooks receivers and their deliveries.
+	Webhooks []webhooks.Status
 }
 
 // Outbox is the posts waiting for GitHub.
