@@ -131,6 +131,13 @@ func (a *app) statusText(v agent.StatusView) {
 			}
 		}
 	}
+	if p := driftProposalOf(v); p != nil {
+		pr := ""
+		if p.PR > 0 {
+			pr = fmt.Sprintf(", pull request #%d", p.PR)
+		}
+		fmt.Fprintf(w, "drift proposal: branch %s%s, %s (%d value(s) written, %d the document cannot hold)\n", p.Branch, pr, p.State, p.Fields, p.Unwritten)
+	}
 	if pv := v.Policy; pv != nil {
 		if pv.Hash != "" {
 			fmt.Fprintf(w, "policy: %s at %s, %d rule(s)\n", pv.Path, pv.Commit, pv.Rules)

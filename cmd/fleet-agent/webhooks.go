@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/config"
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
 	"github.com/fleet-agent/fleet-agent/internal/state"
@@ -56,4 +57,12 @@ func webhooksText(w io.Writer, list []webhooks.Status) {
 			fmt.Fprintf(w, "  last failure: %s %s (%s) at %s: %s, %s\n", d.Type, d.Subject, d.ID, d.At.UTC().Format(time.RFC3339), d.Error, what)
 		}
 	}
+}
+
+// driftProposalOf is the status's drift proposal, nil when none.
+func driftProposalOf(v agent.StatusView) *agent.DriftProposal {
+	if v.Drift == nil {
+		return nil
+	}
+	return v.Drift.Proposal
 }
