@@ -248,11 +248,9 @@ func (d *Deliverer) backoff(attempts int) time.Duration {
 // class (never the receiver's answer, the URL or a secret); retry says
 // whether the same request may succeed later.
 func (d *Deliverer) send(ctx context.Context, h Hook, e events.Event) (code int, class string, retry bool, retryAfter time.Duration) {
-	target := h.URL
-	if u, ok := resolveMaybe(ctx, d.Secrets, h.URL); !ok {
+	target, ok := resolveMaybe(ctx, d.Secrets, h.URL)
+	if !ok {
 		return 0, "the URL's reference does not resolve", true, 0
-	} else {
-		target = u
 	}
 	secret := ""
 	if h.Secret != "" {
