@@ -28,6 +28,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
 // doctorTimeout bounds each probe, so that one part that does not answer
@@ -127,6 +128,12 @@ func (a *app) doctorReport(ctx context.Context, cfg *config.Config, cfgPath stri
 		var v agent.StatusView
 		if v, err = agent.Status(st, cfg.Tenant); err == nil {
 			f.Refused, f.Proposals, f.Substrates = v.Refused, v.Proposals, v.Substrates
+			if v.Drift != nil {
+				f.DriftProposal = v.Drift.Proposal
+			}
+			if hooks := hooksOf(cfg); len(hooks) > 0 {
+				err = st.View(func(tx *state.Tx) (err error) { f.Webhooks, err = webhooks.Statuses(tx, hooks); return })
+			}
 		}
 		if err != nil {
 			add("fleet", "fleet-unreadable", doctor.Fail, "the fleet's records cannot be read: "+refusal.Text(err), "run fleet-agent backup and restore it, or report the error")

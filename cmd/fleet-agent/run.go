@@ -28,6 +28,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/join"
 	"github.com/fleet-agent/fleet-agent/internal/ui"
 )
@@ -108,6 +109,13 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		return err
 	}
 	defer repo.Close()
+	// Drift proposals push the agent's own branches: a credential that can
+	// only read is refused now, not at the first drift.
+	if cfg.Drift.PullRequests {
+		if err := repo.CanPush(ctx); err != nil {
+			return refusal.Wrap(refusal.InvalidState, err, "drift.pullRequests is on but the git credential cannot push (docs/github.md says what it needs)")
+		}
+	}
 
 	var box *outbox.Outbox
 	var gh *forge.GitHub
@@ -146,7 +154,14 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	// nodes) and the join listener (joins, heartbeats kept in memory).
 	joins := join.NewStore(store, join.StoreOptions{Log: log.With().Str("room", "join").Logger()})
 	defer func() { _ = joins.Flush() }()
-	rec := substrateReconciler(store, opened, cfg, log, m, joins)
+	evq, evd := eventDelivery(store, cfg, resolver, log)
+	// Interfaces holding no nil *webhooks.Queue without webhooks.
+	var agentEv agent.Events
+	var recEv substrate.StateEvents
+	if evq != nil {
+		agentEv, recEv = evq, evq
+	}
+	rec := substrateReconciler(store, opened, cfg, log, m, joins, recEv)
 	// The join listener faces the nodes' network; it listens before the
 	// agent says it runs, so a port taken fails the start.
 	// On etcd only the leader serves it (docs/ha.md): it is opened here to
@@ -195,13 +210,14 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	ag := agent.New(agent.Config{Tenant: cfg.Tenant, Branch: cfg.Git.Branch, Path: cfg.Git.Path, Interval: cfg.Git.Interval,
 		Prune: cfg.Apply.Prune, RequireReviewedPlan: cfg.Apply.RequireReviewedPlan, Verify: cfg.Git.Verify != nil,
 		Prefix: statusPrefix(cfg), DriftEvery: cfg.Drift.Every, Heal: cfg.Drift.Heal, Repository: redactURL(cfg.Git.URL),
+		DriftPullRequests: cfg.Drift.PullRequests, RevertOnClose: cfg.Drift.RevertOnClose,
 		// Check runs need an App's installation token; a user token keeps
 		// to commit statuses (README, "GitHub checks").
 		Checks:     cfg.GitHub != nil && cfg.GitHub.App != nil,
 		PolicyPath: cfg.Policy.Path,
 		Warnings:   warnings},
 		agent.Options{Store: store, Repo: repo, Forge: agentF, Outbox: agentO, Live: live, Log: log, Metrics: m,
-			Substrates: rec})
+			Substrates: rec, DriftForge: driftForgeOf(gh), Events: agentEv, Hooks: hooksOf(cfg)})
 
 	a.reconfigure = func(next *config.Config) {
 		ag.Reconfigure(func(c *agent.Config) {
@@ -257,6 +273,9 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		var twg sync.WaitGroup
 		if box != nil {
 			twg.Go(func() { _ = box.Run(tctx) })
+		}
+		if evd != nil {
+			twg.Go(func() { evd.Run(tctx) })
 		}
 		if joinLn != nil {
 			jl := join.NewListener(join.ListenerOptions{Store: joins, Log: log.With().Str("room", "join").Logger()})

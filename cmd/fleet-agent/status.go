@@ -13,6 +13,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
 func (a *app) statusCommand() *cobra.Command {
@@ -51,6 +52,9 @@ plans the applied document again now, so a break-glass edit shows at once.`,
 				ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 				v, err = agent.StatusNow(ctx, s, live, cfg.Tenant)
 				cancel()
+				if hooks := hooksOf(cfg); err == nil && len(hooks) > 0 {
+					err = s.View(func(tx *state.Tx) (err error) { v.Webhooks, err = webhooks.Statuses(tx, hooks); return })
+				}
 				s.Close()
 				if err != nil {
 					return err
@@ -127,6 +131,13 @@ func (a *app) statusText(v agent.StatusView) {
 			}
 		}
 	}
+	if p := driftProposalOf(v); p != nil {
+		pr := ""
+		if p.PR > 0 {
+			pr = fmt.Sprintf(", pull request #%d", p.PR)
+		}
+		fmt.Fprintf(w, "drift proposal: branch %s%s, %s (%d value(s) written, %d the document cannot hold)\n", p.Branch, pr, p.State, p.Fields, p.Unwritten)
+	}
 	if pv := v.Policy; pv != nil {
 		if pv.Hash != "" {
 			fmt.Fprintf(w, "policy: %s at %s, %d rule(s)\n", pv.Path, pv.Commit, pv.Rules)
@@ -176,4 +187,5 @@ func (a *app) statusText(v agent.StatusView) {
 		}
 		fmt.Fprintf(w, "proposal %s at %s: %s\n", p.Ref, refs.Short(p.Commit), what)
 	}
+	webhooksText(w, v.Webhooks)
 }

@@ -17,8 +17,10 @@ import (
 
 // substrateReconciler makes the reconciler of the running agent over the
 // adapters it opened.
-func substrateReconciler(store *state.Store, opened map[string]providers.Kubernetes, cfg *config.Config, log zerolog.Logger, m *metrics.Metrics, joins *join.Store) *substrate.Reconciler {
-	return substrate.New(reconcilerOptions(store, opened, cfg, log, m, joins))
+func substrateReconciler(store *state.Store, opened map[string]providers.Kubernetes, cfg *config.Config, log zerolog.Logger, m *metrics.Metrics, joins *join.Store, events substrate.StateEvents) *substrate.Reconciler {
+	opts := reconcilerOptions(store, opened, cfg, log, m, joins)
+	opts.Events = events
+	return substrate.New(opts)
 }
 
 // reconcilerOptions are the running agent's reconciler options. With

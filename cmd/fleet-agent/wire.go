@@ -47,3 +47,12 @@ var (
 	_ agent.Forge    = agentForge{}
 	_ agent.Approver = agentForge{}
 )
+
+// driftForgeOf is GitHub for drift pull requests, or none without github
+// (an interface holding a nil *forge.GitHub would not be nil).
+func driftForgeOf(gh *forge.GitHub) agent.DriftForge {
+	if gh == nil {
+		return nil
+	}
+	return gh
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
 // PullRequest is what the agent knows of a pull request.
@@ -71,6 +72,9 @@ type Config struct {
 	DriftEvery time.Duration
 	// Heal re-applies the applied document when it drifts.
 	Heal bool
+	// DriftPullRequests proposes each drift on a branch of the agent's own
+	// (driftpr.go); RevertOnClose re-applies when it is closed unmerged.
+	DriftPullRequests, RevertOnClose bool
 	// Repository is the followed repository as people may see it (no
 	// credentials): the local API names it in its refusals.
 	Repository string
@@ -92,9 +96,14 @@ type Agent struct {
 	repo   *gitsync.Repo
 	forge  Forge  // nil without github
 	outbox Outbox // nil without github
+	events Events // nil without webhooks
+	hooks  []webhooks.Hook
 	live   plan.Source
 	clock  clock.Clock
 	log    zerolog.Logger
+
+	// driftForge opens drift pull requests; nil without github.
+	driftForge DriftForge
 
 	// applyMu makes applies one at a time: the loop's and the local API's.
 	applyMu sync.Mutex
@@ -140,6 +149,13 @@ type Options struct {
 	// Substrates is woken after every apply, so a substrate the apply
 	// recorded converges at once; nil without a reconciler.
 	Substrates Waker
+	// DriftForge opens drift pull requests (drift.pullRequests); nil
+	// without github, where the pushed branch is the proposal.
+	DriftForge DriftForge
+	// Events queues events for events.webhooks; nil without webhooks.
+	Events Events
+	// Hooks are the webhooks whose deliveries status shows.
+	Hooks []webhooks.Hook
 }
 
 // Waker is what the agent asks of the substrate reconciler: to run now.
@@ -169,7 +185,7 @@ func New(cfg Config, o Options) *Agent {
 		o.Metrics = nopMetrics{}
 	}
 	a := &Agent{cfg: cfg, store: o.Store, repo: o.Repo, forge: o.Forge, outbox: o.Outbox, live: o.Live,
-		clock: o.Clock, log: o.Log, metrics: o.Metrics, substrates: o.Substrates}
+		clock: o.Clock, log: o.Log, metrics: o.Metrics, substrates: o.Substrates, driftForge: o.DriftForge, events: o.Events, hooks: o.Hooks}
 	if a.forge == nil {
 		// Without GitHub every other branch is a proposal.
 		a.repo.SetWant(gitsync.Patterns("refs/heads/*"))

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/events"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
@@ -96,9 +97,11 @@ func (a *Agent) DriftCheck(ctx context.Context) error {
 	summary, _ := json.Marshal(p.Summary)
 	rec := &state.Drift{Changes: changes, Summary: summary, Blocked: p.Blocked(), PlanHash: p.PlanHash, DriftHash: p.DriftHash(), CheckedAt: now, Reported: reported}
 	var posts []outbox.Post
+	evType, evSummary := "", ""
 	switch {
 	case drifted && reported != rec.DriftHash:
 		rec.Reported = rec.DriftHash
+		evType, evSummary = events.Drifted, "the fleet drifted from the applied document: "+p.Summary.Counts()
 		a.log.Warn().Str("commit", ap.Commit).Str("driftHash", rec.DriftHash).Int("calls", len(p.Calls)).Bool("blocked", p.Blocked()).
 			Msg("the fleet drifted from the applied document: " + strings.Join(p.TextLines(false), " | "))
 		if ap.Commit != "" { // an apply from the command line has no commit
@@ -109,6 +112,7 @@ func (a *Agent) DriftCheck(ctx context.Context) error {
 		}
 	case !drifted && reported != reportedConverged:
 		rec.Reported = reportedConverged
+		evType, evSummary = events.Converged, "the fleet matches the applied document again"
 		a.log.Info().Str("commit", ap.Commit).Msg("the fleet matches the applied document again")
 		if ap.Commit != "" {
 			posts = append(posts, outbox.Status(ap.Commit, "drift", "success", "no drift: the fleet matches the applied document", ""))
@@ -118,7 +122,7 @@ func (a *Agent) DriftCheck(ctx context.Context) error {
 			posts = append(posts, outbox.Once(from.PR, marker, a.convergedBody(marker, ap.Commit)))
 		}
 	}
-	return a.store.Update(func(tx *state.Tx) error {
+	err = a.store.Update(func(tx *state.Tx) error {
 		// The applied record carries when drift was last checked.
 		cur, err := tx.Applied()
 		if err != nil || cur == nil || cur.Commit != ap.Commit || cur.AppliedAt != ap.AppliedAt {
@@ -131,8 +135,18 @@ func (a *Agent) DriftCheck(ctx context.Context) error {
 		if err := tx.SetDrift(rec); err != nil {
 			return err
 		}
+		if evType != "" {
+			data := map[string]any{"commit": ap.Commit, "driftHash": rec.DriftHash, "blocked": rec.Blocked}
+			if err := a.event(tx, evType, "fleet/"+a.cfg.Tenant, evSummary, data); err != nil {
+				return err
+			}
+		}
 		return a.enqueue(tx, posts...)
 	})
+	if err != nil {
+		return err
+	}
+	return a.proposeDrift(ctx, ap, doc, made, drifted)
 }
 
 func (a *Agent) recordDriftError(now int64, reported, msg string) error {

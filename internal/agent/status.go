@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
 // StatusView is the status JSON of docs/commands.md (status -o json).
@@ -44,6 +45,9 @@ type StatusView struct {
 	// Store is where the state lives and, on etcd, who leads; absent for a
 	// bbolt file.
 	Store *StoreView `json:"store,omitempty"`
+	// Webhooks are the events.webhooks receivers, each with its last
+	// deliveries and failures; absent when none is configured.
+	Webhooks []webhooks.Status `json:"webhooks,omitempty"`
 }
 
 // StoreView is the store of an agent on etcd: several agents share it and
@@ -77,6 +81,8 @@ type DriftView struct {
 	// Now says the drift was checked by this status itself (no agent
 	// running) rather than read from the agent's last check.
 	Now bool `json:"checkedNow,omitempty"`
+	// Proposal is the drift proposal (drift.pullRequests), if one was made.
+	Proposal *DriftProposal `json:"proposal,omitempty"`
 }
 
 // orEmpty keeps JSON lists lists: a missing or null list is [].
@@ -115,6 +121,12 @@ func statusAt(s *state.Store, tenant string, now time.Time) (StatusView, error) 
 			if dr != nil {
 				v.Applied.CheckedAt = dr.CheckedAt
 				v.Drift = &DriftView{Changes: orEmpty(dr.Changes, "[]"), Summary: orEmpty(dr.Summary, "{}"), Blocked: dr.Blocked, PlanHash: dr.PlanHash, Error: dr.Error}
+				var p DriftProposal
+				if ok, err := tx.Get(spaceAgent, keyDriftProposal, &p); err != nil {
+					return err
+				} else if ok {
+					v.Drift.Proposal = &p
+				}
 			}
 		}
 		if v.Policy, err = policyView(tx); err != nil {
@@ -205,6 +217,9 @@ func (a *Agent) status() (StatusView, error) {
 	a.mu.Lock()
 	v.Warnings = append([]string(nil), a.cfg.Warnings...)
 	a.mu.Unlock()
+	if len(a.hooks) > 0 && err == nil {
+		err = a.store.View(func(tx *state.Tx) (err error) { v.Webhooks, err = webhooks.Statuses(tx, a.hooks); return })
+	}
 	if a.store.Backend() == "etcd" {
 		leader, lerr := a.store.Leader(context.Background())
 		if lerr != nil {

@@ -200,6 +200,9 @@ func (a *Agent) setApplyStatusWith(tx *state.Tx, commit, st, desc, summary strin
 	if summary != "" && a.cfg.Checks {
 		posts = append(posts, outbox.Check(commit, "apply", st, desc, summary, nil))
 	}
+	if err := a.applyEvent(tx, commit, st, desc); err != nil {
+		return err
+	}
 	return a.enqueue(tx, posts...)
 }
 

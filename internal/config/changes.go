@@ -151,6 +151,8 @@ func flatten(c *Config) map[string]flat {
 	put("policy.path", c.Policy.Path)
 	put("drift.every", c.Drift.Every.String())
 	put("drift.heal", strconv.FormatBool(c.Drift.Heal))
+	put("drift.pullRequests", strconv.FormatBool(c.Drift.PullRequests))
+	put("drift.revertOnClose", strconv.FormatBool(c.Drift.RevertOnClose))
 	put("secrets.dir", c.Secrets.Dir)
 	put("substrate.every", c.Substrate.Every.String())
 	if d := c.Substrate.NodeDaemon; d != nil {

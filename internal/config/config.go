@@ -77,6 +77,7 @@ type Config struct {
 	Drift     Drift
 	Secrets   Secrets
 	Substrate Substrate
+	Events    Events
 
 	// Providers holds each provider's block as written, keyed by provider
 	// id; the adapter decodes it. A block written as null is a null node.
@@ -155,6 +156,12 @@ type Policy struct {
 type Drift struct {
 	Every time.Duration
 	Heal  bool
+	// PullRequests proposes each distinct drift as a pull request (a
+	// branch without GitHub) that writes the fleet as it is into the file.
+	PullRequests bool
+	// RevertOnClose applies the document again when such a proposal is
+	// closed without merging.
+	RevertOnClose bool
 }
 
 // Secrets says where secret://NAME files are.

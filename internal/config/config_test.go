@@ -251,6 +251,7 @@ func TestKeysGood(t *testing.T) {
 		{"apply: { requireReviewedPlan: false }", func(c *Config) bool { return !c.Apply.RequireReviewedPlan }},
 		{"drift: { every: 2h }", func(c *Config) bool { return c.Drift.Every == 2*time.Hour }},
 		{"drift: { heal: true }", func(c *Config) bool { return c.Drift.Heal }},
+		{"drift: { pullRequests: true, revertOnClose: true }", func(c *Config) bool { return c.Drift.PullRequests && c.Drift.RevertOnClose }},
 		{"secrets: { dir: /run/secrets }", func(c *Config) bool { return c.Secrets.Dir == "/run/secrets" }},
 		{"providers: { fake: { steps: { cluster: 2 } } }", func(c *Config) bool { return c.Providers["fake"] != nil }},
 		{"providers: { aws: , gcp: {}, digitalocean: {token: env://DO_TOKEN} }", func(c *Config) bool {
@@ -405,14 +406,14 @@ func TestUnknownKeys(t *testing.T) {
 		text, want string
 		line       int
 	}{
-		{"gti: {}", `config.yaml:1: unknown key "gti" at the top level; known: tenant, state, socket, socketGroup, listen, pprof, exposeOps, exposeInsecureJoin, git, github, apply, policy, drift, secrets, providers, substrate (did you mean "git"?)`, 1},
+		{"gti: {}", `config.yaml:1: unknown key "gti" at the top level; known: tenant, state, socket, socketGroup, listen, pprof, exposeOps, exposeInsecureJoin, git, github, apply, policy, drift, secrets, providers, substrate, events (did you mean "git"?)`, 1},
 		{"git:\n  url: /r\n  brnach: main", `config.yaml:3: unknown key "brnach" in git; known: url, branch, path, interval, auth, verify (did you mean "branch"?)`, 3},
 		{"git:\n  auth:\n    tokn: env://T", `unknown key "tokn" in git.auth; known: token, username, password, sshKey, knownHosts (did you mean "token"?)`, 3},
 		{"git:\n  verify:\n    keys: /k", `unknown key "keys" in git.verify; known: keyring`, 3},
 		{"github:\n  repository: a/b\n  token: env://T\n  apiUrl: https://x/", `unknown key "apiUrl" in github; known: repository, apiURL, token, app, webhookSecret, statusContext (did you mean "apiURL"?)`, 4},
 		{"github:\n  repository: a/b\n  app:\n    id: 1\n    installationId: 2\n    privateKey: secret://k\n    clientId: x", `unknown key "clientId" in github.app; known: id, installationId, privateKey`, 7},
 		{"apply:\n  dryRun: true", `unknown key "dryRun" in apply; known: prune, requireReviewedPlan`, 2},
-		{"drift:\n  interval: 1m", `unknown key "interval" in drift; known: every, heal`, 2},
+		{"drift:\n  interval: 1m", `unknown key "interval" in drift; known: every, heal, pullRequests, revertOnClose`, 2},
 		{"secrets:\n  path: /x", `unknown key "path" in secrets; known: dir`, 2},
 		{"Tenant: x", `(did you mean "tenant"?)`, 1},
 		{"zzzzzz: x", `unknown key "zzzzzz" at the top level; known: tenant`, 1},

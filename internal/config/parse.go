@@ -18,14 +18,14 @@ import (
 
 // The keys of each block, in the documented order (messages list them so).
 var (
-	topKeys     = []string{"tenant", "state", "socket", "socketGroup", "listen", "pprof", "exposeOps", "exposeInsecureJoin", "git", "github", "apply", "policy", "drift", "secrets", "providers", "substrate"}
+	topKeys     = []string{"tenant", "state", "socket", "socketGroup", "listen", "pprof", "exposeOps", "exposeInsecureJoin", "git", "github", "apply", "policy", "drift", "secrets", "providers", "substrate", "events"}
 	gitKeys     = []string{"url", "branch", "path", "interval", "auth", "verify"}
 	authKeys    = []string{"token", "username", "password", "sshKey", "knownHosts"}
 	verifyKeys  = []string{"keyring"}
 	githubKeys  = []string{"repository", "apiURL", "token", "app", "webhookSecret", "statusContext"}
 	appKeys     = []string{"id", "installationId", "privateKey"}
 	applyKeys   = []string{"prune", "requireReviewedPlan"}
-	driftKeys   = []string{"every", "heal"}
+	driftKeys   = []string{"every", "heal", "pullRequests", "revertOnClose"}
 	policyKeys  = []string{"path"}
 	secretsKeys = []string{"dir"}
 )
@@ -102,6 +102,8 @@ func (p *parser) parse(data []byte) {
 	if d := p.section(top, "", "drift", driftKeys); d != nil {
 		p.duration(d, "drift", "every", &c.Drift.Every, time.Second)
 		p.boolean(d, "drift", "heal", &c.Drift.Heal)
+		p.boolean(d, "drift", "pullRequests", &c.Drift.PullRequests)
+		p.boolean(d, "drift", "revertOnClose", &c.Drift.RevertOnClose)
 	}
 	if s := p.section(top, "", "secrets", secretsKeys); s != nil {
 		p.str(s, "secrets", "dir", &c.Secrets.Dir, checkPath)
@@ -111,6 +113,9 @@ func (p *parser) parse(data []byte) {
 	}
 	if s := p.section(top, "", "substrate", substrateKeys); s != nil {
 		p.substrate(s)
+	}
+	if ev := p.section(top, "", "events", eventsKeys); ev != nil {
+		p.events(ev)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
 // Severity says whether a finding needs a person.
@@ -107,6 +108,10 @@ type Fleet struct {
 	Substrates []substrate.Status
 	// NodeDaemon says whether substrate.nodeDaemon is configured.
 	NodeDaemon bool
+	// DriftProposal is the agent's drift proposal, nil when none was made.
+	DriftProposal *agent.DriftProposal
+	// Webhooks are the events.webhooks receivers' deliveries.
+	Webhooks []webhooks.Status
 }
 
 // CheckFleet adds the findings of the fleet's own records: refused tips,
@@ -153,6 +158,42 @@ func CheckFleet(r *Report, f Fleet, now time.Time) {
 	if len(r.Findings) == before {
 		r.Add("fleet", "fleet-ok", OK, fmt.Sprintf("no refused tip, %d proposals, %d substrates, none needing a person",
 			len(f.Proposals), len(f.Substrates)), "")
+	}
+	checkDriftProposal(r, f.DriftProposal, now)
+	checkWebhooks(r, f.Webhooks)
+}
+
+// checkDriftProposal notes an open drift proposal: a person chooses.
+func checkDriftProposal(r *Report, p *agent.DriftProposal, now time.Time) {
+	if p == nil || p.State != "open" {
+		return
+	}
+	where := "branch " + p.Branch
+	if p.PR > 0 {
+		where = fmt.Sprintf("pull request #%d (branch %s)", p.PR, p.Branch)
+	}
+	since := ""
+	if p.OpenedAt > 0 {
+		since = " for " + now.Sub(time.UnixMilli(p.OpenedAt)).Round(time.Minute).String()
+	}
+	r.Add("fleet", "drift-proposal-open", Note,
+		fmt.Sprintf("the drift is proposed as %s, open%s: %d value(s) written, %d the document cannot hold", where, since, p.Fields, p.Unwritten),
+		"merge it to keep the fleet as it is; close it (without GitHub: delete the branch) to revert with drift.revertOnClose, or to leave the drift reported (docs/drift.md)")
+}
+
+// checkWebhooks notes a webhook whose receiver fails or dropped events.
+func checkWebhooks(r *Report, hooks []webhooks.Status) {
+	for _, h := range hooks {
+		if h.HeldUntil != nil && h.Queued > 0 {
+			r.Add("events", "webhook-failing", Note,
+				fmt.Sprintf("webhook %s (%s) fails (%s); %d event(s) wait, retried at %s", h.Receiver, h.ID, h.LastError, h.Queued, h.HeldUntil.UTC().Format(time.RFC3339)),
+				"check the receiver; the events are kept and delivered when it answers 2xx (fleet-agent status lists its failures)")
+		}
+		if h.Dropped > 0 {
+			r.Add("events", "webhook-dropped", Note,
+				fmt.Sprintf("webhook %s (%s) refused %d event(s) with a 4xx; they were dropped", h.Receiver, h.ID, h.Dropped),
+				"check the receiver's signature check and the webhook's secret; the agent's log has a line per dropped event")
+		}
 	}
 }
 

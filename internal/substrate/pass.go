@@ -394,6 +394,9 @@ func (p *pass) finish() (time.Time, error) {
 			s.StateSince = old.StateSince
 		}
 		s.UpdatedAt = now.UnixMilli()
+		if err := r.stateEvent(tx, old, s); err != nil {
+			return err
+		}
 		return tx.PutSubstrateSeen(s)
 	})
 	if err != nil {

@@ -56,6 +56,26 @@ type Options struct {
 	Concurrency int
 	// Hooks are for tests; nil in production.
 	Hooks *Hooks
+	// Events hears, inside the transaction that records it, a substrate
+	// becoming ready or going into error (events.webhooks); nil for none.
+	Events StateEvents
+}
+
+// StateEvents is told of a substrate's state change in the transaction
+// that records it.
+type StateEvents interface {
+	SubstrateChanged(tx *state.Tx, poolID string, to state.SubstrateState, message string) error
+}
+
+// stateEvent tells Events of a change into ready or error.
+func (r *Reconciler) stateEvent(tx *state.Tx, from *state.SubstrateSeen, to state.SubstrateSeen) error {
+	if r.opts.Events == nil || (to.State != state.SubstrateReady && to.State != state.SubstrateError) {
+		return nil
+	}
+	if from != nil && from.State == to.State {
+		return nil
+	}
+	return r.opts.Events.SubstrateChanged(tx, to.PoolID, to.State, to.Message)
 }
 
 // Reconciler converges the substrates recorded in one state file.
@@ -482,7 +502,11 @@ func (r *Reconciler) passFailed(poolID string, err error, next time.Time) {
 		if s.State != state.SubstrateError {
 			s.StateSince = now.UnixMilli()
 		}
+		prev := s
 		s.State, s.Message, s.Converged, s.UpdatedAt = state.SubstrateError, msg, false, now.UnixMilli()
+		if err := r.stateEvent(tx, &prev, s); err != nil {
+			return err
+		}
 		return tx.PutSubstrateSeen(s)
 	})
 	if werr != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/clock"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
 //go:embed templates/*.html static/*
@@ -177,8 +178,15 @@ var funcs = template.FuncMap{
 		}
 		return n
 	},
-	"max1":    func(n int) int { return max(n, 1) },
-	"plural":  plural,
+	"max1":   func(n int) int { return max(n, 1) },
+	"plural": plural,
+	// lastDelivery is the newest of a webhook's deliveries or failures.
+	"lastDelivery": func(ds []webhooks.Delivery) *webhooks.Delivery {
+		if len(ds) == 0 {
+			return nil
+		}
+		return &ds[len(ds)-1]
+	},
 	"join":    strings.Join,
 	"refName": func(ref string) string { return strings.TrimPrefix(ref, "refs/heads/") },
 	"stateClass": func(s string) string {

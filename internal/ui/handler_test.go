@@ -16,6 +16,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/testutil/golden"
+	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
 // now is the page's clock in every golden: relative times are fixed.
@@ -91,6 +92,16 @@ func situations() map[string]*Fleet {
 		plan.Change{Kind: "ownerQuota", Name: "gpu:gpu", Action: "update", Fields: []string{"max"}},
 		plan.Change{Kind: "flavor", Name: "gpu/large", Action: "update", Fields: []string{"memoryGiB"}})
 	f.Audit = append(f.Audit, state.AuditRow{Seq: 3, At: ms(5 * time.Minute), Who: "ops@box", Action: "edit", Method: "flavors.update", Params: json.RawMessage(`{"name":"gpu/small","vcpu":8}`)})
+	// The drift is proposed as a pull request, and two webhooks hear of
+	// it: one delivers, one fails (hostile text escaped).
+	f.Drift.Proposal = &agent.DriftProposal{State: "open", Branch: "fleet-agent/drift-1a2b3c4d", PR: 12, Fields: 3, Unwritten: 1}
+	held := now.Add(2 * time.Minute)
+	f.Webhooks = []webhooks.Status{
+		{ID: "wh-3d31bacb7186", Receiver: "https://hooks.example.com", Format: "cloudevents", Delivered: 4,
+			Recent: []webhooks.Delivery{{ID: "e1", Type: "drifted", Subject: "fleet/root", At: now.Add(-5 * time.Minute), Code: 202}}},
+		{ID: "wh-bb9f2788ca8e", Receiver: "env://SLACK_URL", Format: "slack", Failed: 2, Queued: 1, HeldUntil: &held, LastError: "HTTP 500",
+			Failures: []webhooks.Delivery{{ID: "e2", Type: "drifted", Subject: "<b>fleet/root</b>", At: now.Add(-time.Minute), Code: 500, Error: "HTTP 500"}}},
+	}
 	out["drifted"] = f
 
 	// Needs a person: a refused direct push, a blocked and an invalid

@@ -18,6 +18,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/doctor"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
 // Fleet is everything the pages show, read at one moment.
@@ -44,6 +45,8 @@ type Fleet struct {
 	// of a Kubernetes substrate never join (doctor's
 	// substrate-agent-missing).
 	NoNodeDaemon bool
+	// Webhooks are the events.webhooks receivers and their deliveries.
+	Webhooks []webhooks.Status
 }
 
 // Outbox is the posts waiting for GitHub.

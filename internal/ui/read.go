@@ -35,7 +35,7 @@ func (s Source) Read(ctx context.Context) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.Applied, f.Drift, f.Store = st.Applied, st.Drift, st.Store
+	f.Applied, f.Drift, f.Store, f.Webhooks = st.Applied, st.Drift, st.Store, st.Webhooks
 	if f.Proposals, err = s.Agent.ProposalPages(); err != nil {
 		return nil, err
 	}

@@ -360,6 +360,8 @@ type Repo struct {
 	checkRuns []*CheckRun
 	// reviews of each pull request, oldest first.
 	reviews map[int][]*review
+	// headOf resolves a branch to its commit (pullwrite.go); nil: unknown.
+	headOf func(branch string) string
 }
 
 // SetDefaultBranch makes name the repository's default branch ("main" until
@@ -397,6 +399,7 @@ func (r *Repo) onBranch(branch, sha string) {
 type PR struct {
 	Number  int
 	Title   string
+	Body    string
 	HeadSHA string
 	HeadRef string
 	BaseRef string

@@ -106,7 +106,7 @@ func (r *Repo) pullJSON(req *http.Request, p *pull, single bool) map[string]any 
 		"locked":              false,
 		"title":               p.Title,
 		"user":                userJSON(req, p.User),
-		"body":                nil,
+		"body":                bodyJSON(p.Body),
 		"created_at":          ts(p.created),
 		"updated_at":          ts(p.updated),
 		"closed_at":           ts(p.closedAt),
@@ -189,4 +189,11 @@ func (s *Server) repoJSON(req *http.Request, r *Repo, login string) reply {
 		body["permissions"] = map[string]bool{"admin": false, "maintain": false, "push": write, "triage": write, "pull": true}
 	}
 	return jsonReply(http.StatusOK, body)
+}
+
+func bodyJSON(b string) any {
+	if b == "" {
+		return nil
+	}
+	return b
 }

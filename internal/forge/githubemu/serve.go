@@ -291,6 +291,8 @@ func (s *Server) route(req *http.Request, path string, body []byte, login string
 			DocumentationURL: docsRoot + "/repos/statuses#create-a-commit-status", Status: "403"})
 	}
 	switch {
+	case (m == http.MethodPost && len(rest) == 1 && rest[0] == "pulls") || (m == http.MethodPatch && len(rest) == 2 && rest[0] == "pulls"):
+		return r.writePull(req, rest, body, login)
 	case m == http.MethodGet && len(rest) == 0:
 		return s.repoJSON(req, r, login)
 	case m == http.MethodGet && len(rest) == 1 && rest[0] == "pulls":

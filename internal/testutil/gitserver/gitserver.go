@@ -62,9 +62,10 @@ type Server struct {
 	// User and Password are the basic-auth credentials the server accepts.
 	User, Password string
 
-	gitPath string
-	addr    string
-	hang    atomic.Bool
+	gitPath  string
+	addr     string
+	hang     atomic.Bool
+	readOnly atomic.Bool
 
 	mu      sync.Mutex
 	srv     *http.Server
@@ -81,6 +82,10 @@ type Option func(*Server)
 func WithAuth(user, password string) Option {
 	return func(s *Server) { s.User, s.Password = user, password }
 }
+
+// ReadOnly makes the server refuse pushes with 403, as a forge does for a
+// credential that may read but not write.
+func (s *Server) ReadOnly(on bool) { s.readOnly.Store(on) }
 
 // Start starts a server on 127.0.0.1 for the length of the test.
 func Start(t testing.TB, opts ...Option) *Server {
@@ -229,6 +234,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Query().Get("service") == "git-receive-pack" || strings.HasSuffix(r.URL.Path, "/git-receive-pack"):
 		s.count(func(c *Counts) { c.ReceivePack++ })
+		if s.readOnly.Load() {
+			http.Error(w, "Permission to push denied", http.StatusForbidden)
+			return
+		}
 	case strings.HasSuffix(r.URL.Path, "/info/refs"):
 		s.count(func(c *Counts) { c.InfoRefs++ })
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack"):

@@ -1,0 +1,263 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/driftpr"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/gitsync"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// DriftForge is what a drift proposal asks of GitHub: a pull request of the
+// agent's own branch, its text kept current, and closed when the drift is
+// gone. Without it the branch alone is the proposal.
+type DriftForge interface {
+	OpenPullRequest(ctx context.Context, head, base, title, body string) (int, error)
+	EditPullRequest(ctx context.Context, number int, title, body string) error
+	// ClosePullRequest comments, then closes.
+	ClosePullRequest(ctx context.Context, number int, comment string) error
+	// PullRequestState is "open", "closed" or "merged".
+	PullRequestState(ctx context.Context, number int) (string, error)
+}
+
+// The states of a drift proposal.
+const (
+	proposalOpen     = "open"
+	proposalMerged   = "merged"   // kept: the merge applies as a plan without calls
+	proposalClosed   = "closed"   // closed by a person; the drift stays reported
+	proposalReverted = "reverted" // closed by a person; the document applied again
+	proposalCleared  = "cleared"  // the drift went away (or the document was applied)
+)
+
+const keyDriftProposal = "drift-proposal"
+
+// DriftProposal is the agent's record of its drift proposal, as status
+// shows it.
+type DriftProposal struct {
+	State     string `json:"state"`
+	Branch    string `json:"branch"`
+	PR        int    `json:"pr,omitempty"`
+	DriftHash string `json:"driftHash"` // the drift now written on the branch
+	Base      string `json:"base"`      // the tip of git.branch it is built on
+	Head      string `json:"head"`      // the commit pushed
+	Written   string `json:"written"`   // sha256 of the file pushed
+	Fields    int    `json:"fields"`
+	Unwritten int    `json:"unwritten"`
+	FirstSeen int64  `json:"firstSeen"`
+	OpenedAt  int64  `json:"openedAt"`
+	UpdatedAt int64  `json:"updatedAt"`
+	// Seen: a poll saw the branch on the remote, so its absence later
+	// means a person deleted it (without GitHub, that is the close).
+	Seen bool `json:"seen,omitempty"`
+	// Dismissed is the drift hash of a proposal closed without revert: the
+	// same drift is not proposed again.
+	Dismissed string `json:"dismissed,omitempty"`
+}
+
+// DriftProposalNow reads the record (nil when none was ever opened).
+func (a *Agent) DriftProposalNow() (*DriftProposal, error) {
+	var rec DriftProposal
+	var ok bool
+	err := a.store.View(func(tx *state.Tx) (err error) { ok, err = tx.Get(spaceAgent, keyDriftProposal, &rec); return })
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+func (a *Agent) saveProposal(rec *DriftProposal) error {
+	rec.UpdatedAt = a.clock.Now().UnixMilli()
+	return a.store.Update(func(tx *state.Tx) error {
+		var prev DriftProposal
+		if _, err := tx.Get(spaceAgent, keyDriftProposal, &prev); err != nil {
+			return err
+		}
+		if err := a.proposalEvent(tx, prev.State, rec); err != nil {
+			return err
+		}
+		return tx.Put(spaceAgent, keyDriftProposal, rec)
+	})
+}
+
+// proposeDrift keeps the drift proposal in step with the drift check that
+// just ran, one step a check:
+//
+//	record     drift     the proposal            step
+//	open       any       merged by a person      merged: drop the branch
+//	open       any       closed by a person      reverted (revertOnClose) or closed
+//	open       none      open                    cleared: close with a comment, drop the branch
+//	open       some      open, tip or drift new  rewrite: push, edit the text
+//	not open   some      (dismissed drift: none) open: push, open
+func (a *Agent) proposeDrift(ctx context.Context, ap *state.Applied, doc *fleet.Document, made planned, drifted bool) error {
+	if !a.cfg.DriftPullRequests || a.repo == nil {
+		return nil
+	}
+	rec, err := a.DriftProposalNow()
+	if err != nil {
+		return err
+	}
+	if rec != nil && rec.State == proposalOpen {
+		switch st, err := a.proposalState(ctx, rec); {
+		case err != nil:
+			return err
+		case st == proposalMerged:
+			return a.endProposal(ctx, rec, proposalMerged, "")
+		case st == proposalClosed:
+			if a.cfg.RevertOnClose && drifted && !made.Blocked() {
+				if err := a.heal(ctx, ap, doc, made); err != nil {
+					return err
+				}
+				return a.endProposal(ctx, rec, proposalReverted, "")
+			}
+			rec.Dismissed = rec.DriftHash
+			return a.endProposal(ctx, rec, proposalClosed, "")
+		case !drifted:
+			return a.endProposal(ctx, rec, proposalCleared, "The fleet matches the applied document again (the drift cleared, or the document was applied again): nothing left to keep. Closed by fleet-agent.")
+		}
+		return a.writeProposal(ctx, rec, made)
+	}
+	if !drifted || (rec != nil && rec.Dismissed == made.DriftHash()) {
+		return nil
+	}
+	first := a.clock.Now().UnixMilli()
+	return a.writeProposal(ctx, &DriftProposal{Branch: driftpr.Branch(made.DriftHash()), FirstSeen: first}, made)
+}
+
+// proposalState asks GitHub, or without it reads the branch from the last
+// poll: gone after it was seen is closed, unless git.branch now holds it.
+func (a *Agent) proposalState(ctx context.Context, rec *DriftProposal) (string, error) {
+	if a.driftForge != nil && rec.PR > 0 {
+		fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
+		defer cancel()
+		return a.driftForge.PullRequestState(fctx, rec.PR)
+	}
+	snap := a.repo.Last()
+	if snap.Tip != "" && rec.Head != "" {
+		if in, err := a.repo.Descends(snap.Tip, rec.Head); err == nil && in {
+			return proposalMerged, nil
+		}
+	}
+	if _, ok := snap.Heads["refs/heads/"+rec.Branch]; ok {
+		if !rec.Seen {
+			rec.Seen = true
+			return proposalOpen, a.saveProposal(rec)
+		}
+		return proposalOpen, nil
+	}
+	if rec.Seen {
+		return proposalClosed, nil
+	}
+	return proposalOpen, nil
+}
+
+// writeProposal writes the drift onto the tip of git.branch and pushes it,
+// then opens the pull request or edits its text. Nothing is pushed when
+// the branch already says it.
+func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made planned) error {
+	tip := a.repo.Last().Tip
+	if tip == "" {
+		return nil
+	}
+	hash := made.DriftHash()
+	start := time.Now()
+	file, err := a.repo.ReadFile(tip, a.cfg.Path)
+	if err != nil {
+		return err
+	}
+	liveDoc, err := plan.Export(made.snap)
+	if err != nil {
+		return err
+	}
+	liveBytes, err := plan.Pretty(liveDoc)
+	if err != nil {
+		return err
+	}
+	var audit []state.AuditRow
+	if err := a.store.View(func(tx *state.Tx) (err error) { audit, err = tx.Audit(); return }); err != nil {
+		return err
+	}
+	rw, err := driftpr.Write(file, made.Plan, made.snap, liveBytes, audit, a.cfg.Tenant)
+	if err != nil {
+		return err
+	}
+	// The drift hash follows the calls that would undo the drift, which do
+	// not change when a drifted value changes again: compare what would be
+	// written instead.
+	sum := sha256.Sum256(rw.File)
+	written := hex.EncodeToString(sum[:])
+	opened := a.driftForge == nil || rec.PR > 0 // a pull request that failed to open is tried again
+	if rec.State == proposalOpen && rec.Base == tip && rec.Written == written && opened {
+		return nil
+	}
+	if len(rw.Fields) == 0 {
+		a.log.Warn().Str("driftHash", hash).Int("unwritten", len(rw.Unwritten)).Msg("the drift cannot be written into the document; no drift proposal (it stays reported)")
+		return nil
+	}
+	msg := fmt.Sprintf("Keep the fleet's drift in %s\n\nWritten by fleet-agent: %d value(s) changed outside the document.\nDrift hash: %s\n", a.cfg.Path, len(rw.Fields), hash)
+	now := a.clock.Now()
+	head, err := a.repo.CommitFile(tip, a.cfg.Path, rw.File, msg, gitsync.Person{Name: "fleet-agent", Email: "fleet-agent@localhost"}, now)
+	if err != nil {
+		return err
+	}
+	if err := a.repo.PushBranch(ctx, rec.Branch, head); err != nil {
+		return err
+	}
+	title := fmt.Sprintf("fleet-agent: keep %d drifted value(s) (%s)", len(rw.Fields), rec.Branch)
+	body := driftpr.Body(rw, driftpr.Choices{Branch: a.cfg.Branch, RevertOnClose: a.cfg.RevertOnClose,
+		FirstSeen: time.UnixMilli(rec.FirstSeen), DriftHash: hash, Marker: "<!-- " + a.cfg.Prefix + ":drift-proposal " + rec.Branch + " -->"})
+	opening := rec.State != proposalOpen
+	if a.driftForge != nil {
+		fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
+		if rec.PR == 0 {
+			rec.PR, err = a.driftForge.OpenPullRequest(fctx, rec.Branch, a.cfg.Branch, title, body)
+		} else {
+			err = a.driftForge.EditPullRequest(fctx, rec.PR, title, body)
+		}
+		cancel()
+		if err != nil {
+			// The branch is pushed; the next check opens or edits again.
+			a.log.Warn().Err(err).Str("branch", rec.Branch).Msg("cannot open or edit the drift pull request; retried at the next drift check")
+		}
+	}
+	if opening {
+		rec.OpenedAt = now.UnixMilli()
+	}
+	rec.State, rec.Base, rec.Head, rec.DriftHash, rec.Written = proposalOpen, tip, head, hash, written
+	rec.Fields, rec.Unwritten = len(rw.Fields), len(rw.Unwritten)
+	if err := a.saveProposal(rec); err != nil {
+		return err
+	}
+	ev := a.log.Info()
+	if opening {
+		ev = a.log.Warn()
+	}
+	ev.Str("branch", rec.Branch).Int("pr", rec.PR).Str("head", head).Str("base", tip).Int("fields", len(rw.Fields)).
+		Int("bytesChanged", rw.Changed).Int("bytesDrifted", rw.Drifted).Dur("took", time.Since(start)).
+		Msg(map[bool]string{true: "drift proposal opened", false: "drift proposal rewritten"}[opening])
+	return nil
+}
+
+// endProposal closes the pull request (with a comment when the agent
+// closes it) and deletes the agent's branch.
+func (a *Agent) endProposal(ctx context.Context, rec *DriftProposal, how, comment string) error {
+	if a.driftForge != nil && rec.PR > 0 && comment != "" {
+		fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
+		err := a.driftForge.ClosePullRequest(fctx, rec.PR, comment)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	if err := a.repo.PushBranch(ctx, rec.Branch, ""); err != nil {
+		return err
+	}
+	rec.State = how
+	a.log.Info().Str("branch", rec.Branch).Int("pr", rec.PR).Str("state", how).Msg("drift proposal ended")
+	return a.saveProposal(rec)
+}

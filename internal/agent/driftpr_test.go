@@ -1,0 +1,208 @@
+package agent_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/state"
+)
+
+// driftWorld is a world whose applied document is the odd-looking file of
+// testdata/drift, with drift proposals on and reviewed plans required: the
+// bootstrap is proposed on a branch, then merged.
+func driftWorld(t *testing.T, revert bool) (*world, string, []byte) {
+	t.Helper()
+	w := newWorld(t, agent.Config{DriftPullRequests: true, RevertOnClose: revert, RequireReviewedPlan: true})
+	file, err := os.ReadFile("testdata/drift/fleet.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An empty document makes no calls, so it is followed unreviewed.
+	w.commit(t, "main", `{"version":1}`, "empty")
+	w.tick(t)
+	tip := w.commit(t, "boot", string(file), "bootstrap")
+	w.tick(t)
+	w.remo.UpdateRef(t, "refs/heads/main", tip)
+	w.tick(t)
+	if ap := w.applied(t); ap == nil || ap.Commit != tip {
+		t.Fatalf("not applied: %+v\n%s", ap, w.log)
+	}
+	return w, tip, file
+}
+
+func (w *world) edit(t *testing.T, kind inventory.Kind, name string, set map[string]any) {
+	t.Helper()
+	if err := apply.ApplyEdit(w.store, apply.Edit{Kind: kind, Name: name, Set: set, Who: "ops@box (uid 1000)"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w *world) driftCheck(t *testing.T) *agent.DriftProposal {
+	t.Helper()
+	if err := w.agent.DriftCheck(t.Context()); err != nil {
+		t.Fatalf("drift check: %v\n%s", err, w.log)
+	}
+	rec, err := w.agent.DriftProposalNow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func (w *world) branchExists(t *testing.T, branch string) bool {
+	return w.remo.Git(t, "for-each-ref", "refs/heads/"+branch) != ""
+}
+
+func (w *world) drifted(t *testing.T) bool {
+	var d *state.Drift
+	_ = w.store.View(func(tx *state.Tx) (err error) { d, err = tx.Drift(); return })
+	return d != nil && d.DriftHash != "" && d.Reported != ""
+}
+
+func TestDriftProposalKeptByMerge(t *testing.T) {
+	w, tip, file := driftWorld(t, false)
+	start := time.Now()
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	took := time.Since(start)
+	if rec == nil || rec.State != "open" || rec.Base != tip || !strings.HasPrefix(rec.Branch, "fleet-agent/drift-") {
+		t.Fatalf("no drift proposal: %+v\n%s", rec, w.log)
+	}
+	t.Logf("edit to drift proposal pushed: %v wall, 0 on the injected clock (one drift check)", took)
+	if got := w.remo.Rev(t, "refs/heads/"+rec.Branch); got != rec.Head {
+		t.Fatalf("branch at %s, record says %s", got, rec.Head)
+	}
+	if parent := w.remo.Rev(t, rec.Head+"^"); parent != tip {
+		t.Fatalf("proposal's parent %s, want the tip %s", parent, tip)
+	}
+	after := w.remo.Git(t, "show", rec.Head+":fleet.json") + "\n"
+	want := strings.Replace(string(file), `"vcpu": 16`, `"vcpu": 24`, 1)
+	if after != want {
+		t.Fatalf("the proposal's file is not the file with one value changed:\n%s", after)
+	}
+	diff := w.remo.Git(t, "diff", "--numstat", tip, rec.Head)
+	if !strings.HasPrefix(diff, "1\t1\tfleet.json") {
+		t.Fatalf("diff touches more than one line: %q", diff)
+	}
+	// A second edit rewrites the same proposal.
+	w.edit(t, inventory.Pool, "gpu-fra", map[string]any{"policy": map[string]any{"disruptionBudget": 0.25, "maxNodes": 3}})
+	rec2 := w.driftCheck(t)
+	if rec2.Branch != rec.Branch || rec2.Head == rec.Head || rec2.Fields != 2 {
+		t.Fatalf("second edit: %+v (first %+v)", rec2, rec)
+	}
+	if diff := w.remo.Git(t, "diff", "--numstat", tip, rec2.Head); !strings.HasPrefix(diff, "2\t2\tfleet.json") {
+		t.Fatalf("diff after the second edit: %q", diff)
+	}
+	if n := strings.Count(w.remo.Git(t, "for-each-ref", "refs/heads/fleet-agent/"), "\n") + 1; n != 1 {
+		t.Fatalf("%d agent branches", n)
+	}
+	// Seen by a poll: shown as a proposal, and planned with no calls.
+	w.tick(t)
+	st, err := agent.Status(w.store, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Drift == nil || st.Drift.Proposal == nil || st.Drift.Proposal.Branch != rec.Branch || st.Drift.Proposal.State != "open" {
+		t.Fatalf("status does not show the drift proposal: %+v", st.Drift)
+	}
+	shown := false
+	for _, p := range st.Proposals {
+		shown = shown || strings.Contains(p.Ref, rec.Branch)
+	}
+	if !shown {
+		t.Fatalf("the branch is not among status's proposals: %+v", st.Proposals)
+	}
+	calls := w.audit(t, "call")
+	// Merged: main moves to the proposal's head.
+	w.remo.UpdateRef(t, "refs/heads/main", rec2.Head)
+	w.tick(t)
+	if ap := w.applied(t); ap == nil || ap.Commit != rec2.Head {
+		t.Fatalf("the merged proposal was not applied: %+v\n%s", ap, w.log)
+	}
+	if got := w.audit(t, "call"); got != calls {
+		t.Fatalf("the merge made %d calls", got-calls)
+	}
+	rec3 := w.driftCheck(t)
+	if rec3.State != "merged" || w.branchExists(t, rec.Branch) || w.drifted(t) {
+		t.Fatalf("after the merge: %+v, branch kept %v, drifted %v\n%s", rec3, w.branchExists(t, rec.Branch), w.drifted(t), w.log)
+	}
+	if strings.Contains(w.log.String(), w.srv.Password) {
+		t.Fatal("the git credential is in the log")
+	}
+}
+
+func TestDriftProposalClosedReverts(t *testing.T) {
+	w, _, _ := driftWorld(t, true)
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	w.tick(t)
+	if rec2 := w.driftCheck(t); !rec2.Seen {
+		t.Fatalf("the poll did not see the branch: %+v", rec2)
+	}
+	// Closed: a person deletes the branch.
+	w.remo.DeleteRef(t, "refs/heads/"+rec.Branch)
+	w.tick(t)
+	rec3 := w.driftCheck(t)
+	if rec3.State != "reverted" {
+		t.Fatalf("after close: %+v\n%s", rec3, w.log)
+	}
+	snap, _ := w.store.Snapshot()
+	if o, _ := snap.ByName(inventory.Flavor, "gpu-fra/h100x1"); o.Spec["vcpu"] != int64(16) && o.Spec["vcpu"] != float64(16) {
+		t.Fatalf("the fleet is not back: vcpu %v (%T)", o.Spec["vcpu"], o.Spec["vcpu"])
+	}
+	if w.audit(t, "heal") != 1 || w.branchExists(t, rec.Branch) {
+		t.Fatalf("heals %d, branch kept %v", w.audit(t, "heal"), w.branchExists(t, rec.Branch))
+	}
+}
+
+func TestDriftProposalClosedWithoutRevertStaysReported(t *testing.T) {
+	w, _, _ := driftWorld(t, false)
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	w.tick(t)
+	w.driftCheck(t)
+	w.remo.DeleteRef(t, "refs/heads/"+rec.Branch)
+	w.tick(t)
+	if rec2 := w.driftCheck(t); rec2.State != "closed" || rec2.Dismissed == "" {
+		t.Fatalf("after close: %+v", rec2)
+	}
+	// The same drift is not proposed again, and it stays reported.
+	if rec3 := w.driftCheck(t); rec3.State != "closed" || w.branchExists(t, rec.Branch) || !w.drifted(t) || w.audit(t, "heal") != 0 {
+		t.Fatalf("reopened or reverted: %+v", rec3)
+	}
+}
+
+func TestDriftProposalFollowsMainAndClosesWhenDriftClears(t *testing.T) {
+	w, tip, file := driftWorld(t, false)
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	// Main moves under it: a second site is pushed straight to main, so
+	// it is refused (never reviewed) and the drift stays.
+	moved := strings.Replace(string(file), `"region": "eu"} ]`, `"region": "eu"}, {"name":"tor","kind":"shared","region":"ca"} ]`, 1)
+	w.work.Git(t, "checkout", "-B", "main", tip)
+	w.work.Write(t, "fleet.json", moved)
+	tip2 := w.work.CommitAll(t, "a second site")
+	w.work.Push(t, "HEAD:refs/heads/main")
+	w.tick(t)
+	if ap := w.applied(t); ap == nil || ap.Commit != tip {
+		t.Fatalf("main's move was applied: %+v\n%s", ap, w.log)
+	}
+	rec2 := w.driftCheck(t)
+	if rec2.Branch != rec.Branch || rec2.Base != tip2 || w.remo.Rev(t, rec2.Head+"^") != tip2 {
+		t.Fatalf("not rewritten onto the new tip: %+v", rec2)
+	}
+	if diff := w.remo.Git(t, "diff", "--numstat", tip2, rec2.Head); !strings.HasPrefix(diff, "1\t1\tfleet.json") {
+		t.Fatalf("diff: %q", diff)
+	}
+	// The drift clears by itself: the value is edited back.
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 16})
+	rec3 := w.driftCheck(t)
+	if rec3.State != "cleared" || w.branchExists(t, rec.Branch) {
+		t.Fatalf("after the drift cleared: %+v\n%s", rec3, w.log)
+	}
+}
