@@ -206,3 +206,37 @@ func TestDriftProposalFollowsMainAndClosesWhenDriftClears(t *testing.T) {
 		t.Fatalf("after the drift cleared: %+v\n%s", rec3, w.log)
 	}
 }
+
+// A drift proposal keeps the fleet as it is: merged, its plan must make no
+// call. Found from outside: after a second edit the poll planned the branch
+// again (1 update) and that plan became the "reviewed" one, so a merge made
+// to keep the first edit reverted the second; a proposal rebuilt on an
+// unreviewed tip carried that tip's change in the same way. Such a merge is
+// refused, and the agent rewrites the proposal.
+func TestDriftKeepThatWouldCallIsRefused(t *testing.T) {
+	w, _, _ := driftWorld(t, false)
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	if rec == nil || rec.State != "open" {
+		t.Fatalf("no drift proposal: %+v\n%s", rec, w.log)
+	}
+	w.tick(t) // the branch is planned: no calls
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 12})
+	w.tick(t) // planned again: now one update back to 24
+	calls := w.audit(t, "call")
+	w.remo.UpdateRef(t, "refs/heads/main", rec.Head)
+	w.tick(t)
+	if ap := w.applied(t); ap != nil && ap.Commit == rec.Head {
+		t.Fatalf("a keep merge whose plan makes calls was applied\n%s", w.log)
+	}
+	if got := w.audit(t, "call"); got != calls {
+		t.Fatalf("%d provider calls made by a keep merge", got-calls)
+	}
+	st, err := agent.Status(w.store, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Refused) != 1 || st.Refused[0].Commit != rec.Head || !strings.Contains(st.Refused[0].Reason, "drift proposal") {
+		t.Fatalf("refused %+v, want the keep merge refused as a drift proposal that moved", st.Refused)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/driftpr"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
 	"github.com/fleet-agent/fleet-agent/internal/refs"
@@ -324,6 +325,30 @@ func (a *Agent) policyNotReviewed(c *candidate, what string) verdict {
 		refs.Short(c.commit), a.changesPolicy(c), a.cfg.PolicyPath, what)
 }
 
+// driftKeep reports whether a reviewed head is the agent's own drift
+// proposal: its branch (without GitHub) or its pull request.
+func (a *Agent) driftKeep(rv Reviewed) bool {
+	if strings.HasPrefix(rv.Ref, "refs/heads/"+driftpr.BranchPrefix) {
+		return true
+	}
+	if rv.PR == 0 {
+		return false
+	}
+	rec, err := a.DriftProposalNow()
+	return err == nil && rec != nil && rec.PR == rv.PR
+}
+
+// driftKeepMoved refuses a merge of a drift proposal whose plan makes
+// calls. The proposal is there to keep the fleet as it is, so merged its
+// plan makes none; one that makes calls was written before the fleet (or
+// the branch) moved again, and applying it would undo a later hand change or
+// carry a change nobody proposed. The agent rewrites the proposal at its
+// next drift check.
+func (a *Agent) driftKeepMoved(c *candidate, what string) verdict {
+	return unreviewed("drift moved", "%s merges %s, a drift proposal, which keeps the fleet as it is, but its plan now makes %d call(s): the fleet or %s moved since it was written; merge it again once the agent has rewritten it (at the next drift check), or read the plan and adopt it by hand",
+		refs.Short(c.commit), what, len(c.plan.Calls), a.cfg.Branch)
+}
+
 // stepMergeLinked finds the pull request that merged the commit. Where
 // review is needed it waits while GitHub cannot answer or has not linked
 // the merge yet (MergeLinkGrace), then refuses a direct push; elsewhere the
@@ -376,6 +401,8 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 			return a.planMoved(fmt.Sprintf("#%d", c.pr), rv, hash)
 		case !a.policyAsReviewed(c, c.prHead):
 			return a.policyNotReviewed(c, fmt.Sprintf("the head %s of pull request #%d", refs.Short(c.prHead), c.pr))
+		case a.driftKeep(rv) && !c.plan.Empty():
+			return a.driftKeepMoved(c, fmt.Sprintf("pull request #%d", c.pr))
 		}
 		return proceed()
 	}
@@ -393,6 +420,9 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 			return verdictOf(err)
 		}
 		if found && rv.Valid && rv.PlanHash == hash {
+			if a.driftKeep(rv) && !c.plan.Empty() {
+				return a.driftKeepMoved(c, "the proposal "+strings.TrimPrefix(rv.Ref, "refs/heads/"))
+			}
 			if a.policyAsReviewed(c, h) {
 				return proceed()
 			}
