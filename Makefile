@@ -32,6 +32,9 @@ test-etcd: kube
 	# The substrate suite with its random crash campaign on etcd; the
 	# exhaustive and two-installation campaigns run on files above.
 	FLEET_AGENT_TEST_STATE=etcd $(GO) test -race $(TESTFLAGS) -skip 'TestCrashAtEveryPoint|TestTwoInstallationsCrashCampaign' ./internal/substrate/
+	# The policy in force survives a restart and a state copy on etcd too: a
+	# second agent opening the same etcd store is what a failover is.
+	FLEET_AGENT_TEST_STATE=etcd $(GO) test -race $(TESTFLAGS) -run 'TestPolicyInForceSurvivesARestart' ./cmd/fleet-agent/
 
 # kube: the Kubernetes control plane the tests start (internal/testutil/kubeplane),
 # built once per machine into ~/.cache/fleet-agent/kube (FLEET_AGENT_KUBE_CACHE
