@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,6 +32,9 @@ it applies what it just planned; with --plan-hash it applies a plan reviewed
 earlier and refuses with CONFIG_DRIFT when the fleet moved since.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := plan.CheckHashForm(planHash); err != nil {
+				return err
+			}
 			cfg, client, err := a.begin(cmd, args, commit, &prune)
 			if err != nil {
 				return err
@@ -52,6 +56,12 @@ earlier and refuses with CONFIG_DRIFT when the fleet moved since.`,
 			if commit != "" {
 				var resp agent.PlanResponse
 				err := client.Do(cmd.Context(), "POST", "/v1/apply", agent.ApplyRequest{Commit: commit, PlanHash: planHash}, &resp)
+				if pr := (*agent.PlanRefusal)(nil); errors.As(err, &pr) {
+					// The plan that explains the refusal goes to stdout,
+					// as every other plan; the refusal stays one line.
+					fmt.Fprint(a.stdout, pr.Plan)
+					return pr.Refusal
+				}
 				if err != nil {
 					return err
 				}

@@ -9,6 +9,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 )
@@ -53,7 +57,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookupEnv fun
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return 0
 	}
@@ -67,6 +71,71 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookupEnv fun
 		return 1
 	}
 	// Anything else comes from parsing the command line itself.
-	fmt.Fprintf(stderr, "fleet-agent: usage: %v\nRun 'fleet-agent --help' for the commands.\n", err)
+	msg := err.Error()
+	if cmd == nil || cmd == root {
+		fmt.Fprintf(stderr, "fleet-agent: usage: %s%s\nRun 'fleet-agent --help' for the commands.\n", msg, didYouMean(root, msg))
+		return 2
+	}
+	fmt.Fprintf(stderr, "fleet-agent: usage: %s%s\nRun '%s --help' for its flags and arguments.\n", msg, didYouMean(cmd, msg), cmd.CommandPath())
 	return 2
+}
+
+// didYouMean names the flag of cmd closest to the unknown one in msg (a
+// flag parse error), or says nothing when none is close.
+func didYouMean(cmd *cobra.Command, msg string) string {
+	var typed string
+	switch {
+	case strings.HasPrefix(msg, "unknown flag: --"):
+		typed = strings.TrimPrefix(msg, "unknown flag: --")
+	case strings.HasPrefix(msg, "unknown shorthand flag: '"):
+		// "unknown shorthand flag: 'x' in -xyz": a long flag typed with
+		// one dash reads so; the letters after the dash are what was meant.
+		if _, in, ok := strings.Cut(msg, " in -"); ok {
+			typed = in
+		}
+	default:
+		return ""
+	}
+	typed, _, _ = strings.Cut(typed, "=")
+	// Close is a few edits for the flag's length, or the start of a name.
+	best, bestD := "", len(typed)/3+2
+	seen := func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		d := editDistance(typed, f.Name)
+		if len(typed) >= 3 && strings.HasPrefix(f.Name, typed) {
+			d = min(d, 1)
+		}
+		if d < bestD || d == bestD && best != "" && f.Name < best {
+			best, bestD = f.Name, d
+		}
+	}
+	cmd.Flags().VisitAll(seen)
+	cmd.InheritedFlags().VisitAll(seen)
+	if best == "" {
+		return ""
+	}
+	return " (did you mean --" + best + "?)"
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

@@ -31,7 +31,20 @@ import (
 type apiError struct {
 	Code    refusal.Code `json:"code"`
 	Message string       `json:"message"`
+	// Plan is the plan that explains a refused apply, in text: apart from
+	// the message, which stays one line a person (or a log) can read.
+	Plan string `json:"plan,omitempty"`
 }
+
+// PlanRefusal is a refusal the agent answered with the plan that explains
+// it: the command line prints the plan, then the one-line refusal.
+type PlanRefusal struct {
+	Refusal *refusal.Error
+	Plan    string
+}
+
+func (e *PlanRefusal) Error() string { return e.Refusal.Error() }
+func (e *PlanRefusal) Unwrap() error { return e.Refusal }
 
 // PlanRequest asks for the plan of a commit of the branch.
 type PlanRequest struct {
@@ -185,7 +198,7 @@ func (a *Agent) Handler() http.Handler {
 				// The plan explains a refusal: send it along.
 				var b bytes.Buffer
 				_ = p.Render(&b, plan.Text, plan.RenderOptions{})
-				resp.Message = b.String() + resp.Message
+				resp.Plan = b.String()
 			}
 			WriteJSON(w, statusOf(resp.Code), resp)
 			return
@@ -462,7 +475,11 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		if json.Unmarshal(data, &e) != nil || e.Code == "" {
 			return refusal.New(refusal.Internal, "the agent answered %s: %s", resp.Status, strings.TrimSpace(string(data)))
 		}
-		return refusal.New(e.Code, "%s", e.Message)
+		r := refusal.New(e.Code, "%s", e.Message)
+		if e.Plan != "" {
+			return &PlanRefusal{Refusal: r, Plan: e.Plan}
+		}
+		return r
 	}
 	if out == nil {
 		return nil

@@ -122,6 +122,9 @@ func (a *Agent) ApplyCommit(ctx context.Context, commit, planHash, by string) (*
 	if planHash == "" {
 		return nil, 0, refusal.New(refusal.InvalidInput, "--plan-hash is required with --commit: plan the commit first and pass the hash you reviewed")
 	}
+	if err := plan.CheckHashForm(planHash); err != nil {
+		return nil, 0, err
+	}
 	a.applyMu.Lock()
 	defer a.applyMu.Unlock()
 	ap, err := a.applied()

@@ -12,6 +12,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/driftpr"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
@@ -226,6 +227,9 @@ func (a *Agent) stepPlan(ctx context.Context, c *candidate) verdict {
 
 // stepHash holds an apply by hand to the plan the operator reviewed.
 func (a *Agent) stepHash(_ context.Context, c *candidate) verdict {
+	if err := plan.CheckReviewedHash(c.hashWanted, c.plan.PlanHash); err != nil {
+		return verdictOf(err)
+	}
 	if c.plan.PlanHash != c.hashWanted {
 		// When the operator reviewed is unknown: the last change is the
 		// likely cause, and says who to ask.

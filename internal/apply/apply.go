@@ -110,9 +110,12 @@ func Apply(ctx context.Context, store *state.Store, doc *fleet.Document, opts Op
 			return res, nil
 		}
 	}
+	if err := plan.CheckReviewedHash(opts.PlanHash, p.PlanHash); err != nil {
+		return res, err
+	}
 	if opts.PlanHash != "" && p.PlanHash != opts.PlanHash {
 		return res, refusal.New(refusal.ConfigDrift,
-			"the plan is no longer the reviewed one (reviewed %s, now %s): the fleet or the document moved; plan again and review the new plan", refs.Short(opts.PlanHash), refs.Short(p.PlanHash))
+			"the plan is no longer the reviewed one (reviewed %s, now %s): the fleet or the document moved since that plan was printed; plan again and review the new plan (a hash not copied from this document's plan reads the same: copy it from the planHash line)", refs.Short(opts.PlanHash), refs.Short(p.PlanHash))
 	}
 	if p.Empty() && opts.PlanHash == "" {
 		return res, nil // nothing to change, nothing recorded

@@ -202,7 +202,7 @@ func checkKnown(n *yaml.Node, t reflect.Type, path string, errs *[]string) {
 			ft, ok := fields[k.Value]
 			if !ok {
 				if !anyKey {
-					*errs = append(*errs, fmt.Sprintf("line %d: unknown key %q", k.Line, join(path, k.Value)))
+					*errs = append(*errs, fmt.Sprintf("line %d: unknown key %q; known: %s", k.Line, join(path, k.Value), knownKeys(fields)))
 				}
 				continue
 			}
@@ -269,4 +269,15 @@ func yamlFields(t reflect.Type) (map[string]reflect.Type, bool) {
 		fields[name] = f.Type
 	}
 	return fields, anyKey
+}
+
+// knownKeys lists a block's keys, sorted, as the rest of the config's
+// errors list them: the typo's neighbour is then in sight.
+func knownKeys(fields map[string]reflect.Type) string {
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ", ")
 }

@@ -63,10 +63,10 @@ func TestDecodeStrict(t *testing.T) {
 				t.Errorf("defaults lost: %+v", b)
 			}
 		}},
-		{"unknown top key", "endpoint: x\ncolour: red\n", `line 2: unknown key "colour"`, nil},
-		{"unknown nested key", "inner:\n  zones: []\n  size: 3\n", `line 3: unknown key "inner.size"`, nil},
-		{"unknown key in list item", "list:\n  - zones: []\n  - zonez: []\n", `line 3: unknown key "list[1].zonez"`, nil},
-		{"unknown key in map value", "map:\n  k:\n    z: 1\n", `line 3: unknown key "map.k.z"`, nil},
+		{"unknown top key", "endpoint: x\ncolour: red\n", `line 2: unknown key "colour"; known: default, endpoint, every, free, inner, list, map, shared, steps`, nil},
+		{"unknown nested key", "inner:\n  zones: []\n  size: 3\n", `line 3: unknown key "inner.size"; known: zones`, nil},
+		{"unknown key in list item", "list:\n  - zones: []\n  - zonez: []\n", `line 3: unknown key "list[1].zonez"; known: zones`, nil},
+		{"unknown key in map value", "map:\n  k:\n    z: 1\n", `line 3: unknown key "map.k.z"; known: zones`, nil},
 		{"wrong type", "steps: many\n", "line 1: cannot unmarshal", nil},
 		{"repeated key", "steps: 1\nsteps: 2\n", `line 2: mapping key "steps" already defined at line 1`, nil},
 	}

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
@@ -140,6 +141,11 @@ func Open(path string, opts Options) (*Store, error) {
 			r := refusal.New(refusal.InvalidState,
 				"the state file %s is in use by another process (a running fleet-agent holds it); use the command through the running agent, or stop it first", path)
 			r.Err = ErrInUse
+			return nil, r
+		}
+		if guess := notAStateFile(path); guess != "" {
+			r := refusal.New(refusal.InvalidState, "cannot open the state file %s (%v): %s", path, err, guess)
+			r.Err = err
 			return nil, r
 		}
 		return nil, refusal.Wrap(refusal.InvalidState, err, "cannot open the state file %s", path)
@@ -495,4 +501,32 @@ func (s *Store) WriteBackup(w io.Writer) (int64, error) {
 		return err
 	})
 	return n, err
+}
+
+// notAStateFile guesses, from its first bytes, what a file that bbolt
+// cannot open is when it is text a person wrote: a fleet document or a
+// config given where the state file belongs (--state fleet.json). It says
+// what the file looks like and where it goes, or nothing for other files (a
+// damaged state file gets no guess).
+func notAStateFile(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	head := make([]byte, 4096)
+	n, _ := io.ReadFull(f, head)
+	head = bytes.TrimLeft(head[:n], "\ufeff \t\r\n")
+	if len(head) == 0 || !utf8.Valid(head[:len(head)-min(len(head), utf8.UTFMax)]) || bytes.IndexByte(head, 0) >= 0 {
+		return ""
+	}
+	const where = "--state names the agent's state file (a database such as fleet.db, made by apply or the agent)"
+	switch {
+	case head[0] == '{' && (bytes.Contains(head, []byte(`"sites"`)) || bytes.Contains(head, []byte(`"pools"`)) || bytes.Contains(head, []byte(`"version"`))):
+		return "it looks like a fleet document (JSON), not a state file; " + where + ", and a document is the command's FILE argument (fleet-agent plan FILE, apply FILE)"
+	case head[0] == '{' || head[0] == '[':
+		return "it looks like a JSON document, not a state file; " + where
+	default:
+		return "it is text (a config or a document?), not a state file; " + where + "; a config is given with --config"
+	}
 }
