@@ -421,7 +421,7 @@ func (o *Outbox) step(ctx context.Context) (stepResult, error) {
 	// write above was fenced by etcd, but a leader paused between it and
 	// here must not post once another agent took over. The entry stays in
 	// flight, and the leader that holds now settles it.
-	if err := o.store.Fenced(); err != nil {
+	if err := o.store.FencedIn(ctx); err != nil {
 		return stepResult{}, err
 	}
 	p := rec.Post
