@@ -156,10 +156,26 @@ func (be *etcdBackend) campaign(ctx context.Context) (*Leadership, error) {
 	// Renewals keep the hold valid while campaigning, too: a campaign can
 	// wait for as long as another agent leads.
 	go l.renew(lctx)
-	if err := l.election.Campaign(ctx, be.name); err != nil {
+	// A campaign whose lease lapsed (etcd unreachable for longer than the
+	// hold) stops: its key is revoked, and waiting on would only win a
+	// leadership it no longer holds.
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	go func() {
+		select {
+		case <-l.lost:
+			ccancel()
+		case <-cctx.Done():
+		}
+	}()
+	if err := l.election.Campaign(cctx, be.name); err != nil {
+		why := l.Why()
 		l.lose("the campaign ended")
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if why != "" {
+			return nil, refusal.New(refusal.Unavailable, "the lease lapsed while campaigning (%s); check that a quorum of etcd members is up", why)
 		}
 		return nil, refusal.Wrap(refusal.Unavailable, err, "the etcd election failed")
 	}
