@@ -269,38 +269,36 @@ func (l *Leadership) renewed(sent time.Duration) {
 	l.mu.Unlock()
 }
 
-// renew renews the lease every sixth of it, each renewal its own request
-// bounded by a sixth of the lease: a renewal that hangs (an etcd member
-// stopped with its connection up) is abandoned and the next one goes to
-// another member (the client balances requests over the endpoints), long
-// before the hold, two thirds of the lease, runs out.
+// renew sends a renewal of the lease every sixth of it, each its own
+// request with a deadline of half the lease, without waiting for the one
+// before: a renewal that hangs (an etcd member stopped with its connection
+// up) does not hold back the next, which the client sends to another
+// member, and a slow answer on a busy machine still counts from when it
+// was sent. The hold (two thirds of the lease from the latest renewal
+// sent and answered) outlasts three renewals lost in a row.
 func (l *Leadership) renew(ctx context.Context) {
 	every := l.be.lease / 6
+	t := time.NewTicker(every)
+	defer t.Stop()
 	for {
 		sent := l.be.clock()
-		rctx, cancel := context.WithTimeout(ctx, every)
-		r, err := l.be.cli.KeepAliveOnce(rctx, l.lease)
-		cancel()
-		switch {
-		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			l.lose("etcd says the lease expired")
-			return
-		case err == nil && r.TTL <= 0:
-			l.lose("etcd says the lease expired")
-			return
-		case err == nil:
-			l.renewed(sent)
-		}
-		wait := every - (l.be.clock() - sent)
-		if err != nil && wait < every/4 {
-			wait = every / 4 // a member that refuses at once is not asked in a loop
-		}
+		go func() {
+			rctx, cancel := context.WithTimeout(ctx, l.be.lease/2)
+			defer cancel()
+			r, err := l.be.cli.KeepAliveOnce(rctx, l.lease)
+			switch {
+			case errors.Is(err, rpctypes.ErrLeaseNotFound), err == nil && r.TTL <= 0:
+				l.lose("etcd says the lease expired")
+			case err == nil:
+				l.renewed(sent)
+			}
+		}()
 		select {
 		case <-ctx.Done():
 			return
 		case <-l.lost:
 			return
-		case <-time.After(wait):
+		case <-t.C:
 		}
 	}
 }
