@@ -107,6 +107,9 @@ type etcdBackend struct {
 	observeFn func(time.Duration, error)
 	auditKeep uint64
 	clock     func() time.Duration // the hold's clock
+	// prepareLater is the start-up preparation put off because a commit
+	// was pending; the first term runs it (finishPending). Under writeMu.
+	prepareLater func(kvTx) error
 
 	writeMu sync.Mutex // one writer in this process at a time, as in bbolt
 
@@ -120,6 +123,9 @@ type etcdBackend struct {
 	// it (nothing after that step is sent, nothing is cleaned).
 	crash func(step string) bool
 }
+
+// errPendingUnfenced refuses an unfenced write over a pending commit.
+var errPendingUnfenced = errors.New("a commit is pending and this write is not fenced")
 
 // errCrashed is what a commit stopped by the crash hook returns.
 var errCrashed = errors.New("stopped at a step by the test's crash hook")
@@ -217,6 +223,13 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Store, error) {
 			if !errors.Is(perr, errHeadMoved) {
 				break
 			}
+		}
+		if errors.Is(perr, errPendingUnfenced) {
+			// A store to bring up to date under a commit its last leader
+			// did not finish: this agent does it once it leads, after
+			// finishing that commit (finishPending).
+			be.prepareLater = func(tx kvTx) error { return prepare(tx, opts) }
+			perr = nil
 		}
 		if perr != nil {
 			cli.Close()
@@ -881,7 +894,7 @@ func (be *etcdBackend) commit(fn func(kvTx) error, l *Leadership) error {
 		// unfenced write over it is refused. fn read through the pending
 		// commit, so a store that needs nothing (prepare on a store made
 		// before) got here with no writes and went on above.
-		return refusal.New(refusal.Unavailable, "the store at %s has a commit its last leader made visible but did not finish; the agent that leads next finishes it: start `fleet-agent run` (it waits for the leadership, then finishes the commit) and try again", be.prefix)
+		return refusal.Wrap(refusal.Unavailable, errPendingUnfenced, "the store at %s has a commit its last leader made visible but did not finish; the agent that leads next finishes it: start `fleet-agent run` (it waits for the leadership, then finishes the commit) and try again", be.prefix)
 	}
 	tx.dropStoredParts()
 	if tx.err != nil {

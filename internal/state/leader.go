@@ -239,6 +239,15 @@ func (be *etcdBackend) finishPending(l *Leadership) error {
 			return err
 		}
 	}
+	if be.prepareLater != nil {
+		if err := be.commit(be.prepareLater, l); err != nil {
+			return err
+		}
+		be.prepareLater = nil
+		if tx, err = be.begin(true); err != nil {
+			return err
+		}
+	}
 	r, err := be.get(be.pendingPfx(), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || r.Count == 0 {
 		return err
