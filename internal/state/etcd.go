@@ -1012,15 +1012,17 @@ func (be *etcdBackend) commitLarge(tx *etcdTx, ops []chunkOp, l *Leadership) err
 	// The commit point.
 	r, err := be.txn(be.guards(tx.headRev, l), []clientv3.Op{clientv3.OpPut(be.headKey(), be.headValue(etcdHead{Pending: id, Chunks: len(chunks)}))})
 	if err != nil {
-		// The write may have landed: the chunks go only when the head
-		// does not name them. A read that fails too leaves them to the
-		// next leader's sweep (finishPending).
-		if h, herr := be.begin(false); herr == nil && h.head.Pending != id {
-			be.dropPending(id)
+		// The write may have landed, or may still land (a request held by
+		// a hung member is applied when it wakes): a head that names the
+		// commit now means it is committed; otherwise the chunks stay for
+		// the next term's sweep (finishPending), which a late write of
+		// this term's head can no longer pass (the fence), rather than
+		// being deleted under a head that could still come to name them.
+		h, herr := be.begin(false)
+		if herr != nil || h.head.Pending != id {
+			return err
 		}
-		return err
-	}
-	if !r.Succeeded {
+	} else if !r.Succeeded {
 		be.dropPending(id)
 		return be.whyRefused(l)
 	}

@@ -38,6 +38,7 @@ type Leadership struct {
 
 	mu         sync.Mutex
 	validUntil time.Duration // on be.clock
+	wonAt      time.Duration // on be.clock: when the store began to act as the leader
 	lost       chan struct{}
 	lostWhy    string
 	cancel     context.CancelFunc
@@ -135,7 +136,12 @@ func (be *etcdBackend) leading() *Leadership {
 }
 
 func (be *etcdBackend) campaign(ctx context.Context) (*Leadership, error) {
-	ttl := int64(be.lease / time.Second)
+	// Whole seconds, rounded up: etcd's lease never ends before the hold
+	// it backs (two thirds of state.etcd.lease).
+	ttl := int64((be.lease + time.Second - 1) / time.Second)
+	// The hold counts from before the grant was asked for: etcd's lease
+	// started after that, however long the answer took to come back.
+	asked := be.clock()
 	gctx, gcancel := be.ctx()
 	grant, err := be.cli.Grant(gctx, ttl)
 	gcancel()
@@ -144,9 +150,7 @@ func (be *etcdBackend) campaign(ctx context.Context) (*Leadership, error) {
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	l := &Leadership{be: be, lease: grant.ID, lost: make(chan struct{}), cancel: cancel}
-	// The hold counts from before the grant was asked for: etcd's lease
-	// started after that.
-	l.renewed(be.clock() - be.lease/6)
+	l.renewed(asked)
 	session, err := concurrency.NewSession(be.cli, concurrency.WithLease(grant.ID), concurrency.WithContext(lctx))
 	if err != nil {
 		l.lose("cannot open an etcd session")
@@ -193,6 +197,9 @@ func (be *etcdBackend) campaign(ctx context.Context) (*Leadership, error) {
 		return nil, be.notLeader()
 	}
 	be.mu.Lock()
+	l.mu.Lock()
+	l.wonAt = be.clock()
+	l.mu.Unlock()
 	be.lead = l
 	be.mu.Unlock()
 	be.stats.Transitions.Add(1)
@@ -252,7 +259,13 @@ func (be *etcdBackend) finishPending(l *Leadership) error {
 	if err != nil || r.Count == 0 {
 		return err
 	}
-	tr, err := be.txn(be.guards(tx.headRev, l), []clientv3.Op{clientv3.OpDelete(be.pendingPfx(), clientv3.WithPrefix())})
+	// The head is written with the sweep: an unfenced writer (a copy into
+	// an empty prefix) whose chunks were swept then fails at its commit
+	// point on the head it read, instead of pointing the head at nothing.
+	tr, err := be.txn(be.guards(tx.headRev, l), []clientv3.Op{
+		clientv3.OpDelete(be.pendingPfx(), clientv3.WithPrefix()),
+		clientv3.OpPut(be.headKey(), be.headValue(etcdHead{})),
+	})
 	if err != nil {
 		return err
 	}
