@@ -140,6 +140,9 @@ type EtcdStats struct {
 	FencedRefused atomic.Int64
 	Transitions   atomic.Int64
 	LargeCommits  atomic.Int64
+	// CampaignsResumed counts campaigns taken up again after a compaction
+	// cut their wait short.
+	CampaignsResumed atomic.Int64
 }
 
 // OpenEtcd opens (creating it when the prefix is empty) a store on etcd.

@@ -172,7 +172,16 @@ func (be *etcdBackend) campaign(ctx context.Context) (*Leadership, error) {
 		case <-cctx.Done():
 		}
 	}()
-	if err := l.election.Campaign(cctx, be.name); err != nil {
+	// A campaign waits on the key before its own with a watch from the
+	// revision it read; a compaction between that read and the watch
+	// fails the wait (ErrCompacted). The campaign is taken up again on the
+	// same key: its place in the queue is kept, the wait starts afresh.
+	err = l.election.Campaign(cctx, be.name)
+	for errors.Is(err, rpctypes.ErrCompacted) && cctx.Err() == nil {
+		be.stats.CampaignsResumed.Add(1)
+		err = l.election.Campaign(cctx, be.name)
+	}
+	if err != nil {
 		why := l.Why()
 		l.lose("the campaign ended")
 		if ctx.Err() != nil {
