@@ -1,5 +1,7 @@
 package state
 
+import "time"
+
 // CrashAt makes the store's large commits stop after the step where at
 // says true ("chunk N", "head", "roll N"), as a process killed there.
 func CrashAt(s *Store, at func(step string) bool) { s.etcd.crash = at }
@@ -23,3 +25,18 @@ func Die(s *Store) {
 
 // ErrCrashed is what a commit stopped by CrashAt returns.
 var ErrCrashed = errCrashed
+
+// HeldUntil is when l's hold ends (or ended) on the store's clock: the
+// latest instant it answered as the leader.
+func HeldUntil(l *Leadership) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validUntil
+}
+
+// WonAt is when l's store began to answer as the leader, on its clock.
+func WonAt(l *Leadership) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.wonAt
+}
