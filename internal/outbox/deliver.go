@@ -373,7 +373,7 @@ func (o *Outbox) step(ctx context.Context) (stepResult, error) {
 		spaced      bool
 	)
 	next := o.lastSend.Add(o.opts.MinSpacing)
-	err := o.store.Update(func(tx *state.Tx) error {
+	err := o.store.UpdateIn(ctx, func(tx *state.Tx) error {
 		e, ok, err := tx.OutboxFirst()
 		if err != nil || !ok {
 			return err

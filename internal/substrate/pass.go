@@ -369,7 +369,7 @@ func (p *pass) finish() (time.Time, error) {
 			drop = append(drop, key)
 		}
 	}
-	err := r.store.Update(func(tx *state.Tx) error {
+	err := r.store.UpdateIn(p.ctx, func(tx *state.Tx) error {
 		var err error
 		if old, err = tx.SubstrateSeen(id); err != nil {
 			return err

@@ -216,7 +216,7 @@ func (r *Reconciler) sweepCluster(ctx context.Context, prov Provider, acct provi
 	}
 	c.Status = fresh.Status
 	decision := ""
-	err = r.store.Update(func(tx *state.Tx) error {
+	err = r.store.UpdateIn(ctx, func(tx *state.Tx) error {
 		want, err := tx.SubstrateWant(poolID)
 		if err != nil || want == nil {
 			return err
