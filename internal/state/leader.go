@@ -213,6 +213,7 @@ func (be *etcdBackend) campaign(ctx context.Context) (*Leadership, error) {
 	be.mu.Unlock()
 	be.stats.Transitions.Add(1)
 	go l.watch(lctx, from)
+	go l.expire(lctx)
 	// A commit a previous leader made visible but did not finish is
 	// finished first, so nothing is written over it.
 	if err := be.finishPending(l); err != nil {
@@ -334,16 +335,14 @@ func (l *Leadership) renew(ctx context.Context) {
 	}
 }
 
-// watch loses the leadership when the election key goes, or when no
-// renewal came in time. It watches from a revision read after the key was
+// watch loses the leadership when the election key goes. It watches from a revision read after the key was
 // won (check); when the watch fails (etcd compacted past it, or it lost
 // etcd's leader) it reads the key again and watches on from that read, or
 // loses the leadership when the key is gone or not ours.
 func (l *Leadership) watch(ctx context.Context, from int64) {
 	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	wch := l.be.cli.Watch(wctx, l.key, clientv3.WithRev(from))
-	t := time.NewTimer(l.untilNow())
-	defer func() { t.Stop(); wcancel() }()
+	defer func() { wcancel() }()
 	rewatch := func() bool {
 		wcancel()
 		for {
@@ -389,9 +388,24 @@ func (l *Leadership) watch(ctx context.Context, from int64) {
 					return
 				}
 			}
+		}
+	}
+}
+
+// expire ends the term when the hold lapses. It runs apart from the watch,
+// which can be held up by an etcd that does not answer (opening a watch
+// waits on the client's stream): the end of a hold never waits for etcd.
+func (l *Leadership) expire(ctx context.Context) {
+	t := time.NewTimer(l.untilNow())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.lost:
+			return
 		case <-t.C:
-			if !l.valid() {
-				l.lose("no lease renewal came in time")
+			if !l.valid() { // valid ends the term when the hold lapsed
 				return
 			}
 			t.Reset(l.untilNow() + time.Millisecond)
