@@ -89,13 +89,21 @@ func (a *app) planWithPolicy(cmd *cobra.Command, cfg *config.Config, client *age
 			return err
 		}
 	}
-	p.Policy = pol.Evaluate(policy.Input{Doc: doc, Data: data, Snap: snap, Plan: p, Tenant: cfg.Tenant})
+	// Under the agent's own bounds, so that a plan the agent could not judge
+	// is not shown here as passing.
+	jctx, jcancel := context.WithTimeout(cmd.Context(), agent.PolicyDeadline)
+	defer jcancel()
+	var judged error
+	p.Policy, _, judged = pol.Judge(jctx, policy.Input{Doc: doc, Data: data, Snap: snap, Plan: p, Tenant: cfg.Tenant}, policy.PlanCostBudget)
 	p.Policy.Source = policyFile
 	if err := p.Render(a.stdout, format, plan.RenderOptions{Calls: f.calls, Markdown: plan.MarkdownOptions{Branch: cfg.Git.Branch}}); err != nil {
 		return refusal.Wrap(refusal.Internal, err, "cannot write the plan")
 	}
 	if p.Blocked() {
 		return apply.Blocked(p)
+	}
+	if judged != nil {
+		return refusal.New(refusal.PlanBlocked, "the policy could not judge the plan: %s; the agent refuses such a plan too: make the rules cheaper (docs/policy.md)", refusal.Text(judged))
 	}
 	if err := policyOutcome(p.Policy); err != nil {
 		return err

@@ -335,8 +335,8 @@ func (l *loader) rule(n *yaml.Node) *Rule {
 	l.fields(n, r.Name, func(key string, v *yaml.Node) {
 		switch key {
 		case "name":
-			if s, ok := l.str(v, r.Name, "name"); ok && (s == "" || len(s) > 100 || strings.ContainsAny(s, "\n\r")) {
-				l.add(v.Line, r.Name, "name must be 1 to 100 characters on one line")
+			if s, ok := l.str(v, r.Name, "name"); ok && (s == "" || len(s) > 100 || s != oneLine(s)) {
+				l.add(v.Line, r.Name, "name must be 1 to 100 characters on one line, without control or text-direction characters")
 			}
 		case "match":
 			if v.Kind != yaml.MappingNode {

@@ -344,3 +344,18 @@ func TestMessagesAreOneLine(t *testing.T) {
 		}
 	}
 }
+
+// TestRuleNamesArePlain: a rule's name is shown in every verdict, so a
+// text-direction override or a control character in it is refused at load
+// (found from outside: U+202E in a name reached status, plans and the page).
+func TestRuleNamesArePlain(t *testing.T) {
+	for _, name := range []string{"inj\u202erev", "a\u2066b", "a\u200fb"} {
+		_, err := Load([]byte("rules:\n  - {name: \"" + name + "\", expression: \"true\", action: warn}\n"))
+		if err == nil || !strings.Contains(err.Error(), "text-direction") {
+			t.Errorf("name %q: %v, want refused", name, err)
+		}
+	}
+	if _, err := Load([]byte("rules:\n  - {name: \"gpu cap (prod) \u00e9\", expression: \"true\", action: warn}\n")); err != nil {
+		t.Errorf("a plain name with spaces and accents is refused: %v", err)
+	}
+}

@@ -81,11 +81,19 @@ func DebVersion(v string) string {
 	if m := describeSuffix.FindStringSubmatch(v); m != nil {
 		v, suffix = m[1], "+"+m[2]+".g"+m[3]+suffix
 	}
-	if v == "" || v[0] < '0' || v[0] > '9' {
+	// A release is a tag (a number, or numbers with dots); anything else
+	// (a bare commit hash, even one that starts with a digit) is put below
+	// every release, so that apt never holds a box on a test build.
+	if !tagged.MatchString(v) {
 		v = "0~" + v
 	}
 	return strings.ReplaceAll(v, "-", "~") + suffix
 }
+
+// tagged is a version that is a release: numbers separated by dots, then
+// anything; or one number alone. A commit hash of seven or more hex digits
+// is not one, whatever its first character.
+var tagged = regexp.MustCompile(`^([0-9]+\.[0-9]|[0-9]{1,6}$)`)
 
 // describeSuffix is git describe's "-<commits since the tag>-g<commit>".
 var describeSuffix = regexp.MustCompile(`^(.*)-([0-9]+)-g([0-9a-f]+)$`)

@@ -186,6 +186,12 @@ func TestDebVersion(t *testing.T) {
 		"c07803a":                 "0~c07803a",
 		"c07803a-dirty":           "0~c07803a+dirty",
 		"v1.0.0-rc.1":             "1.0.0~rc.1",
+		// An untagged commit whose hash starts with a digit sorts below
+		// every release too (found from outside: 71dde1d sorted above 1.0.0).
+		"71dde1d":       "0~71dde1d",
+		"71dde1d-dirty": "0~71dde1d+dirty",
+		"1234567":       "0~1234567",
+		"v2":            "2",
 	} {
 		if got := DebVersion(in); got != want {
 			t.Errorf("DebVersion(%q) = %q, want %q", in, got, want)
