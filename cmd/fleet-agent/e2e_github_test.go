@@ -48,7 +48,7 @@ type ghWorld struct {
 	repo  *gitsync.Repo
 	box   *outbox.Outbox
 	ag    *agent.Agent
-	log   *strings.Builder
+	log   *syncBuffer
 	// checks: the agent is a GitHub App (appKey its private key in PEM),
 	// and it posts check runs beside its statuses.
 	checks bool
@@ -62,7 +62,7 @@ type ghWorld struct {
 
 func newGHWorld(t *testing.T) *ghWorld {
 	t.Helper()
-	w := &ghWorld{t: t, srv: gitserver.Start(t), clk: clock.NewFake(time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)), log: &strings.Builder{}}
+	w := &ghWorld{t: t, srv: gitserver.Start(t), clk: clock.NewFake(time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)), log: &syncBuffer{}}
 	w.remo = w.srv.NewRepo(t, "fleet")
 	w.work = w.remo.Clone(t)
 	w.emu = githubemu.New(t, githubemu.Options{Clock: w.clk})
