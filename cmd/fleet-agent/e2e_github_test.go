@@ -56,8 +56,8 @@ type ghWorld struct {
 	// policyPath is the agent's policy.path ("" for none).
 	policyPath string
 	// prune is the agent's prune.
-	prune bool
-	interval   time.Duration // the agent's poll interval, for a test that runs its loop
+	prune    bool
+	interval time.Duration // the agent's poll interval, for a test that runs its loop
 }
 
 func newGHWorld(t *testing.T) *ghWorld {
