@@ -1,6 +1,7 @@
 package release
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log"
@@ -206,7 +207,9 @@ func dockerConfig(t *testing.T, auths map[string]string) {
 	entries := map[string]map[string]string{}
 	for host, up := range auths {
 		u, p, _ := strings.Cut(up, ":")
-		entries[host] = map[string]string{"username": u, "password": p}
+		// "auth" is what every client reads (skopeo reads only it); the
+		// Docker credential chain reads it too.
+		entries[host] = map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(u + ":" + p))}
 	}
 	b, err := json.Marshal(map[string]any{"auths": entries})
 	if err != nil {
