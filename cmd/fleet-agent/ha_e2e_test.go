@@ -53,8 +53,14 @@ import (
 
 const (
 	haLease = 5 * time.Second
-	// haFailoverBound is how soon after a SIGKILL a standby must lead.
-	haFailoverBound = 15 * time.Second
+	// haSlowdown is how many times a clean hand-over (measured on this
+	// machine when the world starts: the leader stopped with SIGTERM, a
+	// standby leading) a standby may take to lead once the dead leader's
+	// lease ran out: the bound of a failover is the lease plus that, so a
+	// busy machine, which slows both, does not fail the test, and a
+	// takeover that waits for something else (a second lease, a retry
+	// backoff) still does.
+	haSlowdown = 10
 	// haDefaultSeed is the campaign's seed unless FLEET_AGENT_HA_SEED names
 	// one (or "clock").
 	haDefaultSeed = 20261202
@@ -179,8 +185,11 @@ type haWorld struct {
 	step   crashtest.Step
 	// failovers are the times from a SIGKILL (or a pause) to a standby
 	// leading.
-	failovers  []time.Duration
-	twoLeaders int // scrapes that found two agents saying they lead
+	failovers []time.Duration
+	// handover is the clean hand-over measured at the start; bound is how
+	// soon after a SIGKILL or a pause a standby must lead (haSlowdown).
+	handover, bound time.Duration
+	twoLeaders      int // scrapes that found two agents saying they lead
 	// pausedReads counts pause trials where the continued agent read the
 	// provider before it noticed it no longer led.
 	pausedReads int
@@ -266,7 +275,25 @@ providers:
 	})
 	t.Cleanup(func() { w.reader.Close() })
 	w.waitApplied(w.main, 60*time.Second)
+	w.measureHandover()
 	return w
+}
+
+// measureHandover stops the leader with SIGTERM (it resigns), times until
+// a standby leads, starts it again, and derives the failover bound.
+func (w *haWorld) measureHandover() {
+	w.t.Helper()
+	old := w.leader()
+	began := time.Now()
+	w.terminate(old)
+	// A generous bound for the measurement itself: the lease a resign
+	// makes unnecessary, many times over.
+	w.waitLeader(old, 20*haLease)
+	w.handover = time.Since(began)
+	w.bound = haLease + haSlowdown*w.handover
+	w.t.Logf("a clean hand-over (SIGTERM of %s) took %s on this machine: a failover must take less than %s (the %s lease plus %d times that)",
+		old.name, w.handover.Round(time.Millisecond), w.bound.Round(time.Millisecond), haLease, haSlowdown)
+	w.start(old)
 }
 
 // push commits doc on branch, pushes it and tells the emulator.
@@ -684,12 +711,12 @@ func (w *haWorld) failover(old *haAgent, k *killer, within time.Duration) *haAge
 	a.mu.Unlock()
 	<-done
 	done <- nil
-	next := w.waitLeader(old, 2*haFailoverBound)
+	next := w.waitLeader(old, 2*w.bound)
 	took := time.Since(k.at)
 	w.failovers = append(w.failovers, took)
 	w.t.Logf("failover: %s killed, %s leads %s later", old.name, next.name, took.Round(10*time.Millisecond))
-	if took > haFailoverBound {
-		w.t.Errorf("%s led %s after %s was killed; the bound is %s with a %s lease", next.name, took.Round(10*time.Millisecond), old.name, haFailoverBound, haLease)
+	if took > w.bound {
+		w.t.Errorf("%s led %s after %s was killed; the bound is %s with a %s lease", next.name, took.Round(10*time.Millisecond), old.name, w.bound.Round(time.Millisecond), haLease)
 	}
 	return next
 }
@@ -909,12 +936,12 @@ func (w *haWorld) pauseTrial(tr haTrial, pr int, head string, old *haAgent) {
 		t.Fatalf("pause: %s made no journal transition", old.name)
 	}
 	old.onLine.Store(nil)
-	next := w.waitLeader(old, 2*haFailoverBound)
+	next := w.waitLeader(old, 2*w.bound)
 	took := time.Since(at)
 	w.failovers = append(w.failovers, took)
 	t.Logf("pause: %s paused, %s leads %s later", old.name, next.name, took.Round(10*time.Millisecond))
-	if took > haFailoverBound {
-		t.Errorf("pause: %s led %s after %s was paused; the bound is %s", next.name, took, old.name, haFailoverBound)
+	if took > w.bound {
+		t.Errorf("pause: %s led %s after %s was paused; the bound is %s", next.name, took, old.name, w.bound.Round(time.Millisecond))
 	}
 	w.waitApplied(head, 90*time.Second)
 	w.waitConverged(tr.step, 120*time.Second)
@@ -1233,7 +1260,7 @@ func TestHAOnEtcd(t *testing.T) {
 			worst = max(worst, d)
 		}
 		t.Logf("HA campaign: seed %d (FLEET_AGENT_HA_SEED), %d trials, %d leader losses, worst failover %s (lease %s, bound %s), %d scrapes saw two leaders, %d pauses after which the continued agent read the provider, %s",
-			seed, len(trials), len(w.failovers), worst.Round(10*time.Millisecond), haLease, haFailoverBound, w.twoLeaders, w.pausedReads, time.Since(began).Round(time.Second))
+			seed, len(trials), len(w.failovers), worst.Round(10*time.Millisecond), haLease, w.bound.Round(time.Millisecond), w.twoLeaders, w.pausedReads, time.Since(began).Round(time.Second))
 	})
 	for i, tr := range trials {
 		tr.step = haStep(i)

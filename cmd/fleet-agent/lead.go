@@ -36,7 +36,9 @@ func (a *app) lead(ctx context.Context, store *state.Store, log zerolog.Logger, 
 		}
 		backoff = time.Second
 		log.Info().Str("agent", store.Name()).Msg("leading")
-		tctx, end := context.WithCancel(ctx)
+		// The term travels with every side effect made in it: each is
+		// refused once this term ended, even if this agent leads again.
+		tctx, end := context.WithCancel(state.WithTerm(ctx, l))
 		go func() {
 			select {
 			case <-l.Lost():

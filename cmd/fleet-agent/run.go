@@ -303,6 +303,14 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 			log.Warn().Msg("the substrate reconciler did not stop within the grace; its step is settled at the next start")
 		}
 		twg.Wait()
+		// What is kept in memory (heartbeats, posts due) is written while
+		// this term still leads: after it resigns every write is refused.
+		_ = joins.Flush()
+		if box != nil {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(tctx), 5*time.Second)
+			_ = box.Flush(fctx)
+			cancel()
+		}
 		return err
 	}
 	var runErr error

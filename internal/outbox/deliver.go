@@ -373,7 +373,7 @@ func (o *Outbox) step(ctx context.Context) (stepResult, error) {
 		spaced      bool
 	)
 	next := o.lastSend.Add(o.opts.MinSpacing)
-	err := o.store.Update(func(tx *state.Tx) error {
+	err := o.store.UpdateIn(ctx, func(tx *state.Tx) error {
 		e, ok, err := tx.OutboxFirst()
 		if err != nil || !ok {
 			return err
@@ -421,7 +421,7 @@ func (o *Outbox) step(ctx context.Context) (stepResult, error) {
 	// write above was fenced by etcd, but a leader paused between it and
 	// here must not post once another agent took over. The entry stays in
 	// flight, and the leader that holds now settles it.
-	if err := o.store.Fenced(); err != nil {
+	if err := o.store.FencedIn(ctx); err != nil {
 		return stepResult{}, err
 	}
 	p := rec.Post

@@ -73,6 +73,9 @@ type EtcdOptions struct {
 	// Observe, when set, sees every etcd request's duration and error
 	// (the metrics).
 	Observe func(took time.Duration, err error)
+	// Clock, when set, replaces CLOCK_BOOTTIME as the clock the hold is
+	// measured on (tests suspend it).
+	Clock func() time.Duration
 	// Now and Installation as in Options.
 	Now          func() time.Time
 	Installation string
@@ -103,6 +106,10 @@ type etcdBackend struct {
 	readOnly  bool
 	observeFn func(time.Duration, error)
 	auditKeep uint64
+	clock     func() time.Duration // the hold's clock
+	// prepareLater is the start-up preparation put off because a commit
+	// was pending; the first term runs it (finishPending). Under writeMu.
+	prepareLater func(kvTx) error
 
 	writeMu sync.Mutex // one writer in this process at a time, as in bbolt
 
@@ -110,7 +117,20 @@ type etcdBackend struct {
 	lead *Leadership // nil when not leading
 
 	stats EtcdStats
+
+	// crash, set by tests only, is asked after each step of a large
+	// commit; true stops the commit there as a dead process would stop
+	// it (nothing after that step is sent, nothing is cleaned).
+	crash func(step string) bool
 }
+
+// errPendingUnfenced refuses an unfenced write over a pending commit.
+var errPendingUnfenced = errors.New("a commit is pending and this write is not fenced")
+
+// errCrashed is what a commit stopped by the crash hook returns.
+var errCrashed = errors.New("stopped at a step by the test's crash hook")
+
+func (be *etcdBackend) crashed(step string) bool { return be.crash != nil && be.crash(step) }
 
 // EtcdStats count what the etcd backend did, for the metrics.
 type EtcdStats struct {
@@ -120,6 +140,9 @@ type EtcdStats struct {
 	FencedRefused atomic.Int64
 	Transitions   atomic.Int64
 	LargeCommits  atomic.Int64
+	// CampaignsResumed counts campaigns taken up again after a compaction
+	// cut their wait short.
+	CampaignsResumed atomic.Int64
 }
 
 // OpenEtcd opens (creating it when the prefix is empty) a store on etcd.
@@ -162,7 +185,14 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Store, error) {
 		Username:    o.Username,
 		Password:    o.Password,
 		DialTimeout: o.DialTimeout,
-		Context:     ctx,
+		// gRPC pings find a connection to a member that stopped answering
+		// (SIGSTOP, a hung box) and the client moves off it; 10s is the
+		// shortest gRPC allows, so the lease renewals also carry their own
+		// short deadline (Leadership.renew).
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: o.Lease / 3,
+		PermitWithoutStream:  true,
+		Context:              ctx,
 		// The client logs through zap; its lines would bypass our log and
 		// its level. Errors reach us as returned errors.
 		Logger: zap.NewNop(),
@@ -171,7 +201,10 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Store, error) {
 		return nil, refusal.Wrap(refusal.Unavailable, err, "cannot reach etcd at %s", strings.Join(o.Endpoints, ","))
 	}
 	be := &etcdBackend{cli: cli, prefix: o.Prefix, name: o.Name, lease: o.Lease, timeout: o.RequestTimeout, readOnly: o.ReadOnly,
-		observeFn: o.Observe, auditKeep: uint64(o.AuditKeep)}
+		observeFn: o.Observe, auditKeep: uint64(o.AuditKeep), clock: o.Clock}
+	if be.clock == nil {
+		be.clock = bootClock
+	}
 	s := &Store{be: be, etcd: be, path: "etcd:" + strings.Join(o.Endpoints, ",") + o.Prefix}
 	// A first request tells an unreachable cluster from a slow one now,
 	// not at the first write.
@@ -193,6 +226,13 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Store, error) {
 			if !errors.Is(perr, errHeadMoved) {
 				break
 			}
+		}
+		if errors.Is(perr, errPendingUnfenced) {
+			// A store to bring up to date under a commit its last leader
+			// did not finish: this agent does it once it leads, after
+			// finishing that commit (finishPending).
+			be.prepareLater = func(tx kvTx) error { return prepare(tx, opts) }
+			perr = nil
 		}
 		if perr != nil {
 			cli.Close()
@@ -829,12 +869,9 @@ func (be *etcdBackend) commit(fn func(kvTx) error, l *Leadership) error {
 	if err != nil {
 		return err
 	}
-	if tx.head.Pending != "" {
+	if tx.head.Pending != "" && l != nil {
 		// A commit that a previous leader made visible but did not roll
 		// forward: finish it before anything is written over it.
-		if l == nil {
-			return refusal.New(refusal.Unavailable, "the store at %s has a commit being rolled forward; start the agent so that it finishes it", be.prefix)
-		}
 		if err := be.rollForward(tx, l); err != nil {
 			return err
 		}
@@ -854,6 +891,13 @@ func (be *etcdBackend) commit(fn func(kvTx) error, l *Leadership) error {
 			f()
 		}
 		return nil
+	}
+	if tx.head.Pending != "" {
+		// Only a leader may finish another's commit (it is fenced); an
+		// unfenced write over it is refused. fn read through the pending
+		// commit, so a store that needs nothing (prepare on a store made
+		// before) got here with no writes and went on above.
+		return refusal.Wrap(refusal.Unavailable, errPendingUnfenced, "the store at %s has a commit its last leader made visible but did not finish; the agent that leads next finishes it: start `fleet-agent run` (it waits for the leadership, then finishes the commit) and try again", be.prefix)
 	}
 	tx.dropStoredParts()
 	if tx.err != nil {
@@ -956,21 +1000,37 @@ func (be *etcdBackend) commitLarge(tx *etcdTx, ops []chunkOp, l *Leadership) err
 	for i, c := range chunks {
 		r, err := be.txn(fence, []clientv3.Op{clientv3.OpPut(be.pendingPfx()+id+"/"+fmt.Sprintf("%06d", i), string(c))})
 		if err != nil {
+			// Not yet pointed at by the head: no reader sees them.
+			be.dropPending(id)
 			return err
 		}
 		if !r.Succeeded {
 			be.dropPending(id)
 			return be.whyRefused(l)
 		}
+		if be.crashed(fmt.Sprintf("chunk %d", i)) {
+			return errCrashed
+		}
 	}
 	// The commit point.
 	r, err := be.txn(be.guards(tx.headRev, l), []clientv3.Op{clientv3.OpPut(be.headKey(), be.headValue(etcdHead{Pending: id, Chunks: len(chunks)}))})
 	if err != nil {
-		return err
-	}
-	if !r.Succeeded {
+		// The write may have landed, or may still land (a request held by
+		// a hung member is applied when it wakes): a head that names the
+		// commit now means it is committed; otherwise the chunks stay for
+		// the next term's sweep (finishPending), which a late write of
+		// this term's head can no longer pass (the fence), rather than
+		// being deleted under a head that could still come to name them.
+		h, herr := be.begin(false)
+		if herr != nil || h.head.Pending != id {
+			return err
+		}
+	} else if !r.Succeeded {
 		be.dropPending(id)
 		return be.whyRefused(l)
+	}
+	if be.crashed("head") {
+		return errCrashed
 	}
 	next, err := be.begin(true)
 	if err != nil {
@@ -980,10 +1040,11 @@ func (be *etcdBackend) commitLarge(tx *etcdTx, ops []chunkOp, l *Leadership) err
 	if next.head.Pending != id {
 		return nil
 	}
-	if err := be.rollForward(next, l); err != nil && l != nil && !l.valid() {
-		// Visible to every reader already; the next leader finishes it.
-		return nil
+	if err := be.rollForward(next, l); errors.Is(err, errCrashed) {
+		return err
 	}
+	// Committed, finished or not: a roll-forward cut off is finished by
+	// this leader's next write or by the next leader.
 	return nil
 }
 
@@ -1006,7 +1067,7 @@ func (be *etcdBackend) rollForward(tx *etcdTx, l *Leadership) error {
 	sort.Slice(ops, func(i, j int) bool { return ops[i].K < ops[j].K })
 	cmps := be.guards(tx.headRev, l)
 	var batch []clientv3.Op
-	size := 0
+	size, sent := 0, 0
 	send := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -1019,6 +1080,10 @@ func (be *etcdBackend) rollForward(tx *etcdTx, l *Leadership) error {
 			return be.whyRefused(l)
 		}
 		batch, size = nil, 0
+		sent++
+		if be.crashed(fmt.Sprintf("roll %d", sent)) {
+			return errCrashed
+		}
 		return nil
 	}
 	for _, op := range ops {

@@ -21,13 +21,13 @@ func (p *pass) claim() (claimResult, error) {
 	if p.seen.Claim == key {
 		return claimResult{}, nil
 	}
-	if err := p.r.alive(); err != nil {
+	if err := p.alive(); err != nil {
 		return claimResult{}, err
 	}
 	var holder, holderPool string
 	holderCreated := false
 	seen := p.seen
-	err := p.r.store.Update(func(tx *state.Tx) error {
+	err := p.r.store.UpdateIn(p.ctx, func(tx *state.Tx) error {
 		var err error
 		if holder, err = tx.ClaimCluster(key, p.want.PoolID); err != nil {
 			return err

@@ -187,11 +187,11 @@ func (p *pass) ghost() error {
 		p.seen.GhostGeneration, p.seen.Ghosts = p.want.Generation, 0
 	}
 	p.seen.Ghosts++
-	if err := p.r.alive(); err != nil {
+	if err := p.alive(); err != nil {
 		return err
 	}
 	seen := p.seen
-	return p.r.store.Update(func(tx *state.Tx) error {
+	return p.r.store.UpdateIn(p.ctx, func(tx *state.Tx) error {
 		if claim != "" {
 			if err := tx.ReleaseCluster(claim, p.want.PoolID); err != nil {
 				return err

@@ -18,7 +18,7 @@ func (p *pass) inCluster(ref providers.ClusterRef) (inClusterResult, error) {
 		p.noDaemon = true
 		return inClusterResult{}, nil
 	}
-	if err := p.r.alive(); err != nil {
+	if err := p.alive(); err != nil {
 		return inClusterResult{}, err
 	}
 	if p.mode() == "adopt" && !p.seen.DaemonApplied && !p.seen.DaemonIntent {
@@ -27,7 +27,7 @@ func (p *pass) inCluster(ref providers.ClusterRef) (inClusterResult, error) {
 		// teardown even if the agent dies before this pass is recorded.
 		seen := p.seen
 		seen.DaemonIntent = true
-		if err := p.r.store.Update(func(tx *state.Tx) error { return tx.PutSubstrateSeen(seen) }); err != nil {
+		if err := p.r.store.UpdateIn(p.ctx, func(tx *state.Tx) error { return tx.PutSubstrateSeen(seen) }); err != nil {
 			return inClusterResult{}, err
 		}
 		p.seen.DaemonIntent = true

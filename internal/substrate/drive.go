@@ -333,7 +333,7 @@ func (p *pass) look(op *state.JournalOp, now time.Time) (observed, *outcome, err
 		return observed{}, &w, nil
 	}
 	// A read-back is a provider call too: only the leader makes it.
-	if err := p.r.alive(); err != nil {
+	if err := p.alive(); err != nil {
 		return observed{}, nil, err
 	}
 	obs, err := p.readBack(op)

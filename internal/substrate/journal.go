@@ -192,7 +192,7 @@ func IsCrashed(err error) bool { return errors.Is(err, errCrashed) }
 // not converged in the same transaction, so that a crash before the pass
 // ends leaves a record that says there is work to finish.
 func (p *pass) open(step, object string, repeat int, req request) (*state.JournalOp, error) {
-	if err := p.r.alive(); err != nil {
+	if err := p.alive(); err != nil {
 		return nil, err
 	}
 	key := opKey(p.want.PoolID, step, object, p.want.Generation, repeat)
@@ -203,7 +203,7 @@ func (p *pass) open(step, object string, repeat int, req request) (*state.Journa
 	now := p.r.clock.Now().UnixMilli()
 	op := &state.JournalOp{Key: key, PoolID: p.want.PoolID, Step: step, Object: object, Generation: p.want.Generation,
 		ClientToken: ClientToken(key), State: state.Journaled, Request: data, CreatedAt: now, UpdatedAt: now}
-	err = p.r.store.Update(func(tx *state.Tx) error {
+	err = p.r.store.UpdateIn(p.ctx, func(tx *state.Tx) error {
 		if err := tx.SwapJournalOp(nil, op); err != nil {
 			return err
 		}
@@ -233,7 +233,7 @@ func (p *pass) open(step, object string, repeat int, req request) (*state.Journa
 // cluster's id with its create's acceptance). op is updated once the
 // transaction committed.
 func (p *pass) move(op *state.JournalOp, ev Event, change func(*state.JournalOp), also func(*state.Tx) error) error {
-	if err := p.r.alive(); err != nil {
+	if err := p.alive(); err != nil {
 		return err
 	}
 	to, err := NextFor(op.Step, op.State, ev)
@@ -246,7 +246,7 @@ func (p *pass) move(op *state.JournalOp, ev Event, change func(*state.JournalOp)
 	}
 	next.State = to
 	next.UpdatedAt = p.r.clock.Now().UnixMilli()
-	err = p.r.store.Update(func(tx *state.Tx) error {
+	err = p.r.store.UpdateIn(p.ctx, func(tx *state.Tx) error {
 		if err := tx.SwapJournalOp(op, &next); err != nil {
 			return err
 		}

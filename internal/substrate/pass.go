@@ -162,7 +162,7 @@ func (p *pass) last(step, object string) (int, *state.JournalOp) {
 // apply never recorded a substrate for it.
 func (r *Reconciler) load(ctx context.Context, poolID string) (*pass, error) {
 	// Each provider call asks the fence as it leaves (providers.WithFence).
-	p := &pass{r: r, ctx: providers.WithFence(ctx, r.store.Fenced), ops: map[string]*state.JournalOp{}}
+	p := &pass{r: r, ctx: providers.WithFence(ctx, func() error { return r.store.FencedIn(ctx) }), ops: map[string]*state.JournalOp{}}
 	found := false
 	err := r.store.View(func(tx *state.Tx) error {
 		want, err := tx.SubstrateWant(poolID)
@@ -369,7 +369,7 @@ func (p *pass) finish() (time.Time, error) {
 			drop = append(drop, key)
 		}
 	}
-	err := r.store.Update(func(tx *state.Tx) error {
+	err := r.store.UpdateIn(p.ctx, func(tx *state.Tx) error {
 		var err error
 		if old, err = tx.SubstrateSeen(id); err != nil {
 			return err

@@ -197,6 +197,15 @@ func (r *Reconciler) alive() error {
 	return r.store.Fenced()
 }
 
+// alive, in a pass, also asks the term the pass started in: a pass of a
+// term that ended stops, even when this agent leads again.
+func (p *pass) alive() error {
+	if err := p.r.alive(); err != nil {
+		return err
+	}
+	return p.r.store.FencedIn(p.ctx)
+}
+
 // at is a point between journal steps: a test hook may crash there.
 func (r *Reconciler) at(p Point) error {
 	if err := r.alive(); err != nil {

@@ -47,7 +47,7 @@ type SweepReport struct {
 func (r *Reconciler) Sweep(ctx context.Context) (SweepReport, error) {
 	var rep SweepReport
 	// Its lists and reads ask the fence as they leave, as a pass's calls do.
-	ctx = providers.WithFence(ctx, r.store.Fenced)
+	ctx = providers.WithFence(ctx, func() error { return r.store.FencedIn(ctx) })
 	if err := r.alive(); err != nil {
 		return rep, err
 	}
@@ -216,7 +216,7 @@ func (r *Reconciler) sweepCluster(ctx context.Context, prov Provider, acct provi
 	}
 	c.Status = fresh.Status
 	decision := ""
-	err = r.store.Update(func(tx *state.Tx) error {
+	err = r.store.UpdateIn(ctx, func(tx *state.Tx) error {
 		want, err := tx.SubstrateWant(poolID)
 		if err != nil || want == nil {
 			return err

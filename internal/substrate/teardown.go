@@ -47,7 +47,7 @@ func (p *pass) teardown() error {
 			p.wait(held.msg, held.at)
 			return nil
 		}
-		if err := p.r.alive(); err != nil {
+		if err := p.alive(); err != nil {
 			return err
 		}
 		if err := seam.Teardown(p.ctx, p.target(ref)); err != nil {

@@ -93,10 +93,13 @@ func New(o Options) *InCluster {
 
 // NewClient is client-go with nothing but what the credential carries. The
 // token goes in the rest.Config, whose String form hides it, and nowhere
-// else.
+// else. Each request asks the fence of its context as it leaves
+// (providers.FenceTransport): in a pass that is the term's, so a request
+// of a term that ended is never sent.
 func NewClient(c providers.Credential) (kubernetes.Interface, error) {
 	cs, err := kubernetes.NewForConfig(&rest.Config{Host: c.Endpoint, BearerToken: c.Token, Timeout: RequestTimeout,
-		TLSClientConfig: rest.TLSClientConfig{CAData: c.CACert}, UserAgent: "fleet-agent"})
+		TLSClientConfig: rest.TLSClientConfig{CAData: c.CACert}, UserAgent: "fleet-agent",
+		WrapTransport: providers.FenceTransport})
 	if err != nil {
 		return nil, refusal.Wrap(refusal.Internal, err, "cannot make a client for the cluster API at %s", c.Endpoint)
 	}

@@ -420,3 +420,12 @@ func tlsClient(conn net.Conn) *tls.Conn {
 func configJoin(listen, cert, key string) config.Join {
 	return config.Join{Listen: listen, TLSCert: cert, TLSKey: key, Insecure: cert == ""}
 }
+
+// offByOne is s with its first character changed: one character off s and
+// never s itself, whatever s starts with.
+func offByOne(s string) string {
+	if s[0] == 'x' {
+		return "y" + s[1:]
+	}
+	return "x" + s[1:]
+}

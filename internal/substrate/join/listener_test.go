@@ -47,12 +47,7 @@ func TestListener(t *testing.T) {
 			_ = json.Unmarshal([]byte(body), &ans)
 			k2 := ans.NodeKey
 			hb := `{"poolId":"pool_a","nodeName":"n1"}`
-			// A key one character off k1 (never k1 itself: it starts with x
-			// one time in 64).
-			badKey := "x" + k1[1:]
-			if k1[0] == 'x' {
-				badKey = "y" + k1[1:]
-			}
+			badKey := offByOne(k1)
 			if status, body, _ := post(t, c, f.url+"v1/heartbeat", hb, k1); status != 204 || body != "" {
 				t.Fatalf("heartbeat: %d %q", status, body)
 			}
