@@ -35,7 +35,7 @@ func (a *app) lead(ctx context.Context, store *state.Store, log zerolog.Logger, 
 			continue
 		}
 		backoff = time.Second
-		log.Info().Str("agent", store.Name()).Msg("leading")
+		log.Info().Str("agent", store.Name()).Int64("term", l.Term()).Msg("leading")
 		// The term travels with every side effect made in it: each is
 		// refused once this term ended, even if this agent leads again.
 		tctx, end := context.WithCancel(state.WithTerm(ctx, l))

@@ -248,10 +248,12 @@ func (a *Agent) runApply(ctx context.Context, c *candidate, result, trigger stri
 	by := c.by()
 	keep := a.policyOfCommit(c.commit)
 	start := a.clock.Now()
+	var rev int64
 	res, err := apply.Apply(ctx, a.store, c.doc, apply.Options{
 		Tenant: a.cfg.Tenant, Prune: a.prune(), PlanHash: c.plan.PlanHash, AppliedBy: by, Commit: c.commit,
 		Live: c.plan.checks, Now: a.clock.Now,
 		InTx: func(tx *state.Tx, applied *plan.Plan) error {
+			tx.OnCommitAt(func(r int64) { rev = r })
 			// An earlier refusal of this commit (applied by hand since) is
 			// history: a later rewind to it must be reported again.
 			if err := tx.Delete(spaceRefused, c.commit); err != nil {
@@ -286,7 +288,7 @@ func (a *Agent) runApply(ctx context.Context, c *candidate, result, trigger stri
 		return verdictOf(err)
 	}
 	a.metrics.Apply(trigger, resultApplied, took)
-	a.log.Info().Str("commit", c.commit).Int("calls", res.Applied).Str("planHash", res.Plan.PlanHash).Str("by", by).Msg("applied")
+	a.log.Info().Str("commit", c.commit).Int("calls", res.Applied).Str("planHash", res.Plan.PlanHash).Str("by", by).Int64("rev", rev).Msg("applied")
 	a.wakeSubstrates()
 	a.currentPolicy() // status says at once which policy judges now
 	return proceed()

@@ -467,7 +467,9 @@ func (o *Outbox) post(ctx context.Context, p Post) error {
 
 // delivered records that rec (as read) is on GitHub.
 func (o *Outbox) delivered(seq uint64, sent record, already bool) (stepResult, error) {
+	var rev int64
 	err := o.store.Update(func(tx *state.Tx) error {
+		tx.OnCommitAt(func(r int64) { rev = r })
 		e, ok, err := tx.OutboxGet(seq)
 		if err != nil || !ok {
 			return err
@@ -497,7 +499,7 @@ func (o *Outbox) delivered(seq uint64, sent record, already bool) (stepResult, e
 		s.LastDelivery = now
 		s.HeldUntil = time.Time{}
 	})
-	ev := o.log.Debug().Str("post", sent.Post.String())
+	ev := o.log.Debug().Str("post", sent.Post.String()).Int64("rev", rev)
 	if already {
 		ev = ev.Bool("alreadyLatest", true)
 	}

@@ -19,6 +19,9 @@ type kvTx interface {
 	CreateBucketIfNotExists(name []byte) (kvBucket, error)
 	Writable() bool
 	OnCommit(fn func())
+	// Revision names the commit, read in an OnCommit callback: etcd's
+	// revision of its commit point, bbolt's transaction id.
+	Revision() int64
 }
 
 // kvBucket is one bucket: sorted keys with values, and nested buckets.
@@ -58,6 +61,7 @@ func (t boltTx) CreateBucketIfNotExists(name []byte) (kvBucket, error) {
 
 func (t boltTx) Writable() bool     { return t.tx.Writable() }
 func (t boltTx) OnCommit(fn func()) { t.tx.OnCommit(fn) }
+func (t boltTx) Revision() int64    { return int64(t.tx.ID()) }
 
 // wrapBolt keeps a missing bucket a nil interface, not an interface
 // holding a nil pointer.

@@ -384,6 +384,7 @@ type etcdTx struct {
 	cache    map[string][]byte
 	replaced map[string]bool // data keys written, whose stored parts go
 	onCommit []func()
+	landed   int64 // the revision the commit landed at, once it did
 	err      error
 }
 
@@ -669,6 +670,10 @@ func (tx *etcdTx) CreateBucketIfNotExists(name []byte) (kvBucket, error) {
 func (tx *etcdTx) Writable() bool     { return tx.writable }
 func (tx *etcdTx) OnCommit(fn func()) { tx.onCommit = append(tx.onCommit, fn) }
 
+// Revision is etcd's revision of the commit point, read in an OnCommit
+// callback (0 before it).
+func (tx *etcdTx) Revision() int64 { return tx.landed }
+
 // etcdBucket is a bucket path; every bucket exists (an empty one reads as
 // empty), as a missing bbolt bucket reads.
 type etcdBucket struct {
@@ -924,6 +929,7 @@ func (be *etcdBackend) commit(fn func(kvTx) error, l *Leadership) error {
 		if !r.Succeeded {
 			return be.whyRefused(l)
 		}
+		tx.landed = r.Header.Revision
 	} else if err := be.commitLarge(tx, ops, l); err != nil {
 		return err
 	}
@@ -1025,9 +1031,12 @@ func (be *etcdBackend) commitLarge(tx *etcdTx, ops []chunkOp, l *Leadership) err
 		if herr != nil || h.head.Pending != id {
 			return err
 		}
+		tx.landed = h.headRev
 	} else if !r.Succeeded {
 		be.dropPending(id)
 		return be.whyRefused(l)
+	} else {
+		tx.landed = r.Header.Revision
 	}
 	if be.crashed("head") {
 		return errCrashed

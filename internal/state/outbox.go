@@ -195,3 +195,9 @@ func (t *Tx) OutboxLen() (int, error) {
 // the outbox wakes its deliverer there, once the entry can be read. Only a
 // write transaction commits.
 func (t *Tx) OnCommit(fn func()) { t.tx.OnCommit(fn) }
+
+// OnCommitAt runs fn after the transaction commits with the revision it
+// landed at (etcd's revision of the commit point; bbolt's transaction id):
+// a log line that carries it says when its write landed, whenever the line
+// is written.
+func (t *Tx) OnCommitAt(fn func(rev int64)) { t.tx.OnCommit(func() { fn(t.tx.Revision()) }) }

@@ -203,7 +203,9 @@ func (p *pass) open(step, object string, repeat int, req request) (*state.Journa
 	now := p.r.clock.Now().UnixMilli()
 	op := &state.JournalOp{Key: key, PoolID: p.want.PoolID, Step: step, Object: object, Generation: p.want.Generation,
 		ClientToken: ClientToken(key), State: state.Journaled, Request: data, CreatedAt: now, UpdatedAt: now}
+	var rev int64
 	err = p.r.store.UpdateIn(p.ctx, func(tx *state.Tx) error {
+		tx.OnCommitAt(func(r int64) { rev = r })
 		if err := tx.SwapJournalOp(nil, op); err != nil {
 			return err
 		}
@@ -222,7 +224,7 @@ func (p *pass) open(step, object string, repeat int, req request) (*state.Journa
 	}
 	p.ops[key] = op
 	p.r.log.Info().Str("pool", p.want.Pool).Str("op", key).Str("step", step).Str("object", object).
-		Str("to", string(op.State)).Msg("substrate: journal operation written")
+		Str("to", string(op.State)).Int64("rev", rev).Msg("substrate: journal operation written")
 	return op, p.r.at(Point{Kind: PointTransition, PoolID: p.want.PoolID, Op: key, Step: step, To: state.Journaled})
 }
 
@@ -246,7 +248,9 @@ func (p *pass) move(op *state.JournalOp, ev Event, change func(*state.JournalOp)
 	}
 	next.State = to
 	next.UpdatedAt = p.r.clock.Now().UnixMilli()
+	var rev int64
 	err = p.r.store.UpdateIn(p.ctx, func(tx *state.Tx) error {
+		tx.OnCommitAt(func(r int64) { rev = r })
 		if err := tx.SwapJournalOp(op, &next); err != nil {
 			return err
 		}
@@ -265,7 +269,8 @@ func (p *pass) move(op *state.JournalOp, ev Event, change func(*state.JournalOp)
 		ev2 = p.r.log.Warn()
 	}
 	ev2 = ev2.Str("pool", p.want.Pool).Str("op", op.Key).Str("step", op.Step).Str("object", op.Object).
-		Str("event", string(ev)).Str("from", string(from)).Str("to", string(to)).Int("attempts", op.Attempts)
+		Str("event", string(ev)).Str("from", string(from)).Str("to", string(to)).Int("attempts", op.Attempts).
+		Int64("rev", rev)
 	if op.LastError != nil && ev != Succeed && ev != Begin {
 		ev2 = ev2.Str("class", op.LastError.Class).Str("reason", op.LastError.Reason).Str("error", op.LastError.Message)
 	}
