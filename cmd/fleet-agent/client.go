@@ -13,7 +13,13 @@ import (
 
 // agentClient returns a client of the running agent, or nil when none
 // answers on the config's socket: the command then opens the state file.
+// A state file named apart from the config's (--state, FLEET_AGENT_STATE)
+// is not the agent's: the command opens the file it was given rather than
+// answer from the agent's.
 func (a *app) agentClient(ctx context.Context, cfg *config.Config) *agent.Client {
+	if named := a.stateFile(cfg); named != cfg.State && !sameFile(named, cfg.State) {
+		return nil
+	}
 	c := agent.NewClient(cfg.Socket)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

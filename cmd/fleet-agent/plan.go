@@ -161,6 +161,10 @@ proposal's head does the same.`,
 					// the command that applies exactly this plan.
 					fmt.Fprintf(a.stdout, "planHash %s\n", resp.PlanHash)
 					switch {
+					case resp.Proposal && resp.Denied:
+						fmt.Fprintf(a.stdout, "This is a proposal's plan and the policy denies it: merged into %s, the agent would refuse to apply it. Change the proposal (or the policy, in its own reviewed pull request).\n", cfg.Git.Branch)
+					case resp.Proposal && resp.Blocked:
+						fmt.Fprintf(a.stdout, "This is a proposal's plan and a change in it is blocked: merged into %s, the agent would refuse to apply it. Resolve what the plan says is blocked first.\n", cfg.Git.Branch)
 					case resp.Proposal:
 						fmt.Fprintf(a.stdout, "This is a proposal's plan: merging it into %s applies it (the agent plans it again then).\n", cfg.Git.Branch)
 					case !resp.Blocked:

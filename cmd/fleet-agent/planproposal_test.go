@@ -45,7 +45,7 @@ func TestPlanProposalShowsTheComment(t *testing.T) {
 		}
 	}
 	out, errs, code := cli(t, nil, "plan", "--proposal", "1", "--config", cfg)
-	if code != 1 || !strings.Contains(out, "deny gpu-cap") || strings.Contains(out, "apply --commit") || !strings.Contains(out, "merging it") {
+	if code != 1 || !strings.Contains(out, "deny gpu-cap") || strings.Contains(out, "apply --commit") || strings.Contains(out, "applies it") || !strings.Contains(out, "the policy denies it: merged into main, the agent would refuse to apply it") {
 		t.Errorf("text: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
 	out, errs, code = cli(t, nil, "plan", "--proposal", "no-such-branch", "--config", cfg)
@@ -55,6 +55,18 @@ func TestPlanProposalShowsTheComment(t *testing.T) {
 	out, _, _ = cli(t, nil, "status", "--config", cfg)
 	if !strings.Contains(out, "denied by the policy (deny gpu-cap: gpu/huge asks for 16 GPUs; at most 8)") {
 		t.Errorf("status does not say the proposal is denied:\n%s", out)
+	}
+
+	// --state naming another file than the config's is not answered by
+	// the agent: the command reads the file it was given (absent here).
+	other := filepath.Join(dir, "other.db")
+	out, errs, code = cli(t, nil, "status", "--state", other, "--config", cfg)
+	if code == 0 || !strings.Contains(errs, other) || strings.Contains(out, "denied by the policy") {
+		t.Errorf("status --state OTHER answered from the agent: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	out, _, _ = cli(t, nil, "status", "--state", filepath.Join(dir, ".", "fleet.db"), "--config", cfg)
+	if !strings.Contains(out, "denied by the policy") {
+		t.Errorf("status --state of the config's own file is not answered by the agent:\n%s", out)
 	}
 
 	// Merged anyway, it is refused; plan --commit of it says why and

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -235,8 +236,15 @@ func Path(flagValue string, env LookupEnv) (path string, explicit bool) {
 // a caller with an implicit path can tell it apart and use Defaults.
 func Load(path string, env LookupEnv) (*Config, error) {
 	f, err := os.Open(path)
-	if err != nil {
-		return nil, refusal.Wrap(refusal.InvalidInput, err, "cannot read the config file; pass --config FILE or set FLEET_AGENT_CONFIG")
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && path == DefaultPath:
+		return nil, refusal.Wrap(refusal.InvalidInput, err, "there is no config file at %s: pass --config FILE or set FLEET_AGENT_CONFIG", path)
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, refusal.Wrap(refusal.InvalidInput, err, "there is no config file at %s: check the path given by --config or FLEET_AGENT_CONFIG", path)
+	case errors.Is(err, fs.ErrPermission):
+		return nil, refusal.Wrap(refusal.InvalidInput, err, "cannot read the config file %s: run as a user that may read it (the service's user, or root)", path)
+	case err != nil:
+		return nil, refusal.Wrap(refusal.InvalidInput, err, "cannot read the config file %s", path)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))

@@ -666,9 +666,20 @@ func TestLoad(t *testing.T) {
 	if err != nil || c.File != p || c.Git.URL != "/srv/r" {
 		t.Errorf("Load = %+v, %v", c, err)
 	}
+	// A path the operator named: the advice is to check it, not to name one.
 	_, err = Load(filepath.Join(dir, "absent.yaml"), noEnv)
-	if refusal.CodeOf(err) != refusal.InvalidInput || !errors.Is(err, fs.ErrNotExist) {
+	if refusal.CodeOf(err) != refusal.InvalidInput || !errors.Is(err, fs.ErrNotExist) ||
+		!strings.Contains(err.Error(), "check the path") || strings.Contains(err.Error(), "pass --config") {
 		t.Errorf("missing file: %v", err)
+	}
+	if os.Getuid() != 0 {
+		locked := filepath.Join(dir, "locked.yaml")
+		if err := os.WriteFile(locked, []byte("git:\n  url: /srv/r\n"), 0o000); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(locked, noEnv); err == nil || !strings.Contains(err.Error(), "run as a user that may read it") {
+			t.Errorf("unreadable file: %v", err)
+		}
 	}
 	big := filepath.Join(dir, "big.yaml")
 	if err := os.WriteFile(big, []byte("# "+strings.Repeat("x", maxFileSize)), 0o600); err != nil {
