@@ -194,6 +194,10 @@ func stateOpenFinding(path, socket string, err error, otherwise string) (check, 
 		return "state", "state-locked", doctor.Fail,
 			"another process holds the state file " + path + " and no agent answers on the socket " + socket,
 			"nothing is wrong with the file: if the agent runs, point doctor at its socket (socket in the config, or --config with the agent's config) and it answers through it; else find the holder with fuser " + path + " (do not restore or delete the file)"
+	case errors.Is(err, state.ErrNotAStateFile):
+		return "state", "state-wrong-file", doctor.Fail,
+			"the file " + path + " is not a state file: " + refusal.Text(err),
+			"fix the path (state in the config, or --state): the file named is not damaged, it is another kind of file"
 	case errors.Is(err, fs.ErrPermission):
 		return "state", "state-permission", doctor.Fail,
 			"this user may not read the state file " + path + ": " + refusal.Text(err),

@@ -177,6 +177,20 @@ func TestDoctorStateOpenFindingPerCause(t *testing.T) {
 	}
 }
 
+// A fleet document given where the state file belongs is not damaged:
+// doctor says the path is wrong and never sends the operator to a backup.
+func TestDoctorStateIsADocument(t *testing.T) {
+	doc := writeFile(t, t.TempDir(), "fleet.json", `{"version": 1, "sites": []}`+"\n")
+	_, err := state.Open(doc, state.Options{ReadOnly: true})
+	if err == nil {
+		t.Fatal("a fleet document opened as a state file")
+	}
+	_, code, _, found, do := stateOpenFinding(doc, "/run/fleet-agent/api.sock", err, "restore the last good copy from a backup")
+	if code != "state-wrong-file" || strings.Contains(do, "backup") || !strings.Contains(found, "fleet document") {
+		t.Errorf("%s: found %q do %q", code, found, do)
+	}
+}
+
 func finding(t *testing.T, rep doctor.Report, code string) doctor.Finding {
 	t.Helper()
 	for _, f := range rep.Findings {

@@ -117,6 +117,11 @@ type Options struct {
 // without reading the message.
 var ErrInUse = errors.New("the state file is locked by another process")
 
+// ErrNotAStateFile is the cause of a refusal to open a file that is text a
+// person wrote (a fleet document, a config) given where the state file
+// belongs: the path is wrong, the file is not damaged.
+var ErrNotAStateFile = errors.New("the file is not a state file")
+
 // Open opens (or creates, mode 0600) the state file at path.
 func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout == 0 {
@@ -145,7 +150,7 @@ func Open(path string, opts Options) (*Store, error) {
 		}
 		if guess := notAStateFile(path); guess != "" {
 			r := refusal.New(refusal.InvalidState, "cannot open the state file %s (%v): %s", path, err, guess)
-			r.Err = err
+			r.Err = fmt.Errorf("%w: %w", ErrNotAStateFile, err)
 			return nil, r
 		}
 		return nil, refusal.Wrap(refusal.InvalidState, err, "cannot open the state file %s", path)
