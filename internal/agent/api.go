@@ -236,6 +236,14 @@ func (a *Agent) Handler() http.Handler {
 		if err == nil {
 			err = apply.ApplyEdit(a.store, apply.Edit{Kind: inventory.Kind(req.Kind), Name: req.Name, Set: req.Set, Delete: req.Delete, Who: who})
 		}
+		if err == nil {
+			// The edit is drift now: the next step checks it, not the
+			// next drift.every.
+			a.mu.Lock()
+			a.lastDrift = time.Time{}
+			a.mu.Unlock()
+			a.Wake()
+		}
 		reply(w, map[string]any{"ok": err == nil, "who": who}, err)
 	}))
 	mux.HandleFunc("GET /v1/audit", func(w http.ResponseWriter, r *http.Request) {

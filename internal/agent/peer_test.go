@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 	"testing"
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
@@ -126,5 +127,27 @@ func TestLocalAPIWithoutPeerRefusesAuditedRequests(t *testing.T) {
 		if resp.StatusCode != http.StatusUnprocessableEntity || e.Code != "INVALID_STATE" || !strings.Contains(e.Message, "peer credentials") {
 			t.Errorf("%s without peer credentials: %d %+v", path, resp.StatusCode, e)
 		}
+	}
+}
+
+// A break-glass edit through the agent is drift at once: the agent checks
+// the applied document again on its next step rather than at the next
+// drift.every, so status does not say "drift: none" over the edit.
+func TestEditThroughTheAgentIsCheckedAtOnce(t *testing.T) {
+	w := newWorld(t, agent.Config{DriftEvery: time.Hour})
+	w.commit(t, "main", docV2, "a pool")
+	w.tick(t) // applied, and drift checked: none
+	path, _ := socketOf(t, w.agent.Handler())
+	var edited map[string]any
+	if err := agent.NewClient(path).Do(t.Context(), "POST", "/v1/edit", agent.EditRequest{Kind: "ownerQuota", Name: "vps:gpu", Set: map[string]any{"max": 2}}, &edited); err != nil {
+		t.Fatal(err)
+	}
+	w.tick(t)
+	v, err := agent.Status(w.store, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Drift == nil || !strings.Contains(string(v.Drift.Changes), "vps:gpu") {
+		t.Fatalf("the edit is not drift after the next step: %+v\n%s", v.Drift, w.log.String())
 	}
 }

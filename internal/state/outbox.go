@@ -200,4 +200,14 @@ func (t *Tx) OnCommit(fn func()) { t.tx.OnCommit(fn) }
 // landed at (etcd's revision of the commit point; bbolt's transaction id):
 // a log line that carries it says when its write landed, whenever the line
 // is written.
-func (t *Tx) OnCommitAt(fn func(rev int64)) { t.tx.OnCommit(func() { fn(t.tx.Revision()) }) }
+func (t *Tx) OnCommitAt(fn func(rev int64)) {
+	// bbolt numbers a transaction when it begins and forgets the number
+	// once it closed; etcd's revision is known only once the commit landed.
+	begun := t.tx.Revision()
+	t.tx.OnCommit(func() {
+		if r := t.tx.Revision(); r > 0 {
+			begun = r
+		}
+		fn(begun)
+	})
+}
