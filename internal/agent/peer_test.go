@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/state"
