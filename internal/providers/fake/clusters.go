@@ -226,7 +226,7 @@ func (f *Fake) EnsureCluster(ctx context.Context, acct providers.Account, spec p
 	if err != nil {
 		return providers.Cluster{}, err
 	}
-	if err := f.lockFor(ctx); err != nil {
+	if err := f.lockFor(ctx, "EnsureCluster"); err != nil {
 		return providers.Cluster{}, err
 	}
 	defer f.unlock()
@@ -336,7 +336,7 @@ func (f *Fake) GetCluster(ctx context.Context, acct providers.Account, ref provi
 	}
 	// Runs after the unlock: the pools' Nodes follow what this saw.
 	defer f.syncNodesQuiet(ctx)
-	if err := f.lockFor(ctx); err != nil {
+	if err := f.lockFor(ctx, "GetCluster"); err != nil {
 		return providers.Cluster{}, err
 	}
 	defer f.unlock()
@@ -370,7 +370,7 @@ func (f *Fake) DeleteCluster(ctx context.Context, acct providers.Account, ref pr
 		f.vanishNow(fx, a, ref, "")
 		return providers.Cluster{}, err
 	}
-	if err := f.lockFor(ctx); err != nil {
+	if err := f.lockFor(ctx, "DeleteCluster"); err != nil {
 		return providers.Cluster{}, err
 	}
 	defer f.unlock()
@@ -402,7 +402,7 @@ func (f *Fake) ReadAdoptable(ctx context.Context, acct providers.Account, adoptI
 	if loc, name, ok := strings.Cut(adoptID, "/"); ok {
 		ref = providers.ClusterRef{Location: loc, Name: name}
 	}
-	if err := f.lockFor(ctx); err != nil {
+	if err := f.lockFor(ctx, "ReadAdoptable"); err != nil {
 		return providers.Cluster{}, err
 	}
 	defer f.unlock()
@@ -473,7 +473,7 @@ func (f *Fake) ListClusters(ctx context.Context, acct providers.Account, labelKe
 	if err != nil {
 		return nil, err
 	}
-	if err := f.lockFor(ctx); err != nil {
+	if err := f.lockFor(ctx, "ListClusters"); err != nil {
 		return nil, err
 	}
 	defer f.unlock()

@@ -150,11 +150,21 @@ func (f *Fake) lock() error {
 // held, the call's fence (providers.WithFence) is asked, so an agent that
 // no longer leads is refused before anything is read or done, however long
 // it was paused before it got here.
-func (f *Fake) lockFor(ctx context.Context) error {
+//
+// A refusal is appended to the account's refusal log (beside its state
+// file, one method name per line), as a cloud's audit log records the
+// calls it denied: what a stale caller tried can be read after the fact.
+func (f *Fake) lockFor(ctx context.Context, method string) error {
 	if err := f.lock(); err != nil {
 		return err
 	}
 	if err := providers.Fenced(ctx); err != nil {
+		if f.cfg.StatePath != "" {
+			if lf, ferr := os.OpenFile(RefusedLog(f.cfg.StatePath), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); ferr == nil {
+				_, _ = lf.WriteString(method + "\n")
+				lf.Close()
+			}
+		}
 		f.unlock()
 		return &providers.Error{Class: providers.Unavailable, SideEffect: providers.None, Message: "not called: this agent no longer leads", Err: err}
 	}
@@ -315,3 +325,7 @@ func opErr(method string, err error) error {
 	}
 	return err
 }
+
+// RefusedLog is the file where the account at statePath logs the calls it
+// refused because the caller's term of leadership had ended.
+func RefusedLog(statePath string) string { return statePath + ".refused" }

@@ -687,3 +687,40 @@ func TestStatePathInANewDirectory(t *testing.T) {
 		t.Fatalf("the state was not written: %v", err)
 	}
 }
+
+// A call whose term of leadership ended is refused with the account held
+// (where a cloud checks its preconditions), before anything is read or
+// done, and the refusal is in the account's refusal log by method.
+func TestCallOfAnEndedTermIsRefusedAndLogged(t *testing.T) {
+	cfg := config(t)
+	f := open(t, cfg, clock.NewFake(epoch))
+	leading := true
+	ctx := providers.WithFence(t.Context(), func() error {
+		if leading {
+			return nil
+		}
+		return errors.New("the term ended")
+	})
+	c, err := f.EnsureCluster(ctx, acct, clusterSpec("kept"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leading = false
+	if _, err := f.DeleteCluster(ctx, acct, c.Ref); providers.ClassOf(err) != providers.Unavailable {
+		t.Fatalf("a call of an ended term: %v", err)
+	}
+	if _, err := f.EnsureCluster(ctx, acct, clusterSpec("never")); err == nil {
+		t.Fatal("a create of an ended term was made")
+	}
+	leading = true
+	if _, err := f.GetCluster(ctx, acct, c.Ref); err != nil {
+		t.Errorf("the refused delete deleted: %v", err)
+	}
+	if _, err := f.GetCluster(ctx, acct, providers.ClusterRef{Name: "never"}); providers.ClassOf(err) != providers.NotFound {
+		t.Errorf("the refused create made its cluster: %v", err)
+	}
+	b, err := os.ReadFile(fake.RefusedLog(cfg.StatePath))
+	if err != nil || string(b) != "DeleteCluster\nEnsureCluster\n" {
+		t.Errorf("refusal log: %q, %v", b, err)
+	}
+}

@@ -142,7 +142,7 @@ func (f *Fake) EnsureNodePool(ctx context.Context, acct providers.Account, clust
 	if err != nil {
 		return providers.NodePool{}, err
 	}
-	if err := f.lockFor(ctx); err != nil {
+	if err := f.lockFor(ctx, "EnsureNodePool"); err != nil {
 		return providers.NodePool{}, err
 	}
 	defer f.unlock()
@@ -229,7 +229,7 @@ func (f *Fake) GetNodePool(ctx context.Context, acct providers.Account, cluster 
 	}
 	// Runs after the unlock: the pools' Nodes follow what this saw.
 	defer f.syncNodesQuiet(ctx)
-	if err := f.lockFor(ctx); err != nil {
+	if err := f.lockFor(ctx, "GetNodePool"); err != nil {
 		return providers.NodePool{}, err
 	}
 	defer f.unlock()
@@ -258,7 +258,7 @@ func (f *Fake) ResizeNodePool(ctx context.Context, acct providers.Account, clust
 	if err != nil {
 		return providers.NodePool{}, err
 	}
-	if err := f.lockFor(ctx); err != nil {
+	if err := f.lockFor(ctx, "ResizeNodePool"); err != nil {
 		return providers.NodePool{}, err
 	}
 	defer f.unlock()
@@ -298,7 +298,7 @@ func (f *Fake) ListNodePools(ctx context.Context, acct providers.Account, cluste
 	}
 	// Runs after the unlock: the pools' Nodes follow what this saw.
 	defer f.syncNodesQuiet(ctx)
-	if err := f.lockFor(ctx); err != nil {
+	if err := f.lockFor(ctx, "ListNodePools"); err != nil {
 		return nil, err
 	}
 	defer f.unlock()
@@ -339,7 +339,7 @@ func (f *Fake) DeleteNodePool(ctx context.Context, acct providers.Account, clust
 		f.vanishNow(fx, a, cluster, name)
 		return providers.NodePool{}, err
 	}
-	if err := f.lockFor(ctx); err != nil {
+	if err := f.lockFor(ctx, "DeleteNodePool"); err != nil {
 		return providers.NodePool{}, err
 	}
 	defer f.unlock()
