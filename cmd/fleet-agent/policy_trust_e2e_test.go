@@ -6,6 +6,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/forge/githubemu"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/state/statetest"
 )
 
@@ -180,6 +181,19 @@ func TestPolicyDirectPushIsRefused(t *testing.T) {
 	if !found || r.Code != "INVALID_STATE" || !strings.Contains(r.Reason, "it changes policy.yaml, and a change of the policy is applied only through a reviewed pull request") ||
 		len(r.Adopt) != 2 || !strings.HasPrefix(r.Adopt[1], "fleet-agent apply --commit "+pushed+" --plan-hash ") {
 		t.Fatalf("refusal %+v %v\n%s", r, found, w.log)
+	}
+	// Its plan by hand (the first adopt command) says that it changes the
+	// policy: its calls do not.
+	p, _, err := w.ag.PlanCommit(t.Context(), pushed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	if err := p.Render(&text, plan.Text, plan.RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "this commit changes the policy file policy.yaml") {
+		t.Errorf("plan --commit of a direct change of the policy does not say so:\n%s", text.String())
 	}
 	head := w.openPR(5, pushed, bigFlavorDoc)
 	w.step()

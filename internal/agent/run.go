@@ -110,8 +110,30 @@ func (a *Agent) PlanCommit(ctx context.Context, commit string) (*plan.Plan, stri
 	p, err := a.makePlan(ctx, doc, planHow{})
 	if err == nil {
 		p.Plan.Policy = a.judgeByHand(full, doc, p)
+		if note := a.policyChangeNote(full); note != "" {
+			if p.Plan.Policy == nil {
+				p.Plan.Policy = &plan.PolicyReport{}
+			}
+			p.Plan.Policy.Notes = append(p.Plan.Policy.Notes, note)
+		}
 	}
 	return p.Plan, full, err
+}
+
+// policyChangeNote says, for a plan by hand of a commit, that the commit
+// changes the policy file against the applied commit: the plan's calls do
+// not show it, and it decides how every later plan is judged.
+func (a *Agent) policyChangeNote(commit string) string {
+	ap, err := a.applied()
+	if err != nil {
+		return ""
+	}
+	c := &candidate{commit: commit, applied: ap}
+	ch := a.changesPolicy(c)
+	if ch == "" {
+		return ""
+	}
+	return fmt.Sprintf("this commit %s the policy file %s (against the applied commit): the plan's calls do not show it; the agent applies a change of the policy only through a reviewed pull request, and an apply by hand of this commit puts it in force", ch, a.cfg.PolicyPath)
 }
 
 // ApplyCommit applies the document at a commit of the branch by hand, held
