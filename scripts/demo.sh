@@ -96,6 +96,7 @@ applied_commit() { "$BIN" status -o json | sed -n 's/.*"commit": "\([0-9a-f]*\)"
 is_applied() { [ "$(applied_commit)" = "$1" ]; }
 has_proposal() { "$BIN" status -o json | grep -q "\"ref\": \"refs/heads/$1\""; }
 drifted() { ! "$BIN" status --fail-on-drift; }
+refused() { "$BIN" status | grep -q "^refused: commit ${1:0:7}"; }
 applies_of() { "$BIN" audit -o json | tr -d ' \n' | grep -o '"action":"apply"[^}]*"commit":"'"$1"'"' | wc -l; }
 
 write_doc() { # write_doc VCPU GPU_QUOTA [SUBSTRATE_FLAVORS]: with flavors, a Kubernetes-backed pool too
@@ -270,7 +271,8 @@ step "a direct push to main, never proposed, is refused"
 write_doc 4 6
 git commit -qam "raise the quota without review" && git push -q origin main
 DIRECT=$(git rev-parse HEAD)
-sleep 3
+wait_for "status lists the refusal" 20 refused "$DIRECT"
+"$BIN" status | grep -A2 "^refused: commit ${DIRECT:0:7}" | show
 check "the direct push is not applied" is_applied "$HEAD1"
 check "the refusal is in the log" grep -q "not applied: [0-9a-f]* was never proposed" "$DEMO/agent.log"
 git reset -q --hard "$HEAD1" && git push -q --force origin main
