@@ -230,6 +230,8 @@ func (a *app) doctorGit(ctx context.Context, cfg *config.Config, resolver *secre
 			code, do = "git-not-found", "check git.url: the remote says there is no such repository (or the credentials cannot see it)"
 		case gitsync.KindHostKey:
 			code, do = "git-host-key", "add the remote's host key to git.auth.knownHosts"
+		case gitsync.KindPermission:
+			code, do = "git-permission", "run doctor as the agent's user (sudo -u fleet-agent fleet-agent doctor); the repository itself may be fine"
 		}
 		add("git", code, doctor.Fail, where+": "+refusal.Text(err), do)
 		return
@@ -308,6 +310,11 @@ func (a *app) doctorProviders(ctx context.Context, cfg *config.Config, resolver 
 		}
 	}
 	opened, err := a.adapters(cfg, resolver)
+	if errors.Is(err, fs.ErrPermission) {
+		add("provider", "provider-permission", doctor.Fail, "this user may not read a file the providers block names: "+refusal.Text(err),
+			"run doctor as the agent's user (sudo -u fleet-agent fleet-agent doctor); the config itself may be fine")
+		return
+	}
 	if err != nil {
 		add("provider", "provider-config", doctor.Fail, refusal.Text(err), "fix the providers block of the config at the line named")
 		return

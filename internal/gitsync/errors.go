@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/url"
 	"strings"
@@ -30,6 +31,10 @@ const (
 	// does not fix a revoked token, a person must; polling still backs off
 	// and retries, so a rotated secret is picked up without a restart.
 	KindAuth Kind = "auth"
+	// KindPermission: this user may not read a repository on this machine
+	// (a path or file:// URL): git refuses one owned by another user, or
+	// the files are not readable. INVALID_STATE: run as the agent's user.
+	KindPermission Kind = "permission"
 	// KindHostKey: the ssh host key is unknown or does not match knownHosts.
 	// INVALID_STATE: never trusted on first use.
 	KindHostKey Kind = "host-key"
@@ -171,6 +176,9 @@ func remoteError(ctx context.Context, op string, err error) error {
 			return fail(&Error{Kind: KindHostKey, Message: op + ": the ssh host key is not in git.auth.knownHosts; add the host's key there (it is never trusted on first use)", Err: err})
 		}
 		return fail(&Error{Kind: KindHostKey, Message: op + ": the ssh host key does not match git.auth.knownHosts; the host changed keys or someone is in the way: check before updating knownHosts", Err: err})
+	case errors.Is(err, fs.ErrPermission), strings.Contains(err.Error(), "dubious ownership"),
+		strings.Contains(strings.ToLower(err.Error()), "permission denied"):
+		return fail(&Error{Kind: KindPermission, Message: op + ": this user may not read the repository (git refuses one owned by another user, or its files are not readable); run as the agent's user (sudo -u fleet-agent ...), or give this user read access", Err: err})
 	case errors.Is(err, transport.ErrRepositoryNotFound):
 		return fail(&Error{Kind: KindNotFound, Message: op + ": the remote has no such repository, or the credentials may not read it; check git.url and the token's access", Err: err})
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):

@@ -140,7 +140,7 @@ func (f *Fake) lock() error {
 		f.mu.Unlock()
 		// The fake's own disk failing is not the provider's answer; nothing
 		// was done.
-		return &providers.Error{Class: providers.Unavailable, SideEffect: providers.None, Message: "fake state not read", Err: err}
+		return &providers.Error{Class: providers.Unavailable, SideEffect: providers.None, Message: "fake state not read: " + err.Error(), Err: err}
 	}
 	f.lockFile = lf
 	return nil
