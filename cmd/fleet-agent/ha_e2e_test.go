@@ -108,22 +108,6 @@ func (a *haAgent) linesSince(n int) []string {
 	return lines[n:]
 }
 
-// term is the number of the agent's latest term, from its "leading"
-// line (0 when it never led).
-func (a *haAgent) term() int64 {
-	var t int64
-	for _, l := range a.linesSince(0) {
-		if !strings.Contains(l, `"message":"leading"`) {
-			continue
-		}
-		var line struct{ Term int64 }
-		if json.Unmarshal([]byte(l), &line) == nil {
-			t = line.Term
-		}
-	}
-	return t
-}
-
 func (a *haAgent) lineCount() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -1012,6 +996,14 @@ func (w *haWorld) pauseTrial(tr haTrial, pr int, head string, old *haAgent) {
 	}
 	calls := 0
 	refusedBefore := refusedCalls(w.fake)
+	// etcd's revision while the old leader is still stopped: a write of
+	// it that landed at or below it was sent before the SIGSTOP (a stopped
+	// process sends nothing), whenever its log line is written.
+	r, err := w.kv.Get(t.Context(), w.prefix+"/", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := r.Header.Revision
 	w.signal(old, syscall.SIGCONT)
 	resumed := time.Now()
 	// It stands by: its log says it campaigns again (its term ended), its
@@ -1077,9 +1069,8 @@ func (w *haWorld) pauseTrial(tr haTrial, pr int, head string, old *haAgent) {
 	}
 	// Each of these is logged after its write landed in etcd, with the
 	// revision it landed at. A line written after the SIGCONT whose write
-	// landed before next's term began was only logged late: the SIGSTOP
+	// landed while the agent was stopped was only logged late: the SIGSTOP
 	// fell between the commit and the log write.
-	term := next.term()
 	var stray []string
 	for _, l := range old.linesSince(from) {
 		for _, m := range []string{`"message":"applied"`, `"message":"outbox: delivered"`, `"message":"substrate: journal transition"`, `"message":"substrate: journal operation written"`} {
@@ -1087,8 +1078,8 @@ func (w *haWorld) pauseTrial(tr haTrial, pr int, head string, old *haAgent) {
 				continue
 			}
 			var line struct{ Rev int64 }
-			if err := json.Unmarshal([]byte(l), &line); err == nil && line.Rev > 0 && line.Rev < term {
-				t.Logf("pause: %s logged after it was continued a write that landed before %s's term (rev %d < term %d): %s", old.name, next.name, line.Rev, term, l)
+			if err := json.Unmarshal([]byte(l), &line); err == nil && line.Rev > 0 && line.Rev <= stoppedAt {
+				t.Logf("pause: %s logged after it was continued a write that landed while it was stopped (rev %d <= %d): %s", old.name, line.Rev, stoppedAt, l)
 				continue
 			}
 			stray = append(stray, l)
