@@ -365,9 +365,14 @@ func TestEtcdHungMemberMovesNoLeadership(t *testing.T) {
 	c := etcdcluster.Start(t, etcdcluster.Options{Members: 3})
 	// The lease docs/ha.md asks for: five times etcd's election timeout
 	// (1s, the harness keeps etcd's default), since a stopped raft leader
-	// holds every renewal until the others elected a new one.
+	// holds every renewal until the others elected a new one. On a machine
+	// so busy that etcd's own election takes longer, the lease grows with
+	// it (four elections as measured here), as an operator's would.
 	const electionTimeout = time.Second
-	o := state.EtcdOptions{Endpoints: c.Endpoints(), Prefix: "/hung", Name: "a", Lease: 5 * electionTimeout}
+	election := raftElection(t, c)
+	lease := max(5*electionTimeout, (4 * election).Round(time.Second))
+	t.Logf("etcd elects a new raft leader in %s here: lease %s", election.Round(time.Millisecond), lease)
+	o := state.EtcdOptions{Endpoints: c.Endpoints(), Prefix: "/hung", Name: "a", Lease: lease}
 	s := openEtcd(t, o)
 	l := lead(t, s)
 	transitions := s.EtcdStats().Transitions.Load()
@@ -396,4 +401,56 @@ func TestEtcdHungMemberMovesNoLeadership(t *testing.T) {
 	if got := s.EtcdStats().Transitions.Load(); got != transitions {
 		t.Fatalf("leadership transitions %d, want %d", got, transitions)
 	}
+}
+
+// raftElection stops the cluster's raft leader and measures how long the
+// others take to elect a new one, then continues it and waits until the
+// cluster is healthy again.
+func raftElection(t *testing.T, c *etcdcluster.Cluster) time.Duration {
+	t.Helper()
+	cli := c.Client(t)
+	leaderOf := func(i int) (uint64, uint64) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		st, err := cli.Status(ctx, c.Endpoint(i))
+		if err != nil {
+			return 0, 0
+		}
+		return st.Header.MemberId, st.Leader
+	}
+	stopped := -1
+	var old uint64
+	for i := range c.Size() {
+		if id, leader := leaderOf(i); id != 0 && id == leader {
+			stopped, old = i, leader
+		}
+	}
+	if stopped < 0 {
+		t.Fatal("no member says it is the raft leader")
+	}
+	if err := c.Pause(stopped); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	defer func() {
+		if err := c.Resume(stopped); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitHealthy(60 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	for time.Since(start) < time.Minute {
+		for i := range c.Size() {
+			if i == stopped {
+				continue
+			}
+			if _, leader := leaderOf(i); leader != 0 && leader != old {
+				return time.Since(start)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval
+	}
+	t.Fatal("no new raft leader within a minute")
+	return 0
 }
