@@ -36,7 +36,7 @@ func TestSubstrateChecks(t *testing.T) {
 		{name: "secret missing", accounts: []obj{fakeAccount("demo", "secret://nowhere")}, pool: pool("gpu", "demo", create("fake-east"), h100()),
 			account: []string{"a secret reference of the account does not resolve"}, blocked: []string{"does not resolve"}},
 		{name: "machine type missing", pool: pool("gpu", "demo", create("fake-east"), flavor("x", "fake-nope", nil)),
-			blocked: []string{`flavor "x": machine type fake-nope does not exist in fake-east at account demo`}},
+			blocked: []string{`flavor "x": machine type fake-nope does not exist in fake-east at account demo; it offers there: `, `fake-cpu-4`}},
 		{name: "machine type not in that region", pool: pool("gpu", "demo", create("fake-west"), h100()),
 			blocked: []string{`flavor "h100": machine type fake-h100x8 does not exist in fake-west`}},
 		{name: "accelerator count", pool: pool("gpu", "demo", create("fake-east"), flavor("h100", "fake-h100x8", obj{"gpus": gpus("nvidia-h100", 4)})),

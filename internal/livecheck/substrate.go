@@ -346,7 +346,11 @@ func (s *substrateCheck) flavor(ctx context.Context, f *fleet.SubstrateFlavor) e
 		})
 		switch {
 		case errors.Is(err, providers.ErrNotFound):
-			s.block("flavor %q: machine type %s does not exist in %s at account %s", f.Name, f.MachineType, loc, s.acc.Name)
+			offered := ""
+			if pe := (*providers.Error)(nil); errors.As(err, &pe) && len(pe.Offered) > 0 {
+				offered = "; it offers there: " + strings.Join(pe.Offered, ", ")
+			}
+			s.block("flavor %q: machine type %s does not exist in %s at account %s%s", f.Name, f.MachineType, loc, s.acc.Name, offered)
 			return nil
 		case err != nil:
 			return s.failed(err, "flavor %q: machine type %s cannot be read in %s", f.Name, f.MachineType, loc)

@@ -66,6 +66,10 @@ type Error struct {
 	Reason string
 	// Message is for a person. It never holds a secret value.
 	Message string
+	// Offered are the names the provider offers where a lookup by name
+	// found nothing (the machine types of a location), when it lists them
+	// at no extra cost: a plan shows them beside the name it did not find.
+	Offered []string
 	// Err is the cause, kept for errors.Is/As.
 	Err error
 }

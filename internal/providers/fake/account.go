@@ -111,7 +111,9 @@ func (f *Fake) MachineType(ctx context.Context, acct providers.Account, location
 	}
 	m, ok := f.cfg.machineType(region, name)
 	if !ok {
-		return providers.MachineType{}, finish(providers.NotFoundf("", "machine type %q does not exist in %s", name, location))
+		e := providers.NotFoundf("", "machine type %q does not exist in %s", name, location)
+		e.Offered = f.cfg.machineTypesIn(region)
+		return providers.MachineType{}, finish(e)
 	}
 	return describe(m, location), finish(nil)
 }

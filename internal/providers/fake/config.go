@@ -301,6 +301,18 @@ func (c *Config) zonesOf(region string) []string {
 	return nil
 }
 
+// machineTypesIn names the machine types offered in region, sorted.
+func (c *Config) machineTypesIn(region string) []string {
+	var names []string
+	for _, m := range c.MachineTypes {
+		if len(m.Locations) == 0 || slices.Contains(m.Locations, region) {
+			names = append(names, m.Name)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
 func (c *Config) machineType(region, name string) (MachineTypeConfig, bool) {
 	for _, m := range c.MachineTypes {
 		if m.Name == name && (len(m.Locations) == 0 || slices.Contains(m.Locations, region)) {
