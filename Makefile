@@ -16,7 +16,7 @@ STATICCHECK ?= $(shell go env GOPATH)/bin/staticcheck
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/fleet-agent
 
-# The tests run with the race detector: the suite takes about a minute on
+# The tests run with the race detector: the suite takes about 20 minutes on
 # two cores, and the agent is concurrent (loop, outbox, socket, ops).
 test: kube chromium awscli googleapis skopeo umoci lintian
 	$(GO) test -race $(TESTFLAGS) ./...
