@@ -8,7 +8,9 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -17,8 +19,14 @@ import (
 // bootstrap is proposed on a branch, then merged.
 func driftWorld(t *testing.T, revert bool) (*world, string, []byte) {
 	t.Helper()
+	return driftWorldOf(t, revert, "testdata/drift/fleet.json")
+}
+
+// driftWorldOf is driftWorld with another applied document.
+func driftWorldOf(t *testing.T, revert bool, path string) (*world, string, []byte) {
+	t.Helper()
 	w := newWorld(t, agent.Config{DriftPullRequests: true, RevertOnClose: revert, RequireReviewedPlan: true})
-	file, err := os.ReadFile("testdata/drift/fleet.json")
+	file, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,5 +246,36 @@ func TestDriftKeepThatWouldCallIsRefused(t *testing.T) {
 	}
 	if len(st.Refused) != 1 || st.Refused[0].Commit != rec.Head || !strings.Contains(st.Refused[0].Reason, "drift proposal") {
 		t.Fatalf("refused %+v, want the keep merge refused as a drift proposal that moved", st.Refused)
+	}
+}
+
+// A field the document leaves out has its default (document.md: "its
+// default when left out"; a field without one is absent), so a hand edit
+// that sets a template's userData or maxTtlSeconds is drift, and keeping
+// it writes the fields into the template.
+func TestDriftOfTemplateFieldsTheDocumentLeavesOut(t *testing.T) {
+	w, _, _ := driftWorldOf(t, false, "testdata/drift/template.json")
+	w.edit(t, inventory.SandboxTemplate, "py", map[string]any{"userData": "#cloud-config\n", "maxTtlSeconds": 7200})
+	rec := w.driftCheck(t)
+	if !w.drifted(t) {
+		t.Fatalf("a template edit of fields the document leaves out is not drift\n%s", w.log)
+	}
+	if rec == nil || rec.State != "open" || rec.Fields != 2 || rec.Unwritten != 0 {
+		t.Fatalf("drift proposal %+v, want 2 fields written", rec)
+	}
+	after := w.remo.Git(t, "show", rec.Head+":fleet.json")
+	doc, errs := fleet.Validate("proposal", []byte(after))
+	if errs != nil {
+		t.Fatalf("the proposal does not validate: %v\n%s", errs, after)
+	}
+	if tp := doc.SandboxTemplates[0]; tp.MaxTTLSeconds == nil || *tp.MaxTTLSeconds != 7200 || tp.UserData == nil || *tp.UserData != "#cloud-config\n" {
+		t.Fatalf("the proposal does not hold the edit:\n%s", after)
+	}
+	snap, err := w.store.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := plan.Make(doc, snap, plan.Options{}); !p.Empty() || p.Blocked() {
+		t.Fatalf("the proposal's document still plans %s", p.Summary.Counts())
 	}
 }
