@@ -186,9 +186,7 @@ func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made plan
 	if err != nil {
 		return err
 	}
-	// The drift hash follows the calls that would undo the drift, which do
-	// not change when a drifted value changes again: compare what would be
-	// written instead.
+	// The branch already says it when it holds this file on this tip.
 	sum := sha256.Sum256(rw.File)
 	written := hex.EncodeToString(sum[:])
 	opened := a.driftForge == nil || rec.PR > 0 // a pull request that failed to open is tried again

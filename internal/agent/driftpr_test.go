@@ -279,3 +279,30 @@ func TestDriftOfTemplateFieldsTheDocumentLeavesOut(t *testing.T) {
 		t.Fatalf("the proposal's document still plans %s", p.Summary.Counts())
 	}
 }
+
+// A dismissal is of the values that drifted: closing the proposal of
+// vcpu 24 keeps 24 unproposed, but a later edit to 12 is a new drift and
+// gets its own proposal.
+func TestDriftDismissalIsOfTheDriftedValues(t *testing.T) {
+	w, _, _ := driftWorld(t, false)
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	w.tick(t)
+	w.driftCheck(t)
+	w.remo.DeleteRef(t, "refs/heads/"+rec.Branch)
+	w.tick(t)
+	if rec2 := w.driftCheck(t); rec2.State != "closed" {
+		t.Fatalf("after close: %+v", rec2)
+	}
+	if rec3 := w.driftCheck(t); rec3.State != "closed" || w.branchExists(t, rec.Branch) {
+		t.Fatalf("the dismissed values were proposed again: %+v", rec3)
+	}
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 12})
+	rec4 := w.driftCheck(t)
+	if rec4.State != "open" || rec4.Branch == rec.Branch || !w.branchExists(t, rec4.Branch) {
+		t.Fatalf("a drift to another value was not proposed: %+v (dismissed %s)\n%s", rec4, rec.Branch, w.log)
+	}
+	if got := w.remo.Git(t, "show", rec4.Head+":fleet.json"); !strings.Contains(got, `"vcpu": 12`) {
+		t.Fatalf("the new proposal does not write vcpu 12:\n%s", got)
+	}
+}

@@ -628,7 +628,35 @@ func (p *planner) finish() *Plan {
 		}
 	}
 	pl.PlanHash = hashCalls(pl.Calls)
+	pl.held = p.held()
 	return pl
+}
+
+// held is what the fleet holds where it differs from the document: the
+// stored values of an update's fields, the whole object a delete removes.
+// The calls set the document's values back, so they are the same for two
+// hand edits of one field to different values; this tells those apart.
+func (p *planner) held() []any {
+	var out []any
+	for _, e := range p.out {
+		c := e.change
+		if c.Action != Update && c.Action != Delete {
+			continue
+		}
+		o, ok := p.snap.ByName(c.Kind, c.Name)
+		if !ok {
+			continue
+		}
+		vals := map[string]any{}
+		if c.Action == Delete {
+			vals = o.Spec
+		}
+		for _, f := range c.Fields {
+			vals[f] = o.Spec[f]
+		}
+		out = append(out, []any{string(c.Kind), c.Name, vals})
+	}
+	return out
 }
 
 // noteRenames marks a delete and a create of the same kind whose specs agree
