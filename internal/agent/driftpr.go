@@ -58,6 +58,50 @@ type DriftProposal struct {
 	// Dismissed is the drift hash of a proposal closed without revert: the
 	// same drift is not proposed again.
 	Dismissed string `json:"dismissed,omitempty"`
+	// Values and NotWritten are the proposal's description in short, for
+	// status: without GitHub nobody else shows it.
+	Values     []DriftValue      `json:"values,omitempty"`
+	NotWritten []DriftNotWritten `json:"notWritten,omitempty"`
+}
+
+// DriftValue is one value a drift proposal writes.
+type DriftValue struct {
+	Object   string `json:"object"` // "flavor gpu-fra/h100x1"
+	Field    string `json:"field"`
+	Document string `json:"document,omitempty"` // as the file spells it; absent when it leaves the field out
+	Fleet    string `json:"fleet,omitempty"`    // absent when the fleet has none
+	Source   string `json:"source"`
+}
+
+// DriftNotWritten is a drift a drift proposal leaves to a person, and why.
+type DriftNotWritten struct {
+	Object  string `json:"object"`
+	Reason  string `json:"reason"`
+	Blocked bool   `json:"blocked,omitempty"`
+	Source  string `json:"source"`
+}
+
+// shortValue keeps a value readable in status (userData may be 32 KiB).
+func shortValue(v string) string {
+	const most = 120
+	if r := []rune(v); len(r) > most {
+		return string(r[:most]) + "…"
+	}
+	return v
+}
+
+// summarize is the description of a rewrite as the record keeps it.
+func summarize(rw *driftpr.Rewrite) ([]DriftValue, []DriftNotWritten) {
+	var vals []DriftValue
+	for _, f := range rw.Fields {
+		vals = append(vals, DriftValue{Object: string(f.Kind) + " " + f.Name, Field: f.Field,
+			Document: shortValue(f.Before), Fleet: shortValue(f.After), Source: f.Source})
+	}
+	var not []DriftNotWritten
+	for _, u := range rw.Unwritten {
+		not = append(not, DriftNotWritten{Object: string(u.Kind) + " " + u.Name, Reason: u.Reason, Blocked: u.Blocked, Source: u.Source})
+	}
+	return vals, not
 }
 
 // DriftProposalNow reads the record (nil when none was ever opened).
@@ -190,8 +234,19 @@ func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made plan
 	sum := sha256.Sum256(rw.File)
 	written := hex.EncodeToString(sum[:])
 	opened := a.driftForge == nil || rec.PR > 0 // a pull request that failed to open is tried again
+	title := fmt.Sprintf("fleet-agent: keep %d drifted value(s) (%s)", len(rw.Fields), rec.Branch)
+	body := driftpr.Body(rw, driftpr.Choices{Branch: a.cfg.Branch, RevertOnClose: a.cfg.RevertOnClose,
+		FirstSeen: time.UnixMilli(rec.FirstSeen), DriftHash: hash, Marker: "<!-- " + a.cfg.Prefix + ":drift-proposal " + rec.Branch + " -->"})
 	if rec.State == proposalOpen && rec.Base == tip && rec.Written == written && opened {
-		return nil
+		if rec.DriftHash == hash {
+			return nil
+		}
+		// The file is the same but the drift is not (a blocked change came
+		// or went): only the description moves.
+		a.editProposalText(ctx, rec, title, body)
+		rec.DriftHash, rec.Unwritten = hash, len(rw.Unwritten)
+		rec.Values, rec.NotWritten = summarize(rw)
+		return a.saveProposal(rec)
 	}
 	if len(rw.Fields) == 0 {
 		a.log.Warn().Str("driftHash", hash).Int("unwritten", len(rw.Unwritten)).Msg("the drift cannot be written into the document; no drift proposal (it stays reported)")
@@ -206,28 +261,14 @@ func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made plan
 	if err := a.repo.PushBranch(ctx, rec.Branch, head); err != nil {
 		return err
 	}
-	title := fmt.Sprintf("fleet-agent: keep %d drifted value(s) (%s)", len(rw.Fields), rec.Branch)
-	body := driftpr.Body(rw, driftpr.Choices{Branch: a.cfg.Branch, RevertOnClose: a.cfg.RevertOnClose,
-		FirstSeen: time.UnixMilli(rec.FirstSeen), DriftHash: hash, Marker: "<!-- " + a.cfg.Prefix + ":drift-proposal " + rec.Branch + " -->"})
 	opening := rec.State != proposalOpen
-	if a.driftForge != nil {
-		fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
-		if rec.PR == 0 {
-			rec.PR, err = a.driftForge.OpenPullRequest(fctx, rec.Branch, a.cfg.Branch, title, body)
-		} else {
-			err = a.driftForge.EditPullRequest(fctx, rec.PR, title, body)
-		}
-		cancel()
-		if err != nil {
-			// The branch is pushed; the next check opens or edits again.
-			a.log.Warn().Err(err).Str("branch", rec.Branch).Msg("cannot open or edit the drift pull request; retried at the next drift check")
-		}
-	}
+	a.editProposalText(ctx, rec, title, body)
 	if opening {
 		rec.OpenedAt = now.UnixMilli()
 	}
 	rec.State, rec.Base, rec.Head, rec.DriftHash, rec.Written = proposalOpen, tip, head, hash, written
 	rec.Fields, rec.Unwritten = len(rw.Fields), len(rw.Unwritten)
+	rec.Values, rec.NotWritten = summarize(rw)
 	if err := a.saveProposal(rec); err != nil {
 		return err
 	}
@@ -239,6 +280,26 @@ func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made plan
 		Int("bytesChanged", rw.Changed).Int("bytesDrifted", rw.Drifted).Dur("took", time.Since(start)).
 		Msg(map[bool]string{true: "drift proposal opened", false: "drift proposal rewritten"}[opening])
 	return nil
+}
+
+// editProposalText opens the pull request, or edits its text; without
+// GitHub the branch is the proposal and there is nothing to do.
+func (a *Agent) editProposalText(ctx context.Context, rec *DriftProposal, title, body string) {
+	if a.driftForge == nil {
+		return
+	}
+	fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
+	defer cancel()
+	var err error
+	if rec.PR == 0 {
+		rec.PR, err = a.driftForge.OpenPullRequest(fctx, rec.Branch, a.cfg.Branch, title, body)
+	} else {
+		err = a.driftForge.EditPullRequest(fctx, rec.PR, title, body)
+	}
+	if err != nil {
+		// The branch is pushed; the next check opens or edits again.
+		a.log.Warn().Err(err).Str("branch", rec.Branch).Msg("cannot open or edit the drift pull request; retried at the next drift check")
+	}
 }
 
 // endProposal closes the pull request (with a comment when the agent

@@ -306,3 +306,44 @@ func TestDriftDismissalIsOfTheDriftedValues(t *testing.T) {
 		t.Fatalf("the new proposal does not write vcpu 12:\n%s", got)
 	}
 }
+
+// A drift the plan blocks (a template's runtime is fixed once created) is
+// listed in the proposal as blocked, with its reason, and never written;
+// the rest of the drift is.
+func TestBlockedDriftIsListedInTheProposalNotWritten(t *testing.T) {
+	w, _, _ := driftWorldOf(t, false, "testdata/drift/template.json")
+	w.edit(t, inventory.SandboxTemplate, "py", map[string]any{"runtime": "kata"})
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	if rec == nil || rec.State != "open" || rec.Fields != 1 || rec.Unwritten != 1 {
+		t.Fatalf("drift proposal %+v, want 1 written and 1 not", rec)
+	}
+	if got := w.remo.Git(t, "show", rec.Head+":fleet.json"); strings.Contains(got, "kata") || !strings.Contains(got, `"vcpu": 24`) {
+		t.Fatalf("the proposal's file:\n%s", got)
+	}
+	st, err := agent.Status(w.store, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := st.Drift.Proposal
+	if p == nil || len(p.NotWritten) != 1 || !p.NotWritten[0].Blocked || p.NotWritten[0].Object != "sandboxTemplate py" ||
+		!strings.Contains(p.NotWritten[0].Reason, "runtime cannot change once created") {
+		t.Fatalf("status does not list the blocked drift: %+v", p)
+	}
+}
+
+// A blocked drift that comes while a proposal is open changes no byte of
+// its file: the branch stays, and the description (status) lists it.
+func TestBlockedDriftJoiningAnOpenProposalIsListed(t *testing.T) {
+	w, _, _ := driftWorldOf(t, false, "testdata/drift/template.json")
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	if rec == nil || rec.State != "open" || len(rec.NotWritten) != 0 {
+		t.Fatalf("drift proposal %+v", rec)
+	}
+	w.edit(t, inventory.SandboxTemplate, "py", map[string]any{"runtime": "kata"})
+	rec2 := w.driftCheck(t)
+	if rec2.Head != rec.Head || rec2.Unwritten != 1 || len(rec2.NotWritten) != 1 || !rec2.NotWritten[0].Blocked {
+		t.Fatalf("after a blocked drift joined: %+v", rec2)
+	}
+}
