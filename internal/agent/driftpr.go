@@ -55,6 +55,9 @@ type DriftProposal struct {
 	// Seen: a poll saw the branch on the remote, so its absence later
 	// means a person deleted it (without GitHub, that is the close).
 	Seen bool `json:"seen,omitempty"`
+	// PushedAt is when Head was pushed: a poll that listed the refs after
+	// it and lacks the branch saw it deleted, even if no poll saw it.
+	PushedAt int64 `json:"pushedAt,omitempty"`
 	// Dismissed is the drift hash of a proposal closed without revert: the
 	// same drift is not proposed again.
 	Dismissed string `json:"dismissed,omitempty"`
@@ -174,7 +177,10 @@ func (a *Agent) proposeDrift(ctx context.Context, ap *state.Applied, doc *fleet.
 }
 
 // proposalState asks GitHub, or without it reads the branch from the last
-// poll: gone after it was seen is closed, unless git.branch now holds it.
+// poll: gone after it was seen, or from a poll that listed the refs after
+// the push, is closed, unless git.branch now holds it. A poll that listed
+// them before the push (polls and pushes take turns under the tick) says
+// nothing.
 func (a *Agent) proposalState(ctx context.Context, rec *DriftProposal) (string, error) {
 	if a.driftForge != nil && rec.PR > 0 {
 		fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
@@ -194,7 +200,7 @@ func (a *Agent) proposalState(ctx context.Context, rec *DriftProposal) (string, 
 		}
 		return proposalOpen, nil
 	}
-	if rec.Seen {
+	if rec.Seen || (rec.PushedAt > 0 && snap.PolledAt.UnixMilli() > rec.PushedAt) {
 		return proposalClosed, nil
 	}
 	return proposalOpen, nil
@@ -267,6 +273,7 @@ func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made plan
 		rec.OpenedAt = now.UnixMilli()
 	}
 	rec.State, rec.Base, rec.Head, rec.DriftHash, rec.Written = proposalOpen, tip, head, hash, written
+	rec.PushedAt = now.UnixMilli()
 	rec.Fields, rec.Unwritten = len(rw.Fields), len(rw.Unwritten)
 	rec.Values, rec.NotWritten = summarize(rw)
 	if err := a.saveProposal(rec); err != nil {

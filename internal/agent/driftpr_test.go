@@ -347,3 +347,25 @@ func TestBlockedDriftJoiningAnOpenProposalIsListed(t *testing.T) {
 		t.Fatalf("after a blocked drift joined: %+v", rec2)
 	}
 }
+
+// A branch a person deletes before any poll listed it is a close too: a
+// poll that listed the refs after the push and did not find it says so.
+// A check with no such poll yet keeps the proposal open.
+func TestDriftBranchDeletedBeforeItWasSeenIsAClose(t *testing.T) {
+	w, _, _ := driftWorld(t, false)
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	if rec == nil || rec.State != "open" || rec.Seen {
+		t.Fatalf("drift proposal %+v", rec)
+	}
+	if rec2 := w.driftCheck(t); rec2.State != "open" {
+		t.Fatalf("closed with no poll since the push: %+v", rec2)
+	}
+	w.remo.DeleteRef(t, "refs/heads/"+rec.Branch)
+	w.clk.Advance(time.Second)
+	w.tick(t)
+	rec3 := w.driftCheck(t)
+	if rec3.State != "closed" || rec3.Dismissed == "" {
+		t.Fatalf("a branch deleted before it was seen is not a close: %+v\n%s", rec3, w.log)
+	}
+}
