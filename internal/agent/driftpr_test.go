@@ -330,6 +330,10 @@ func TestBlockedDriftIsListedInTheProposalNotWritten(t *testing.T) {
 		!strings.Contains(p.NotWritten[0].Reason, "runtime cannot change once created") {
 		t.Fatalf("status does not list the blocked drift: %+v", p)
 	}
+	if len(p.Values) != 1 || p.Values[0].Object != "flavor gpu-fra/h100x1" || p.Values[0].Field != "vcpu" ||
+		p.Values[0].Document != "16" || p.Values[0].Fleet != "24" || !strings.Contains(p.Values[0].Source, "ops@box (uid 1000)") {
+		t.Fatalf("status does not show the value written and its source: %+v", p.Values)
+	}
 }
 
 // A blocked drift that comes while a proposal is open changes no byte of
