@@ -5,12 +5,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/driftpr"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/policy"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -236,6 +240,11 @@ func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made plan
 	if err != nil {
 		return err
 	}
+	if denied := a.deniedDrift(ctx, rw.File, made); len(denied) > 0 {
+		if rw, err = driftpr.Write(file, withBlocked(made.Plan, denied), made.snap, liveBytes, audit, a.cfg.Tenant); err != nil {
+			return err
+		}
+	}
 	// The branch already says it when it holds this file on this tip.
 	sum := sha256.Sum256(rw.File)
 	written := hex.EncodeToString(sum[:])
@@ -287,6 +296,103 @@ func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made plan
 		Int("bytesChanged", rw.Changed).Int("bytesDrifted", rw.Drifted).Dur("took", time.Since(start)).
 		Msg(map[bool]string{true: "drift proposal opened", false: "drift proposal rewritten"}[opening])
 	return nil
+}
+
+// deniedDrift judges the drift as if a person had proposed it: the kept
+// file planned against the fleet as the applied document has it. Merged, a
+// keep plans no call, so the policy would never see what it keeps; what a
+// deny rule breaks is not written. By kind and name, the rule's message.
+func (a *Agent) deniedDrift(ctx context.Context, kept []byte, made planned) map[string]string {
+	if a.cfg.PolicyPath == "" {
+		return nil
+	}
+	pol, _ := a.currentPolicy()
+	if pol == nil {
+		return nil
+	}
+	doc, errs := fleet.Validate(a.cfg.Path, kept)
+	if errs != nil {
+		return nil
+	}
+	base := applyInMemory(made.snap, made.Calls)
+	p := plan.Make(doc, base, plan.Options{Tenant: a.cfg.Tenant})
+	jctx, cancel := context.WithTimeout(ctx, PolicyDeadline)
+	defer cancel()
+	rep, _, _ := pol.Judge(jctx, a.policyInput(doc, kept, planned{Plan: p, snap: base}), policy.PlanCostBudget)
+	denied := map[string]string{}
+	for _, r := range rep.Rules {
+		if r.Verdict != plan.VerdictDeny {
+			continue
+		}
+		for _, h := range r.Matched {
+			key := string(h.Kind) + "\x00" + h.Name
+			if denied[key] == "" {
+				denied[key] = fmt.Sprintf("denied by the policy (rule %s: %s), were it proposed", r.Name, h.Message)
+			}
+		}
+	}
+	return denied
+}
+
+// withBlocked is p with the changes of denied blocked for their reasons.
+func withBlocked(p *plan.Plan, denied map[string]string) *plan.Plan {
+	cp := *p
+	cp.Changes = slices.Clone(p.Changes)
+	for i := range cp.Changes {
+		c := &cp.Changes[i]
+		if why := denied[string(c.Kind)+"\x00"+c.Name]; why != "" {
+			c.Blocked = strings.Join(slices.DeleteFunc([]string{c.Blocked, why}, func(s string) bool { return s == "" }), "; ")
+		}
+	}
+	return &cp
+}
+
+// applyInMemory is snap after calls, as an apply would store them: the
+// fleet as the applied document has it.
+func applyInMemory(snap *inventory.Snapshot, calls []plan.Call) *inventory.Snapshot {
+	objs := map[string]inventory.Object{}
+	var order []string
+	for _, o := range snap.All() {
+		objs[o.ID] = o.Clone()
+		order = append(order, o.ID)
+	}
+	for _, c := range calls {
+		_, op, _ := strings.Cut(c.Method, ".")
+		spec := map[string]any{}
+		for k, v := range c.Params {
+			if k != "id" {
+				spec[k] = inventory.CloneValue(v)
+			}
+		}
+		o, exists := objs[c.ID()]
+		switch {
+		case op == "delete" || op == "unoffer":
+			delete(objs, c.ID())
+		case op == "archive" && exists:
+			o.Archived = true
+			objs[c.ID()] = o
+		case op == "create" || !exists:
+			objs[c.ID()] = inventory.Object{Kind: c.Kind(), ID: c.ID(), Name: c.Name(), Spec: spec}
+			order = append(order, c.ID())
+		default: // update, set, offer
+			for k, v := range spec {
+				if v == nil {
+					delete(o.Spec, k)
+				} else {
+					o.Spec[k] = v
+				}
+			}
+			objs[c.ID()] = o
+		}
+	}
+	out := make([]inventory.Object, 0, len(objs))
+	for _, id := range order {
+		if o, ok := objs[id]; ok {
+			out = append(out, o)
+			delete(objs, id)
+		}
+	}
+	return inventory.NewSnapshot(out)
 }
 
 // editProposalText opens the pull request, or edits its text; without

@@ -373,3 +373,36 @@ func TestDriftBranchDeletedBeforeItWasSeenIsAClose(t *testing.T) {
 		t.Fatalf("a branch deleted before it was seen is not a close: %+v\n%s", rec3, w.log)
 	}
 }
+
+// A drift the policy would deny, were it proposed, is not written either:
+// merged, a keep plans no call, so the policy would never see it. It is
+// listed as blocked, with the rule's message.
+func TestDriftThePolicyDeniesIsListedNotWritten(t *testing.T) {
+	w := newWorld(t, agent.Config{DriftPullRequests: true, RequireReviewedPlan: true, PolicyPath: "policy.yaml"})
+	file, err := os.ReadFile("testdata/drift/fleet.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.commit(t, "main", `{"version":1}`, "empty")
+	w.tick(t)
+	w.work.Write(t, "policy.yaml", "rules:\n  - {name: small-flavors, match: {kinds: [flavor]}, expression: \"change.after.vcpu > 20\", action: deny, message: \"'at most 20 vCPUs'\"}\n")
+	tip := w.commit(t, "boot", string(file), "bootstrap")
+	w.tick(t)
+	w.remo.UpdateRef(t, "refs/heads/main", tip)
+	w.tick(t)
+	if ap := w.applied(t); ap == nil || ap.Commit != tip {
+		t.Fatalf("not applied: %+v\n%s", ap, w.log)
+	}
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	w.edit(t, inventory.Pool, "gpu-fra", map[string]any{"policy": map[string]any{"disruptionBudget": 0.25, "maxNodes": 3}})
+	rec := w.driftCheck(t)
+	if rec == nil || rec.State != "open" || rec.Fields != 1 || len(rec.NotWritten) != 1 {
+		t.Fatalf("drift proposal %+v, want the pool's value written and the flavor's not\n%s", rec, w.log)
+	}
+	if got := w.remo.Git(t, "show", rec.Head+":fleet.json"); strings.Contains(got, `"vcpu": 24`) || !strings.Contains(got, `"maxNodes":3`) {
+		t.Fatalf("the proposal's file:\n%s", got)
+	}
+	if n := rec.NotWritten[0]; !n.Blocked || n.Object != "flavor gpu-fra/h100x1" || !strings.Contains(n.Reason, "at most 20 vCPUs") {
+		t.Fatalf("not written: %+v", n)
+	}
+}
