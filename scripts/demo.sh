@@ -226,6 +226,7 @@ apply:
   requireReviewedPlan: true
 drift:
   every: 2s
+  pullRequests: true
 substrate:
   every: 1s$SUBSTRATE_YAML
 providers:
@@ -267,15 +268,35 @@ wait_for "the page shows the drift" 20 page_has "" "has drifted"
 "$BIN" status | show
 if "$BIN" status --fail-on-drift >/dev/null 2>&1; then bad "status --fail-on-drift exits non-zero while drifted"; else ok "status --fail-on-drift exits non-zero while drifted"; fi
 
+step "keep the edit: the agent proposes it on a branch of its own; merged, it is applied without a call"
+drift_branch() { git ls-remote -q origin 'refs/heads/fleet-agent/drift-*' | sed -n 's|.*refs/heads/||p' | head -1; }
+has_drift_branch() { [ -n "$(drift_branch)" ]; }
+wait_for "the drift proposal's branch is pushed" 20 has_drift_branch
+KEEP_BRANCH=$(drift_branch)
+wait_for "the drift proposal $KEEP_BRANCH is planned" 20 has_proposal "$KEEP_BRANCH"
+"$BIN" status | awk '/^drift proposal/ { p = 1; print; next } p && /^  / { print; next } { p = 0 }' | show
+git fetch -q origin "$KEEP_BRANCH"
+git diff HEAD FETCH_HEAD | show
+git merge -q --ff-only FETCH_HEAD && git push -q origin main
+KEPT=$(git rev-parse HEAD)
+wait_for "the kept edit is applied" 20 is_applied "$KEPT"
+apply_row() { "$BIN" audit -o json | tr -d ' \n' | grep -o '{[^{}]*"action":"apply"[^{}]*"commit":"'"$1"'"[^{}]*}'; }
+made_no_call() { apply_row "$1" | grep -qv '"calls"'; } # the audit leaves out a count of 0
+check "its apply made no call" made_no_call "$KEPT"
+check "main's fleet.json now says vcpu 8" grep -q '"vcpu": 8' fleet.json
+wait_for "the drift cleared" 20 "$BIN" status --fail-on-drift
+no_drift_branch() { ! has_drift_branch; }
+wait_for "the agent deleted its branch" 20 no_drift_branch
+
 step "a direct push to main, never proposed, is refused"
 write_doc 4 6
 git commit -qam "raise the quota without review" && git push -q origin main
 DIRECT=$(git rev-parse HEAD)
 wait_for "status lists the refusal" 20 refused "$DIRECT"
 "$BIN" status | grep -A2 "^refused: commit ${DIRECT:0:7}" | show
-check "the direct push is not applied" is_applied "$HEAD1"
+check "the direct push is not applied" is_applied "$KEPT"
 check "the refusal is in the log" grep -q "not applied: [0-9a-f]* was never proposed" "$DEMO/agent.log"
-git reset -q --hard "$HEAD1" && git push -q --force origin main
+git reset -q --hard "$KEPT" && git push -q --force origin main
 echo "    (main reset to the applied commit)"
 
 step "kill -9 right after a merge is pushed; the restart applies it exactly once"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -137,6 +138,17 @@ func (a *app) statusText(v agent.StatusView) {
 			pr = fmt.Sprintf(", pull request #%d", p.PR)
 		}
 		fmt.Fprintf(w, "drift proposal: branch %s%s, %s (%d value(s) written, %d the document cannot hold)\n", p.Branch, pr, p.State, p.Fields, p.Unwritten)
+		// The description in short, while it stands: without GitHub
+		// nothing else shows it.
+		if p.State != "open" {
+			p = &agent.DriftProposal{}
+		}
+		for _, d := range p.Values {
+			fmt.Fprintf(w, "  writes %s %s: %s -> %s (%s)\n", d.Object, d.Field, valueOrNone(d.Document), valueOrNone(d.Fleet), strings.ReplaceAll(d.Source, "`", ""))
+		}
+		for _, d := range p.NotWritten {
+			fmt.Fprintf(w, "  not written: %s: %s (%s)\n", d.Object, d.Reason, strings.ReplaceAll(d.Source, "`", ""))
+		}
 	}
 	if pv := v.Policy; pv != nil {
 		if pv.Hash != "" {
@@ -188,4 +200,12 @@ func (a *app) statusText(v agent.StatusView) {
 		fmt.Fprintf(w, "proposal %s at %s: %s\n", p.Ref, refs.Short(p.Commit), what)
 	}
 	webhooksText(w, v.Webhooks)
+}
+
+// valueOrNone names a value one side does not have.
+func valueOrNone(v string) string {
+	if v == "" {
+		return "(none)"
+	}
+	return v
 }

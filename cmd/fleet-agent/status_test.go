@@ -106,3 +106,23 @@ func TestStatusShowsJoinedNodes(t *testing.T) {
 	}
 	golden.Check(t, "testdata/status-substrates.golden", []byte(strings.Join(lines, "")))
 }
+
+// Without GitHub nobody shows a drift proposal's description: status
+// prints it in short, each value written with its source and each drift
+// not written with its reason.
+func TestStatusShowsTheDriftProposalsDescription(t *testing.T) {
+	v := agent.StatusView{TenantID: "root", Proposals: []agent.Proposal{}, Drift: &agent.DriftView{
+		Changes: json.RawMessage("[]"), Summary: json.RawMessage("{}"),
+		Proposal: &agent.DriftProposal{State: "open", Branch: "fleet-agent/drift-3f9c0a1b2c4d", Fields: 2, Unwritten: 1,
+			Values: []agent.DriftValue{
+				{Object: "flavor gpu-fra/h100x1", Field: "vcpu", Document: "16", Fleet: "24", Source: "`edit` by ops@box (uid 1000) at 2026-11-01T09:00:00Z"},
+				{Object: "sandboxTemplate py", Field: "userData", Fleet: `"#cloud-config\n"`, Source: "changed at the provider, not through fleet-agent"},
+			},
+			NotWritten: []agent.DriftNotWritten{{Object: "sandboxTemplate py", Blocked: true,
+				Reason: "blocked: runtime cannot change once created; create a new sandboxTemplate under another name instead",
+				Source: "`edit` by ops@box (uid 1000) at 2026-11-01T09:00:00Z"}},
+		}}}
+	var out bytes.Buffer
+	(&app{stdout: &out}).statusText(v)
+	golden.Check(t, "testdata/status-drift-proposal.golden", out.Bytes())
+}

@@ -5,12 +5,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/driftpr"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/policy"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -55,9 +59,56 @@ type DriftProposal struct {
 	// Seen: a poll saw the branch on the remote, so its absence later
 	// means a person deleted it (without GitHub, that is the close).
 	Seen bool `json:"seen,omitempty"`
+	// PushedAt is when Head was pushed: a poll that listed the refs after
+	// it and lacks the branch saw it deleted, even if no poll saw it.
+	PushedAt int64 `json:"pushedAt,omitempty"`
 	// Dismissed is the drift hash of a proposal closed without revert: the
 	// same drift is not proposed again.
 	Dismissed string `json:"dismissed,omitempty"`
+	// Values and NotWritten are the proposal's description in short, for
+	// status: without GitHub nobody else shows it.
+	Values     []DriftValue      `json:"values,omitempty"`
+	NotWritten []DriftNotWritten `json:"notWritten,omitempty"`
+}
+
+// DriftValue is one value a drift proposal writes.
+type DriftValue struct {
+	Object   string `json:"object"` // "flavor gpu-fra/h100x1"
+	Field    string `json:"field"`
+	Document string `json:"document,omitempty"` // as the file spells it; absent when it leaves the field out
+	Fleet    string `json:"fleet,omitempty"`    // absent when the fleet has none
+	Source   string `json:"source"`
+}
+
+// DriftNotWritten is a drift a drift proposal leaves to a person, and why.
+type DriftNotWritten struct {
+	Object  string `json:"object"`
+	Reason  string `json:"reason"`
+	Blocked bool   `json:"blocked,omitempty"`
+	Source  string `json:"source"`
+}
+
+// shortValue keeps a value readable in status (userData may be 32 KiB).
+func shortValue(v string) string {
+	const most = 120
+	if r := []rune(v); len(r) > most {
+		return string(r[:most]) + "…"
+	}
+	return v
+}
+
+// summarize is the description of a rewrite as the record keeps it.
+func summarize(rw *driftpr.Rewrite) ([]DriftValue, []DriftNotWritten) {
+	var vals []DriftValue
+	for _, f := range rw.Fields {
+		vals = append(vals, DriftValue{Object: string(f.Kind) + " " + f.Name, Field: f.Field,
+			Document: shortValue(f.Before), Fleet: shortValue(f.After), Source: f.Source})
+	}
+	var not []DriftNotWritten
+	for _, u := range rw.Unwritten {
+		not = append(not, DriftNotWritten{Object: string(u.Kind) + " " + u.Name, Reason: u.Reason, Blocked: u.Blocked, Source: u.Source})
+	}
+	return vals, not
 }
 
 // DriftProposalNow reads the record (nil when none was ever opened).
@@ -130,7 +181,10 @@ func (a *Agent) proposeDrift(ctx context.Context, ap *state.Applied, doc *fleet.
 }
 
 // proposalState asks GitHub, or without it reads the branch from the last
-// poll: gone after it was seen is closed, unless git.branch now holds it.
+// poll: gone after it was seen, or from a poll that listed the refs after
+// the push, is closed, unless git.branch now holds it. A poll that listed
+// them before the push (polls and pushes take turns under the tick) says
+// nothing.
 func (a *Agent) proposalState(ctx context.Context, rec *DriftProposal) (string, error) {
 	if a.driftForge != nil && rec.PR > 0 {
 		fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
@@ -150,7 +204,7 @@ func (a *Agent) proposalState(ctx context.Context, rec *DriftProposal) (string, 
 		}
 		return proposalOpen, nil
 	}
-	if rec.Seen {
+	if rec.Seen || (rec.PushedAt > 0 && snap.PolledAt.UnixMilli() > rec.PushedAt) {
 		return proposalClosed, nil
 	}
 	return proposalOpen, nil
@@ -186,14 +240,28 @@ func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made plan
 	if err != nil {
 		return err
 	}
-	// The drift hash follows the calls that would undo the drift, which do
-	// not change when a drifted value changes again: compare what would be
-	// written instead.
+	if denied := a.deniedDrift(ctx, rw.File, made); len(denied) > 0 {
+		if rw, err = driftpr.Write(file, withBlocked(made.Plan, denied), made.snap, liveBytes, audit, a.cfg.Tenant); err != nil {
+			return err
+		}
+	}
+	// The branch already says it when it holds this file on this tip.
 	sum := sha256.Sum256(rw.File)
 	written := hex.EncodeToString(sum[:])
 	opened := a.driftForge == nil || rec.PR > 0 // a pull request that failed to open is tried again
+	title := fmt.Sprintf("fleet-agent: keep %d drifted value(s) (%s)", len(rw.Fields), rec.Branch)
+	body := driftpr.Body(rw, driftpr.Choices{Branch: a.cfg.Branch, RevertOnClose: a.cfg.RevertOnClose,
+		FirstSeen: time.UnixMilli(rec.FirstSeen), DriftHash: hash, Marker: "<!-- " + a.cfg.Prefix + ":drift-proposal " + rec.Branch + " -->"})
 	if rec.State == proposalOpen && rec.Base == tip && rec.Written == written && opened {
-		return nil
+		if rec.DriftHash == hash {
+			return nil
+		}
+		// The file is the same but the drift is not (a blocked change came
+		// or went): only the description moves.
+		a.editProposalText(ctx, rec, title, body)
+		rec.DriftHash, rec.Unwritten = hash, len(rw.Unwritten)
+		rec.Values, rec.NotWritten = summarize(rw)
+		return a.saveProposal(rec)
 	}
 	if len(rw.Fields) == 0 {
 		a.log.Warn().Str("driftHash", hash).Int("unwritten", len(rw.Unwritten)).Msg("the drift cannot be written into the document; no drift proposal (it stays reported)")
@@ -208,28 +276,15 @@ func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made plan
 	if err := a.repo.PushBranch(ctx, rec.Branch, head); err != nil {
 		return err
 	}
-	title := fmt.Sprintf("fleet-agent: keep %d drifted value(s) (%s)", len(rw.Fields), rec.Branch)
-	body := driftpr.Body(rw, driftpr.Choices{Branch: a.cfg.Branch, RevertOnClose: a.cfg.RevertOnClose,
-		FirstSeen: time.UnixMilli(rec.FirstSeen), DriftHash: hash, Marker: "<!-- " + a.cfg.Prefix + ":drift-proposal " + rec.Branch + " -->"})
 	opening := rec.State != proposalOpen
-	if a.driftForge != nil {
-		fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
-		if rec.PR == 0 {
-			rec.PR, err = a.driftForge.OpenPullRequest(fctx, rec.Branch, a.cfg.Branch, title, body)
-		} else {
-			err = a.driftForge.EditPullRequest(fctx, rec.PR, title, body)
-		}
-		cancel()
-		if err != nil {
-			// The branch is pushed; the next check opens or edits again.
-			a.log.Warn().Err(err).Str("branch", rec.Branch).Msg("cannot open or edit the drift pull request; retried at the next drift check")
-		}
-	}
+	a.editProposalText(ctx, rec, title, body)
 	if opening {
 		rec.OpenedAt = now.UnixMilli()
 	}
 	rec.State, rec.Base, rec.Head, rec.DriftHash, rec.Written = proposalOpen, tip, head, hash, written
+	rec.PushedAt = now.UnixMilli()
 	rec.Fields, rec.Unwritten = len(rw.Fields), len(rw.Unwritten)
+	rec.Values, rec.NotWritten = summarize(rw)
 	if err := a.saveProposal(rec); err != nil {
 		return err
 	}
@@ -241,6 +296,123 @@ func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made plan
 		Int("bytesChanged", rw.Changed).Int("bytesDrifted", rw.Drifted).Dur("took", time.Since(start)).
 		Msg(map[bool]string{true: "drift proposal opened", false: "drift proposal rewritten"}[opening])
 	return nil
+}
+
+// deniedDrift judges the drift as if a person had proposed it: the kept
+// file planned against the fleet as the applied document has it. Merged, a
+// keep plans no call, so the policy would never see what it keeps; what a
+// deny rule breaks is not written. By kind and name, the rule's message.
+func (a *Agent) deniedDrift(ctx context.Context, kept []byte, made planned) map[string]string {
+	if a.cfg.PolicyPath == "" {
+		return nil
+	}
+	pol, _ := a.currentPolicy()
+	if pol == nil {
+		return nil
+	}
+	doc, errs := fleet.Validate(a.cfg.Path, kept)
+	if errs != nil {
+		return nil
+	}
+	base := applyInMemory(made.snap, made.Calls)
+	p := plan.Make(doc, base, plan.Options{Tenant: a.cfg.Tenant})
+	jctx, cancel := context.WithTimeout(ctx, PolicyDeadline)
+	defer cancel()
+	rep, _, _ := pol.Judge(jctx, a.policyInput(doc, kept, planned{Plan: p, snap: base}), policy.PlanCostBudget)
+	denied := map[string]string{}
+	for _, r := range rep.Rules {
+		if r.Verdict != plan.VerdictDeny {
+			continue
+		}
+		for _, h := range r.Matched {
+			key := string(h.Kind) + "\x00" + h.Name
+			if denied[key] == "" {
+				denied[key] = fmt.Sprintf("denied by the policy (rule %s: %s), were it proposed", r.Name, h.Message)
+			}
+		}
+	}
+	return denied
+}
+
+// withBlocked is p with the changes of denied blocked for their reasons.
+func withBlocked(p *plan.Plan, denied map[string]string) *plan.Plan {
+	cp := *p
+	cp.Changes = slices.Clone(p.Changes)
+	for i := range cp.Changes {
+		c := &cp.Changes[i]
+		if why := denied[string(c.Kind)+"\x00"+c.Name]; why != "" {
+			c.Blocked = strings.Join(slices.DeleteFunc([]string{c.Blocked, why}, func(s string) bool { return s == "" }), "; ")
+		}
+	}
+	return &cp
+}
+
+// applyInMemory is snap after calls, as an apply would store them: the
+// fleet as the applied document has it.
+func applyInMemory(snap *inventory.Snapshot, calls []plan.Call) *inventory.Snapshot {
+	objs := map[string]inventory.Object{}
+	var order []string
+	for _, o := range snap.All() {
+		objs[o.ID] = o.Clone()
+		order = append(order, o.ID)
+	}
+	for _, c := range calls {
+		_, op, _ := strings.Cut(c.Method, ".")
+		spec := map[string]any{}
+		for k, v := range c.Params {
+			if k != "id" {
+				spec[k] = inventory.CloneValue(v)
+			}
+		}
+		o, exists := objs[c.ID()]
+		switch {
+		case op == "delete" || op == "unoffer":
+			delete(objs, c.ID())
+		case op == "archive" && exists:
+			o.Archived = true
+			objs[c.ID()] = o
+		case op == "create" || !exists:
+			objs[c.ID()] = inventory.Object{Kind: c.Kind(), ID: c.ID(), Name: c.Name(), Spec: spec}
+			order = append(order, c.ID())
+		default: // update, set, offer
+			for k, v := range spec {
+				if v == nil {
+					delete(o.Spec, k)
+				} else {
+					o.Spec[k] = v
+				}
+			}
+			objs[c.ID()] = o
+		}
+	}
+	out := make([]inventory.Object, 0, len(objs))
+	for _, id := range order {
+		if o, ok := objs[id]; ok {
+			out = append(out, o)
+			delete(objs, id)
+		}
+	}
+	return inventory.NewSnapshot(out)
+}
+
+// editProposalText opens the pull request, or edits its text; without
+// GitHub the branch is the proposal and there is nothing to do.
+func (a *Agent) editProposalText(ctx context.Context, rec *DriftProposal, title, body string) {
+	if a.driftForge == nil {
+		return
+	}
+	fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
+	defer cancel()
+	var err error
+	if rec.PR == 0 {
+		rec.PR, err = a.driftForge.OpenPullRequest(fctx, rec.Branch, a.cfg.Branch, title, body)
+	} else {
+		err = a.driftForge.EditPullRequest(fctx, rec.PR, title, body)
+	}
+	if err != nil {
+		// The branch is pushed; the next check opens or edits again.
+		a.log.Warn().Err(err).Str("branch", rec.Branch).Msg("cannot open or edit the drift pull request; retried at the next drift check")
+	}
 }
 
 // endProposal closes the pull request (with a comment when the agent

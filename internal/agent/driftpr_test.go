@@ -8,7 +8,9 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -17,8 +19,14 @@ import (
 // bootstrap is proposed on a branch, then merged.
 func driftWorld(t *testing.T, revert bool) (*world, string, []byte) {
 	t.Helper()
+	return driftWorldOf(t, revert, "testdata/drift/fleet.json")
+}
+
+// driftWorldOf is driftWorld with another applied document.
+func driftWorldOf(t *testing.T, revert bool, path string) (*world, string, []byte) {
+	t.Helper()
 	w := newWorld(t, agent.Config{DriftPullRequests: true, RevertOnClose: revert, RequireReviewedPlan: true})
-	file, err := os.ReadFile("testdata/drift/fleet.json")
+	file, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,5 +246,163 @@ func TestDriftKeepThatWouldCallIsRefused(t *testing.T) {
 	}
 	if len(st.Refused) != 1 || st.Refused[0].Commit != rec.Head || !strings.Contains(st.Refused[0].Reason, "drift proposal") {
 		t.Fatalf("refused %+v, want the keep merge refused as a drift proposal that moved", st.Refused)
+	}
+}
+
+// A field the document leaves out has its default (document.md: "its
+// default when left out"; a field without one is absent), so a hand edit
+// that sets a template's userData or maxTtlSeconds is drift, and keeping
+// it writes the fields into the template.
+func TestDriftOfTemplateFieldsTheDocumentLeavesOut(t *testing.T) {
+	w, _, _ := driftWorldOf(t, false, "testdata/drift/template.json")
+	w.edit(t, inventory.SandboxTemplate, "py", map[string]any{"userData": "#cloud-config\n", "maxTtlSeconds": 7200})
+	rec := w.driftCheck(t)
+	if !w.drifted(t) {
+		t.Fatalf("a template edit of fields the document leaves out is not drift\n%s", w.log)
+	}
+	if rec == nil || rec.State != "open" || rec.Fields != 2 || rec.Unwritten != 0 {
+		t.Fatalf("drift proposal %+v, want 2 fields written", rec)
+	}
+	after := w.remo.Git(t, "show", rec.Head+":fleet.json")
+	doc, errs := fleet.Validate("proposal", []byte(after))
+	if errs != nil {
+		t.Fatalf("the proposal does not validate: %v\n%s", errs, after)
+	}
+	if tp := doc.SandboxTemplates[0]; tp.MaxTTLSeconds == nil || *tp.MaxTTLSeconds != 7200 || tp.UserData == nil || *tp.UserData != "#cloud-config\n" {
+		t.Fatalf("the proposal does not hold the edit:\n%s", after)
+	}
+	snap, err := w.store.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := plan.Make(doc, snap, plan.Options{}); !p.Empty() || p.Blocked() {
+		t.Fatalf("the proposal's document still plans %s", p.Summary.Counts())
+	}
+}
+
+// A dismissal is of the values that drifted: closing the proposal of
+// vcpu 24 keeps 24 unproposed, but a later edit to 12 is a new drift and
+// gets its own proposal.
+func TestDriftDismissalIsOfTheDriftedValues(t *testing.T) {
+	w, _, _ := driftWorld(t, false)
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	w.tick(t)
+	w.driftCheck(t)
+	w.remo.DeleteRef(t, "refs/heads/"+rec.Branch)
+	w.tick(t)
+	if rec2 := w.driftCheck(t); rec2.State != "closed" {
+		t.Fatalf("after close: %+v", rec2)
+	}
+	if rec3 := w.driftCheck(t); rec3.State != "closed" || w.branchExists(t, rec.Branch) {
+		t.Fatalf("the dismissed values were proposed again: %+v", rec3)
+	}
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 12})
+	rec4 := w.driftCheck(t)
+	if rec4.State != "open" || rec4.Branch == rec.Branch || !w.branchExists(t, rec4.Branch) {
+		t.Fatalf("a drift to another value was not proposed: %+v (dismissed %s)\n%s", rec4, rec.Branch, w.log)
+	}
+	if got := w.remo.Git(t, "show", rec4.Head+":fleet.json"); !strings.Contains(got, `"vcpu": 12`) {
+		t.Fatalf("the new proposal does not write vcpu 12:\n%s", got)
+	}
+}
+
+// A drift the plan blocks (a template's runtime is fixed once created) is
+// listed in the proposal as blocked, with its reason, and never written;
+// the rest of the drift is.
+func TestBlockedDriftIsListedInTheProposalNotWritten(t *testing.T) {
+	w, _, _ := driftWorldOf(t, false, "testdata/drift/template.json")
+	w.edit(t, inventory.SandboxTemplate, "py", map[string]any{"runtime": "kata"})
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	if rec == nil || rec.State != "open" || rec.Fields != 1 || rec.Unwritten != 1 {
+		t.Fatalf("drift proposal %+v, want 1 written and 1 not", rec)
+	}
+	if got := w.remo.Git(t, "show", rec.Head+":fleet.json"); strings.Contains(got, "kata") || !strings.Contains(got, `"vcpu": 24`) {
+		t.Fatalf("the proposal's file:\n%s", got)
+	}
+	st, err := agent.Status(w.store, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := st.Drift.Proposal
+	if p == nil || len(p.NotWritten) != 1 || !p.NotWritten[0].Blocked || p.NotWritten[0].Object != "sandboxTemplate py" ||
+		!strings.Contains(p.NotWritten[0].Reason, "runtime cannot change once created") {
+		t.Fatalf("status does not list the blocked drift: %+v", p)
+	}
+	if len(p.Values) != 1 || p.Values[0].Object != "flavor gpu-fra/h100x1" || p.Values[0].Field != "vcpu" ||
+		p.Values[0].Document != "16" || p.Values[0].Fleet != "24" || !strings.Contains(p.Values[0].Source, "ops@box (uid 1000)") {
+		t.Fatalf("status does not show the value written and its source: %+v", p.Values)
+	}
+}
+
+// A blocked drift that comes while a proposal is open changes no byte of
+// its file: the branch stays, and the description (status) lists it.
+func TestBlockedDriftJoiningAnOpenProposalIsListed(t *testing.T) {
+	w, _, _ := driftWorldOf(t, false, "testdata/drift/template.json")
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	if rec == nil || rec.State != "open" || len(rec.NotWritten) != 0 {
+		t.Fatalf("drift proposal %+v", rec)
+	}
+	w.edit(t, inventory.SandboxTemplate, "py", map[string]any{"runtime": "kata"})
+	rec2 := w.driftCheck(t)
+	if rec2.Head != rec.Head || rec2.Unwritten != 1 || len(rec2.NotWritten) != 1 || !rec2.NotWritten[0].Blocked {
+		t.Fatalf("after a blocked drift joined: %+v", rec2)
+	}
+}
+
+// A branch a person deletes before any poll listed it is a close too: a
+// poll that listed the refs after the push and did not find it says so.
+// A check with no such poll yet keeps the proposal open.
+func TestDriftBranchDeletedBeforeItWasSeenIsAClose(t *testing.T) {
+	w, _, _ := driftWorld(t, false)
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	if rec == nil || rec.State != "open" || rec.Seen {
+		t.Fatalf("drift proposal %+v", rec)
+	}
+	if rec2 := w.driftCheck(t); rec2.State != "open" {
+		t.Fatalf("closed with no poll since the push: %+v", rec2)
+	}
+	w.remo.DeleteRef(t, "refs/heads/"+rec.Branch)
+	w.clk.Advance(time.Second)
+	w.tick(t)
+	rec3 := w.driftCheck(t)
+	if rec3.State != "closed" || rec3.Dismissed == "" {
+		t.Fatalf("a branch deleted before it was seen is not a close: %+v\n%s", rec3, w.log)
+	}
+}
+
+// A drift the policy would deny, were it proposed, is not written either:
+// merged, a keep plans no call, so the policy would never see it. It is
+// listed as blocked, with the rule's message.
+func TestDriftThePolicyDeniesIsListedNotWritten(t *testing.T) {
+	w := newWorld(t, agent.Config{DriftPullRequests: true, RequireReviewedPlan: true, PolicyPath: "policy.yaml"})
+	file, err := os.ReadFile("testdata/drift/fleet.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.commit(t, "main", `{"version":1}`, "empty")
+	w.tick(t)
+	w.work.Write(t, "policy.yaml", "rules:\n  - {name: small-flavors, match: {kinds: [flavor]}, expression: \"change.after.vcpu > 20\", action: deny, message: \"'at most 20 vCPUs'\"}\n")
+	tip := w.commit(t, "boot", string(file), "bootstrap")
+	w.tick(t)
+	w.remo.UpdateRef(t, "refs/heads/main", tip)
+	w.tick(t)
+	if ap := w.applied(t); ap == nil || ap.Commit != tip {
+		t.Fatalf("not applied: %+v\n%s", ap, w.log)
+	}
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	w.edit(t, inventory.Pool, "gpu-fra", map[string]any{"policy": map[string]any{"disruptionBudget": 0.25, "maxNodes": 3}})
+	rec := w.driftCheck(t)
+	if rec == nil || rec.State != "open" || rec.Fields != 1 || len(rec.NotWritten) != 1 {
+		t.Fatalf("drift proposal %+v, want the pool's value written and the flavor's not\n%s", rec, w.log)
+	}
+	if got := w.remo.Git(t, "show", rec.Head+":fleet.json"); strings.Contains(got, `"vcpu": 24`) || !strings.Contains(got, `"maxNodes":3`) {
+		t.Fatalf("the proposal's file:\n%s", got)
+	}
+	if n := rec.NotWritten[0]; !n.Blocked || n.Object != "flavor gpu-fra/h100x1" || !strings.Contains(n.Reason, "at most 20 vCPUs") {
+		t.Fatalf("not written: %+v", n)
 	}
 }

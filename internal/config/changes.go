@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -26,7 +27,7 @@ func (c Change) String() string {
 	switch {
 	case c.Secret:
 		return c.Key + " changed"
-	case strings.HasPrefix(c.Key, "providers."):
+	case strings.HasPrefix(c.Key, "providers."), strings.HasPrefix(c.Key, "events."):
 		return c.Key + " changed"
 	}
 	show := func(s string) string {
@@ -46,8 +47,9 @@ func (c Change) NeedsRestart() bool {
 	case "tenant", "state", "socket", "socketGroup", "listen", "pprof", "exposeOps", "exposeInsecureJoin":
 		return true
 	}
-	// The join listener is set up once, as the ops listener is.
-	return strings.HasPrefix(c.Key, "providers.") || strings.HasPrefix(c.Key, "substrate.join.")
+	// The join listener is set up once, as the ops listener is, and so
+	// are the webhooks' queues and senders.
+	return strings.HasPrefix(c.Key, "providers.") || strings.HasPrefix(c.Key, "substrate.join.") || strings.HasPrefix(c.Key, "events.")
 }
 
 // Changes lists the keys whose values differ from old, sorted by key. A nil
@@ -68,7 +70,8 @@ func (c *Config) Changes(old *Config) []Change {
 			continue
 		}
 		ch := Change{Key: k, Secret: va.secret || vb.secret}
-		if !ch.Secret && !strings.HasPrefix(k, "providers.") {
+		// A provider block and a webhook's URL may hold credentials.
+		if !ch.Secret && !strings.HasPrefix(k, "providers.") && !strings.HasPrefix(k, "events.") {
 			ch.Old, ch.New = va.text, vb.text
 		}
 		out = append(out, ch)
@@ -166,6 +169,16 @@ func flatten(c *Config) map[string]flat {
 		put("substrate.join.tlsCert", j.TLSCert)
 		put("substrate.join.tlsKey", j.TLSKey)
 		put("substrate.join.insecure", strconv.FormatBool(j.Insecure))
+	}
+	if len(c.Events.Webhooks) > 0 {
+		// One key for the list: a receiver's place in it is no identity.
+		list := make([]any, len(c.Events.Webhooks))
+		for i, w := range c.Events.Webhooks {
+			list[i] = map[string]any{"url": w.URL, "secret": w.Secret, "events": w.Events, "format": w.Format}
+		}
+		if b, err := json.Marshal(list); err == nil {
+			m["events.webhooks"] = flat{text: string(b)}
+		}
 	}
 	for id, n := range c.Providers {
 		// Compared as re-encoded YAML: comments and layout do not count,

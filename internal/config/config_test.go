@@ -852,3 +852,29 @@ func TestSubstrate(t *testing.T) {
 		t.Errorf("changes: %v", restart)
 	}
 }
+
+// A change of events.webhooks is a change a reload sees (the agent sets
+// its receivers up once, so it needs a restart), logged without the URL,
+// which may be a credential.
+func TestChangesOfWebhooks(t *testing.T) {
+	const git = "git: { url: https://h/r }\n"
+	old := mustParse(t, git+"events:\n  webhooks:\n    - { url: https://hooks.example.com/T0K3N, secret: env://K }\n")
+	same := mustParse(t, git+"events: { webhooks: [ { secret: env://K, url: 'https://hooks.example.com/T0K3N' } ] }\n")
+	if ch := same.Changes(old); len(ch) != 0 {
+		t.Errorf("no change expected, got %v", ch)
+	}
+	for name, next := range map[string]*Config{
+		"format": mustParse(t, git+"events:\n  webhooks:\n    - { url: https://hooks.example.com/T0K3N, secret: env://K, format: slack }\n"),
+		"url":    mustParse(t, git+"events:\n  webhooks:\n    - { url: https://hooks.example.com/OTHER, secret: env://K }\n"),
+		"gone":   mustParse(t, git),
+	} {
+		ch := next.Changes(old)
+		if len(ch) != 1 || ch[0].Key != "events.webhooks" || !ch[0].NeedsRestart() {
+			t.Errorf("%s: changes %+v, want events.webhooks, needing a restart", name, ch)
+			continue
+		}
+		if s := ch[0].String(); strings.Contains(s, "T0K3N") || strings.Contains(s, "OTHER") || s != "events.webhooks changed" {
+			t.Errorf("%s: the change is logged as %q", name, s)
+		}
+	}
+}

@@ -44,12 +44,15 @@ type Field struct {
 	Source  string // who changed it, from the audit log
 }
 
-// Unwritten is a drift the document cannot express, with the reason.
+// Unwritten is a drift the proposal does not write, with the reason.
 type Unwritten struct {
 	Kind   inventory.Kind
 	Name   string
 	Reason string
 	Source string
+	// Blocked: the plan blocks the change, so the document must not say
+	// it (the rest could be written by a person).
+	Blocked bool
 }
 
 // Rewrite is the outcome of writing a drift into a file.
@@ -87,18 +90,20 @@ func Write(file []byte, p *plan.Plan, live *inventory.Snapshot, liveDoc []byte, 
 	for _, c := range p.Doing() {
 		src := source(audit, live, tenant, c.Kind, c.Name, "")
 		arr, ok := arrays[c.Kind]
+		// A blocked change is one no apply may make: written, the document
+		// would claim what the plan refuses, so it is listed whatever it is.
 		switch {
-		case c.Blocked != "" && c.Action != plan.Update:
-			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "the plan is blocked: " + c.Blocked, src})
+		case c.Blocked != "":
+			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "blocked: " + c.Blocked, src, true})
 			continue
 		case !ok:
-			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "this drift pull request writes fields of sites, provider accounts, pools, flavors and sandbox templates; write this " + string(c.Kind) + " into the document by hand", src})
+			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "this drift pull request writes fields of sites, provider accounts, pools, flavors and sandbox templates; write this " + string(c.Kind) + " into the document by hand", src, false})
 			continue
 		case c.Action == plan.Create:
-			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "the document holds this object but the fleet no longer does; removing it from the document is left to a person", src})
+			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "the document holds this object but the fleet no longer does; removing it from the document is left to a person", src, false})
 			continue
 		case c.Action == plan.Delete:
-			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "the fleet holds this object but the document does not; adding it is left to a person (fleet-agent export shows it)", src})
+			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "the fleet holds this object but the document does not; adding it is left to a person (fleet-agent export shows it)", src, false})
 			continue
 		case c.Action != plan.Update:
 			continue
@@ -106,7 +111,7 @@ func Write(file []byte, p *plan.Plan, live *inventory.Snapshot, liveDoc []byte, 
 		fi, fobj := find(fileTree, arr, c.Kind, c.Name)
 		_, lobj := find(liveTree, arr, c.Kind, c.Name)
 		if fobj == nil || lobj == nil {
-			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "the object cannot be found by name in " + arr + " of the file at the tip of the branch", src})
+			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "the object cannot be found by name in " + arr + " of the file at the tip of the branch", src, false})
 			continue
 		}
 		for _, f := range c.Fields {
@@ -270,7 +275,7 @@ func Body(rw *Rewrite, ch Choices) string {
 		b.WriteString("\n")
 	}
 	if len(rw.Unwritten) > 0 {
-		b.WriteString("Not written into the document:\n\n")
+		b.WriteString("Not written into the document (a blocked change never is):\n\n")
 		for _, u := range rw.Unwritten {
 			fmt.Fprintf(&b, "- %s `%s`: %s (%s)\n", u.Kind, cell(u.Name), u.Reason, row(u.Source))
 		}

@@ -134,3 +134,25 @@ func TestUnwrittenDriftIsListed(t *testing.T) {
 		t.Fatalf("body:\n%s", body)
 	}
 }
+
+// A blocked change is never written, even an update whose value the file
+// could hold: it is listed as blocked, with the plan's reason.
+func TestBlockedDriftIsListedNotWritten(t *testing.T) {
+	rw, _ := drifted(t,
+		apply.Edit{Kind: inventory.Pool, Name: "gpu-fra", Set: map[string]any{"sharing": "timeslice"}, Who: "ops@box (uid 1000)"},
+		apply.Edit{Kind: inventory.Flavor, Name: "gpu-fra/h100x1", Set: map[string]any{"vcpu": 24}, Who: "ops@box (uid 1000)"})
+	if bytes.Contains(rw.File, []byte(`"timeslice"`)) {
+		t.Fatalf("the blocked change was written:\n%s", rw.File)
+	}
+	if len(rw.Fields) != 1 || rw.Fields[0].Field != "vcpu" {
+		t.Fatalf("fields: %+v", rw.Fields)
+	}
+	if len(rw.Unwritten) != 1 || !rw.Unwritten[0].Blocked || rw.Unwritten[0].Name != "gpu-fra" ||
+		!strings.Contains(rw.Unwritten[0].Reason, "sharing cannot change once created") {
+		t.Fatalf("unwritten: %+v", rw.Unwritten)
+	}
+	body := driftpr.Body(rw, driftpr.Choices{Branch: "main"})
+	if !strings.Contains(body, "blocked") || !strings.Contains(body, "sharing cannot change once created") {
+		t.Fatalf("body:\n%s", body)
+	}
+}

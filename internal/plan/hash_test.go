@@ -176,3 +176,26 @@ func TestDriftHash(t *testing.T) {
 		t.Errorf("a call changes both hashes")
 	}
 }
+
+// A drift is what the fleet holds, not the calls that would undo it: two
+// hand edits of the same field to different values are two drifts, though
+// both plans set the document's value back.
+func TestDriftHashFollowsTheFleetsValues(t *testing.T) {
+	doc := docOf(t, parseJSON(t, baseDoc))
+	base := applied(t, doc, Options{})
+	drift := func(vcpu int64) *Plan {
+		objs := cloneObjects(base)
+		find(t, objs, inventory.Flavor, "vps/small").Spec["vcpu"] = vcpu
+		return Make(doc, inventory.NewSnapshot(objs), Options{})
+	}
+	a, b, again := drift(24), drift(12), drift(24)
+	if a.PlanHash != b.PlanHash {
+		t.Fatalf("both plans set vcpu back: planHash should be the same")
+	}
+	if a.DriftHash() == b.DriftHash() {
+		t.Errorf("vcpu 24 and vcpu 12 are the same drift")
+	}
+	if a.DriftHash() != again.DriftHash() {
+		t.Errorf("drift hash not stable")
+	}
+}

@@ -334,9 +334,12 @@ func TestUpdate(t *testing.T) {
 			setTo(pTpl+"/warm", obj(`{"min":0}`)), addTo("flavors", obj(`{"pool":"vps","name":"big","vcpu":8,"memoryGiB":16,"diskGiB":80}`)), setTo(pTpl+"/flavor", "big")),
 			want:    "+ flavor vps/big\n~ sandboxTemplate py (defaultTtlSeconds, env, flavor, imageId, maxTtlSeconds, network, userData, volumes, warm)\n" + counts(1, 1, 0, 10),
 			methods: []string{"flavors.create vps/big", "sandboxTemplates.update py"}},
-		{name: "template compares only listed fields", doc: edit(delAt(pTpl+"/runtime"), delAt(pTpl+"/userData"), delAt(pTpl+"/defaultTtlSeconds"),
+		{name: "template fields left out are none", doc: edit(delAt(pTpl+"/userData"), delAt(pTpl+"/defaultTtlSeconds"),
 			delAt(pTpl+"/maxTtlSeconds"), delAt(pTpl+"/warm"), delAt(pTpl+"/env"), delAt(pTpl+"/volumes")),
-			want: counts(0, 0, 0, 11), calls: []string{}},
+			want:  upd("sandboxTemplate", "py", "defaultTtlSeconds, env, maxTtlSeconds, userData, volumes, warm"),
+			calls: []string{`sandboxTemplates.update {"defaultTtlSeconds":null,"env":null,"id":"«sandboxTemplate py»","maxTtlSeconds":null,"userData":null,"volumes":null,"warm":null}`}},
+		{name: "template runtime left out is a change of runtime", doc: delAt(pTpl + "/runtime"),
+			want: "! sandboxTemplate py (runtime): runtime cannot change once created; create a new sandboxTemplate under another name instead\n" + counts(0, 0, 0, 10, 1), calls: []string{}},
 		{name: "template server-filled field is not drift", state: func(t testing.TB, objs []inventory.Object) []inventory.Object {
 			o := find(t, objs, inventory.SandboxTemplate, "py")
 			o.Spec["cpuShares"] = int64(512)

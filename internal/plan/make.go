@@ -40,15 +40,14 @@ const (
 
 // rule says what a kind may change.
 type rule struct {
-	kind       inventory.Kind
-	create     string
-	update     string
-	delete     string // "" when never deleted
-	updatable  []string
-	fixed      []string
-	onlyListed bool // compare only the fields the document lists
-	group      int  // group of its creates and updates
-	delGroup   int
+	kind      inventory.Kind
+	create    string
+	update    string
+	delete    string // "" when never deleted
+	updatable []string
+	fixed     []string
+	group     int // group of its creates and updates
+	delGroup  int
 }
 
 var rules = map[inventory.Kind]rule{
@@ -64,7 +63,7 @@ var rules = map[inventory.Kind]rule{
 		updatable: []string{"diskGiB", "gpus", "memoryGiB", "offerId", "placement", "vcpu"}, group: gFlavors, delGroup: gFlavorDeletes},
 	inventory.SandboxTemplate: {kind: inventory.SandboxTemplate, create: "sandboxTemplates.create", update: "sandboxTemplates.update", delete: "sandboxTemplates.delete",
 		updatable: []string{"defaultTtlSeconds", "env", "flavor", "imageId", "maxTtlSeconds", "network", "userData", "volumes", "warm"},
-		fixed:     []string{"pool", "runtime"}, onlyListed: true, group: gTemplates, delGroup: gTemplateDeletes},
+		fixed:     []string{"pool", "runtime"}, group: gTemplates, delGroup: gTemplateDeletes},
 }
 
 type entry struct {
@@ -222,14 +221,15 @@ func (p *planner) compare(k inventory.Kind, name, order string, want map[string]
 		e.call = &Call{Method: r.create, Params: params, kind: k, name: name}
 	} else {
 		var changed, fixed []string
+		// A field the document leaves out means its default, and a field
+		// without one means none (document.md), so a stored value the
+		// document does not list (a hand edit) is a difference too.
 		keys := map[string]bool{}
 		for f := range want {
 			keys[f] = true
 		}
-		if !r.onlyListed {
-			for f := range existing.Spec {
-				keys[f] = true
-			}
+		for f := range existing.Spec {
+			keys[f] = true
 		}
 		for f := range keys {
 			if equal(want[f], existing.Spec[f]) {
@@ -628,7 +628,35 @@ func (p *planner) finish() *Plan {
 		}
 	}
 	pl.PlanHash = hashCalls(pl.Calls)
+	pl.held = p.held()
 	return pl
+}
+
+// held is what the fleet holds where it differs from the document: the
+// stored values of an update's fields, the whole object a delete removes.
+// The calls set the document's values back, so they are the same for two
+// hand edits of one field to different values; this tells those apart.
+func (p *planner) held() []any {
+	var out []any
+	for _, e := range p.out {
+		c := e.change
+		if c.Action != Update && c.Action != Delete {
+			continue
+		}
+		o, ok := p.snap.ByName(c.Kind, c.Name)
+		if !ok {
+			continue
+		}
+		vals := map[string]any{}
+		if c.Action == Delete {
+			vals = o.Spec
+		}
+		for _, f := range c.Fields {
+			vals[f] = o.Spec[f]
+		}
+		out = append(out, []any{string(c.Kind), c.Name, vals})
+	}
+	return out
 }
 
 // noteRenames marks a delete and a create of the same kind whose specs agree

@@ -122,8 +122,9 @@ func flavorSpec(poolID string, f *fleet.Flavor) map[string]any {
 	return m
 }
 
-// templateSpec holds only what the document lists (and network, whose
-// default is filled): templates compare only those fields.
+// templateSpec holds what the document lists (and network, whose default
+// is filled); a field left out has no default and is absent, so a stored
+// value of it differs.
 func templateSpec(poolID string, t *fleet.SandboxTemplate) map[string]any {
 	m := map[string]any{"name": t.Name, "pool": poolID, "flavor": t.Flavor, "imageId": t.ImageID, "network": t.Network}
 	if t.Runtime != nil {

@@ -121,6 +121,10 @@ type Plan struct {
 	// It is not part of the planHash: the hash says what an apply does.
 	Policy *PolicyReport `json:"policy,omitempty"`
 
+	// held is what the fleet holds where it differs (planner.held), for
+	// DriftHash.
+	held []any
+
 	// opts are what the plan was made with (the live facts included), so
 	// Again can plan once more without calling out.
 	opts Options
@@ -142,8 +146,9 @@ func hashCalls(calls []Call) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// DriftHash tells drifts apart: the hash over the calls and the blocked
-// (kind, name, reason) list.
+// DriftHash tells drifts apart: the hash over the calls, the blocked
+// (kind, name, reason) list and the fleet's values where it differs from
+// the document, so that a drift to another value is another drift.
 func (p *Plan) DriftHash() string {
 	calls := make([]any, len(p.Calls))
 	for i, c := range p.Calls {
@@ -155,7 +160,7 @@ func (p *Plan) DriftHash() string {
 			blocked = append(blocked, []any{string(c.Kind), c.Name, c.Blocked})
 		}
 	}
-	sum := sha256.Sum256(canon.MustMarshal(map[string]any{"calls": calls, "blocked": blocked}))
+	sum := sha256.Sum256(canon.MustMarshal(map[string]any{"calls": calls, "blocked": blocked, "fleet": p.held}))
 	return hex.EncodeToString(sum[:])
 }
 
