@@ -138,8 +138,12 @@ type EtcdStats struct {
 	RequestErrors atomic.Int64
 	RequestNanos  atomic.Int64
 	FencedRefused atomic.Int64
-	Transitions   atomic.Int64
-	LargeCommits  atomic.Int64
+	// HoldLapses counts checks that found the hold lapsed while the term
+	// went on (no renewal answered for two thirds of the lease, then one
+	// did): each refused what it was asked.
+	HoldLapses   atomic.Int64
+	Transitions  atomic.Int64
+	LargeCommits atomic.Int64
 	// CampaignsResumed counts campaigns taken up again after a compaction
 	// cut their wait short.
 	CampaignsResumed atomic.Int64
@@ -216,6 +220,10 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Store, error) {
 		return nil, refusal.Wrap(refusal.Unavailable, err, "cannot read etcd at %s; check state.etcd.endpoints, its TLS and credentials", strings.Join(o.Endpoints, ","))
 	}
 	if !o.ReadOnly {
+		if err := be.refuseOthers(); err != nil {
+			cli.Close()
+			return nil, err
+		}
 		opts := Options{Now: o.Now, Installation: o.Installation}
 		// prepare is the one write made without leading: it only creates
 		// what an empty prefix lacks, and the head comparison makes two
@@ -244,6 +252,40 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// refuseOthers refuses, before anything is written, a prefix where making
+// a store would write over or under another's: keys under the prefix with
+// no store records (a store whose records were lost, or another program's:
+// making a new store there would give its clusters a second installation),
+// or a prefix inside another store's (that store's leader clears keys
+// under its own prefix, this store's among them).
+func (be *etcdBackend) refuseOthers() error {
+	meta := be.prefix + "/d/" + string(bucketMeta) + "/"
+	r, err := be.get(meta, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return err
+	}
+	if r.Count == 0 {
+		all, err := be.get(be.prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return err
+		}
+		if all.Count > 0 {
+			return refusal.New(refusal.InvalidState, "the etcd prefix %s holds %d keys but no fleet-agent store records: the store there lost its records, or the keys are another program's; nothing was written. Restore the store from a backup (fleet-agent state copy, docs/ha.md), or give state.etcd.prefix a prefix of its own", be.prefix, all.Count)
+		}
+	}
+	for a := be.prefix; strings.LastIndex(a, "/") > 0; {
+		a = a[:strings.LastIndex(a, "/")]
+		r, err := be.get(a+"/d/"+string(bucketMeta)+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return err
+		}
+		if r.Count > 0 {
+			return refusal.New(refusal.InvalidInput, "state.etcd.prefix %s is inside the prefix of another fleet-agent store (%s), whose leader clears keys under it; nothing was written. Give each fleet a prefix that neither contains nor is contained in another's, such as %s-2", be.prefix, a, a)
+		}
+	}
+	return nil
 }
 
 // Backend names the store's backend: "bbolt" or "etcd".
@@ -340,7 +382,7 @@ func (be *etcdBackend) get(key string, opts ...clientv3.OpOption) (*clientv3.Get
 	r, err := be.cli.Get(ctx, key, opts...)
 	be.observe(start, err)
 	if err != nil {
-		return nil, refusal.Wrap(refusal.Unavailable, err, "etcd read failed; check that a quorum of etcd members is up")
+		return nil, refusal.Wrap(refusal.Unavailable, err, "etcd read failed (a member that does not answer makes one request time out, and the next goes to another; a lost quorum fails them all): check that a quorum of etcd members is up")
 	}
 	return r, nil
 }

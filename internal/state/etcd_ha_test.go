@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/state/statetest"
 	"github.com/fleet-agent/fleet-agent/internal/testutil/etcdcluster"
@@ -358,6 +359,46 @@ func TestEtcdHoldCountsSuspendedTime(t *testing.T) {
 	}
 }
 
+// A hold that lapsed without the lease running out (no renewal answered for
+// two thirds of the lease: etcd electing a raft leader, a busy machine)
+// refuses while it is lapsed, and a renewal answered then revives it: etcd
+// renewed the lease after the renewal was sent, so no other agent can have
+// won. The term goes on; nothing is revoked.
+func TestEtcdLapsedHoldRevivedByARenewal(t *testing.T) {
+	o := statetest.EtcdOptions(t)
+	o.Lease = 3 * time.Second
+	var skew atomic.Int64
+	start := time.Now()
+	o.Clock = func() time.Duration { return time.Since(start) + time.Duration(skew.Load()) }
+	s := openEtcd(t, o)
+	l := lead(t, s)
+	ctx := state.WithTerm(context.Background(), l)
+	// The clock jumps past the hold (to five sixths of a lease after the
+	// latest renewal at most) but not past the lease.
+	skew.Store(int64(o.Lease * 5 / 6))
+	if err := s.FencedIn(ctx); !errors.Is(err, state.ErrNotLeader) {
+		t.Fatalf("with the hold lapsed: %v, want refused", err)
+	}
+	deadline := time.Now().Add(2 * o.Lease)
+	for s.FencedIn(ctx) != nil {
+		select {
+		case <-l.Lost():
+			t.Fatalf("the term ended: %s", l.Why())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no renewal revived the hold within two leases")
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval: renewals go every sixth of the lease
+	}
+	if n := s.EtcdStats().HoldLapses.Load(); n == 0 {
+		t.Error("the lapse was not counted")
+	}
+	if err := s.UpdateIn(ctx, func(tx *state.Tx) error { return tx.PutObject(pools(1, 1)[0], "") }); err != nil {
+		t.Fatalf("a write of the revived term: %v", err)
+	}
+}
+
 // An etcd member that hangs with its connections up (SIGSTOP) is left by
 // the leader's renewals in time: stopping each member of three in turn, for
 // two leases each, moves no leadership.
@@ -453,4 +494,59 @@ func raftElection(t *testing.T, c *etcdcluster.Cluster) time.Duration {
 	}
 	t.Fatal("no new raft leader within a minute")
 	return 0
+}
+
+// A prefix whose store lost its records (meta deleted by hand) is refused
+// at open, with nothing written: making a new store there would give the
+// fleet's clusters a second installation. So is a prefix inside another
+// store's, whose leader clears keys under its own prefix, and a prefix
+// that holds another store inside it.
+func TestEtcdRefusesAPrefixThatIsNotItsOwn(t *testing.T) {
+	c := etcdcluster.Start(t, etcdcluster.Options{Members: 1})
+	kv := c.Client(t)
+	opts := func(prefix string) state.EtcdOptions {
+		return state.EtcdOptions{Endpoints: c.Endpoints(), Prefix: prefix, Name: "a"}
+	}
+	s := openEtcd(t, opts("/fleet/prod"))
+	l := lead(t, s)
+	if err := s.UpdateIn(state.WithTerm(t.Context(), l), func(tx *state.Tx) error {
+		for _, o := range pools(3, 1) {
+			if err := tx.PutObject(o, ""); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	installation := s.Installation()
+	s.Close()
+
+	refused := func(what, prefix string, code refusal.Code, says string) {
+		t.Helper()
+		before, err := kv.Get(t.Context(), "/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = state.OpenEtcd(t.Context(), opts(prefix))
+		if refusal.CodeOf(err) != code || !strings.Contains(fmt.Sprint(err), says) {
+			t.Errorf("%s: %v, want %s saying %q", what, err, code, says)
+		}
+		after, _ := kv.Get(t.Context(), "/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if after.Header.Revision != before.Header.Revision {
+			t.Errorf("%s: the refused open wrote (revision %d -> %d)", what, before.Header.Revision, after.Header.Revision)
+		}
+	}
+	refused("nested", "/fleet/prod/p", refusal.InvalidInput, "inside the prefix of another fleet-agent store (/fleet/prod)")
+	refused("around", "/fleet", refusal.InvalidState, "no fleet-agent store records")
+	// A sibling is its own store.
+	openEtcd(t, opts("/fleet/prod2")).Close()
+
+	if _, err := kv.Delete(t.Context(), "/fleet/prod/d/meta/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	refused("records lost", "/fleet/prod", refusal.InvalidState, "holds")
+	if r, _ := kv.Get(t.Context(), "/fleet/prod/d/meta/", clientv3.WithPrefix(), clientv3.WithCountOnly()); r.Count != 0 {
+		t.Errorf("a store was made over the one that lost its records (installation was %s)", installation)
+	}
 }

@@ -285,16 +285,15 @@ func (be *etcdBackend) finishPending(l *Leadership) error {
 	return nil
 }
 
-// renewed records a renewal sent at a time on be.clock: the hold is good
-// for two thirds of the lease from then. A hold that lapsed before the
-// renewal's answer came is not revived: the term ended when it lapsed.
+// renewed records a renewal sent at a time on be.clock and answered: the
+// hold is good for two thirds of the lease from then. A renewal answered
+// after the hold lapsed revives it: etcd renewed the lease when it got the
+// request, after it was sent, so the lease (and the election key with it)
+// outlives the hold counted from the sending, and no other agent can have
+// won meanwhile. A hold that lapsed refused every side effect while it
+// was lapsed; the term goes on.
 func (l *Leadership) renewed(sent time.Duration) {
 	l.mu.Lock()
-	if l.validUntil != 0 && l.be.clock() >= l.validUntil {
-		l.mu.Unlock()
-		l.lose("no lease renewal came in time: the hold lapsed")
-		return
-	}
 	if u := sent + l.be.lease*2/3; u > l.validUntil {
 		l.validUntil = u
 	}
@@ -396,7 +395,7 @@ func (l *Leadership) watch(ctx context.Context, from int64) {
 // which can be held up by an etcd that does not answer (opening a watch
 // waits on the client's stream): the end of a hold never waits for etcd.
 func (l *Leadership) expire(ctx context.Context) {
-	t := time.NewTimer(l.untilNow())
+	t := time.NewTimer(l.untilNow() + l.be.lease/3)
 	defer t.Stop()
 	for {
 		select {
@@ -405,10 +404,13 @@ func (l *Leadership) expire(ctx context.Context) {
 		case <-l.lost:
 			return
 		case <-t.C:
-			if !l.valid() { // valid ends the term when the hold lapsed
+			l.valid() // ends the term once the lease may have run out
+			select {
+			case <-l.lost:
 				return
+			default:
 			}
-			t.Reset(l.untilNow() + time.Millisecond)
+			t.Reset(max(l.untilNow()+l.be.lease/3, 0) + time.Millisecond)
 		}
 	}
 }
@@ -420,8 +422,10 @@ func (l *Leadership) untilNow() time.Duration {
 	return l.validUntil - l.be.clock()
 }
 
-// valid reports whether the hold is good now. A hold found lapsed ends
-// the term there and then (a renewal answered later does not revive it).
+// valid reports whether the hold is good now. A lapsed hold refuses, and
+// ends the term once the lease itself may have run out at etcd (a lease
+// from the latest renewal answered): until then a renewal answered late
+// (etcd electing a new raft leader, a busy machine) revives it.
 func (l *Leadership) valid() bool {
 	l.mu.Lock()
 	select {
@@ -430,12 +434,22 @@ func (l *Leadership) valid() bool {
 		return false
 	default:
 	}
-	if l.be == nil || l.be.clock() < l.validUntil {
+	if l.be == nil {
 		l.mu.Unlock()
 		return true
 	}
+	now := l.be.clock()
+	if now < l.validUntil {
+		l.mu.Unlock()
+		return true
+	}
+	if now < l.validUntil+l.be.lease/3 {
+		l.mu.Unlock()
+		l.be.stats.HoldLapses.Add(1)
+		return false
+	}
 	l.mu.Unlock()
-	l.lose("no lease renewal came in time: the hold lapsed")
+	l.lose("no lease renewal came in time: the lease may have run out at etcd")
 	return false
 }
 
