@@ -151,6 +151,10 @@ type addFunc func(check, code string, sev doctor.Severity, found, do string)
 func (a *app) doctorState(cfg *config.Config, add addFunc) *state.Store {
 	if cfg.StateBackend == config.BackendEtcd && a.stateFile(cfg) == cfg.State {
 		s, err := a.openRead(context.Background(), cfg)
+		if errors.Is(err, state.ErrNoStoreYet) {
+			add("state", "state-missing", doctor.Note, "no fleet is recorded under the etcd prefix "+cfg.Etcd.Prefix+" yet", "fleet-agent run creates it; check state.etcd.prefix if a fleet should be there")
+			return nil
+		}
 		if err != nil {
 			add("state", "etcd-unreachable", doctor.Fail, "the store on etcd ("+strings.Join(cfg.Etcd.Endpoints, ",")+cfg.Etcd.Prefix+") cannot be read: "+refusal.Text(err),
 				"check that a quorum of the etcd members is up and that state.etcd's endpoints, TLS files and credentials are right (docs/ha.md)")

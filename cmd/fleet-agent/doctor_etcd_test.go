@@ -38,6 +38,10 @@ func TestDoctorOnEtcd(t *testing.T) {
 		return got
 	}
 	cfg := write(opts.Endpoints[0])
+	// Before any agent made the store: nothing recorded yet, not a failure.
+	if got := findings(cfg); !strings.Contains(got["state-missing"], "no fleet is recorded under the etcd prefix") || got["etcd-unreachable"] != "" {
+		t.Fatalf("an empty prefix: %v", got)
+	}
 	s, err := state.OpenEtcd(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -247,12 +247,27 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Store, error) {
 			return nil, refusal.Wrap(refusal.InvalidState, perr, "cannot prepare the store at %s", s.path)
 		}
 	}
+	if o.ReadOnly {
+		// A reader of a prefix no agent has opened yet is told so, not
+		// that the store is damaged: the first agent makes it.
+		r, err := be.get(be.prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err == nil && r.Count == 0 {
+			cli.Close()
+			rf := refusal.New(refusal.InvalidState, "no fleet is recorded under the etcd prefix %s yet: the first fleet-agent run that opens it makes the store", be.prefix)
+			rf.Err = ErrNoStoreYet
+			return nil, rf
+		}
+	}
 	if err := s.checkFormat(); err != nil {
 		cli.Close()
 		return nil, err
 	}
 	return s, nil
 }
+
+// ErrNoStoreYet is the cause of a read-only open of an etcd prefix that
+// holds nothing: no agent made a store there yet.
+var ErrNoStoreYet = errors.New("no store under the prefix yet")
 
 // refuseOthers refuses, before anything is written, a prefix where making
 // a store would write over or under another's: keys under the prefix with

@@ -205,21 +205,30 @@ func (be *etcdBackend) campaign(ctx context.Context) (*Leadership, error) {
 		l.lose("the lease lapsed while campaigning")
 		return nil, be.notLeader()
 	}
+	go l.watch(lctx, from)
+	go l.expire(lctx)
+	// A commit a previous leader made visible but did not finish is
+	// finished first, so nothing is written over it. The store answers as
+	// the leader (Leading, the leader metric) only once that is done: an
+	// agent that won the key but cannot finish (etcd too slow) never said
+	// it led.
+	if err := be.finishPending(l); err != nil {
+		l.lose("cannot finish the previous leader's commit: " + err.Error())
+		return nil, err
+	}
 	be.mu.Lock()
+	select {
+	case <-l.lost:
+		be.mu.Unlock()
+		return nil, refusal.New(refusal.Unavailable, "the leadership was lost as it began (%s); check that a quorum of etcd members is up", l.Why())
+	default:
+	}
 	l.mu.Lock()
 	l.wonAt = be.clock()
 	l.mu.Unlock()
 	be.lead = l
 	be.mu.Unlock()
 	be.stats.Transitions.Add(1)
-	go l.watch(lctx, from)
-	go l.expire(lctx)
-	// A commit a previous leader made visible but did not finish is
-	// finished first, so nothing is written over it.
-	if err := be.finishPending(l); err != nil {
-		l.lose("cannot finish the previous leader's commit: " + err.Error())
-		return nil, err
-	}
 	return l, nil
 }
 
