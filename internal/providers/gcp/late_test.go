@@ -272,3 +272,24 @@ func TestLateResizeLands(t *testing.T) {
 		t.Errorf("after the document's size again: %d nodes", n)
 	}
 }
+
+// TestRevokeWritesNothingAtGKE: RevokeAccess sends GKE one read, whether
+// there is anything to revoke or not, so a late one changes nothing there;
+// what it removes inside the cluster goes through the cluster's own API.
+func TestRevokeWritesNothingAtGKE(t *testing.T) {
+	r := &revoker{}
+	v := newEnv(t, envOpts{emu: func(o *gkeemu.Options) { o.Steps = gkeemu.Synchronous }, options: []gcp.Option{gcp.WithInClusterRevoker(r)}})
+	c := v.ready(t, clusterSpec("fa-late-revoke"))
+	for i := range 2 {
+		before := v.emu.Mark()
+		if err := v.ad.RevokeAccess(t.Context(), v.acct, c.Ref); err != nil {
+			t.Fatalf("revoke %d: %v", i+1, err)
+		}
+		if all, gets := v.emu.CountSince(before, ""), v.emu.CountSince(before, "container.projects.locations.clusters.get"); all != 1 || gets != 1 {
+			t.Errorf("revoke %d sent %d requests to GKE, %d of them clusters.get; want the one read", i+1, all, gets)
+		}
+	}
+	if len(r.creds) != 2 {
+		t.Errorf("the in-cluster part ran %d times, want 2", len(r.creds))
+	}
+}
