@@ -79,8 +79,8 @@ func (v *env) oldLeader(t *testing.T, p *pause) *gcp.Adapter {
 // late runs call as the old leader. Once its request is held, the term
 // ends (the fence refuses every request the call makes after it) and
 // moveOn does what the new leader does; then the held request reaches GKE.
-// It returns the call's error and the status of the late request.
-func late(t *testing.T, p *pause, call func(context.Context) error, moveOn func()) (error, int) {
+// It returns the status of the late request.
+func late(t *testing.T, p *pause, call func(context.Context) error, moveOn func()) int {
 	t.Helper()
 	var ended atomic.Bool
 	ctx := providers.WithFence(t.Context(), func() error {
@@ -99,8 +99,8 @@ func late(t *testing.T, p *pause, call func(context.Context) error, moveOn func(
 	ended.Store(true)
 	moveOn()
 	p.let()
-	err := <-done
-	return err, p.status
+	<-done
+	return p.status
 }
 
 func syncEnv(t *testing.T) *env {
@@ -115,7 +115,7 @@ func TestLateCreateRefused(t *testing.T) {
 	p := newPause(t, http.MethodPost, "/clusters")
 	old := v.oldLeader(t, p)
 	var c providers.Cluster
-	_, status := late(t, p, func(ctx context.Context) error {
+	status := late(t, p, func(ctx context.Context) error {
 		_, err := old.EnsureCluster(ctx, v.acct, spec)
 		return err
 	}, func() { c = v.ready(t, spec) })
@@ -132,7 +132,7 @@ func TestLateCreateRefused(t *testing.T) {
 	pool := cpuPool("fa-aaaaaa-cpu")
 	p = newPause(t, http.MethodPost, "/nodePools")
 	old = v.oldLeader(t, p)
-	_, status = late(t, p, func(ctx context.Context) error {
+	status = late(t, p, func(ctx context.Context) error {
 		_, err := old.EnsureNodePool(ctx, v.acct, c.Ref, pool)
 		return err
 	}, func() { v.readyPool(t, c.Ref, pool) })
@@ -164,7 +164,7 @@ func TestLateLabelsRefused(t *testing.T) {
 
 	p := newPause(t, http.MethodPut, "/nodePools/"+pool.Name)
 	old := v.oldLeader(t, p)
-	_, status := late(t, p, func(ctx context.Context) error {
+	status := late(t, p, func(ctx context.Context) error {
 		_, err := old.EnsureNodePool(ctx, v.acct, c.Ref, with("old"))
 		return err
 	}, func() {
@@ -186,7 +186,7 @@ func TestLateLabelsRefused(t *testing.T) {
 	}
 	p = newPause(t, http.MethodPost, ":setResourceLabels")
 	old = v.oldLeader(t, p)
-	_, status = late(t, p, func(ctx context.Context) error {
+	status = late(t, p, func(ctx context.Context) error {
 		_, err := old.EnsureCluster(ctx, v.acct, labelled("old"))
 		return err
 	}, func() {
@@ -216,7 +216,7 @@ func TestLateUpgradeRefused(t *testing.T) {
 	}
 	p := newPause(t, http.MethodPut, "/clusters/"+spec.Name)
 	old := v.oldLeader(t, p)
-	_, status := late(t, p, func(ctx context.Context) error {
+	status := late(t, p, func(ctx context.Context) error {
 		_, err := old.EnsureCluster(ctx, v.acct, to("1.34"))
 		return err
 	}, func() { v.ready(t, to("1.35")) })
@@ -248,7 +248,7 @@ func TestLateResizeLands(t *testing.T) {
 	}
 	p := newPause(t, http.MethodPost, ":setSize")
 	old := v.oldLeader(t, p)
-	_, status := late(t, p, func(ctx context.Context) error {
+	status := late(t, p, func(ctx context.Context) error {
 		_, err := old.ResizeNodePool(ctx, v.acct, c.Ref, pool.Name, providers.Size{NodeCount: 3})
 		return err
 	}, func() {
