@@ -373,11 +373,19 @@ func TestEtcdLapsedHoldRevivedByARenewal(t *testing.T) {
 	s := openEtcd(t, o)
 	l := lead(t, s)
 	ctx := state.WithTerm(context.Background(), l)
-	// The clock jumps past the hold (to five sixths of a lease after the
-	// latest renewal at most) but not past the lease.
-	skew.Store(int64(o.Lease * 5 / 6))
-	if err := s.FencedIn(ctx); !errors.Is(err, state.ErrNotLeader) {
-		t.Fatalf("with the hold lapsed: %v, want refused", err)
+	// The clock jumps just past the hold, a third of a lease short of
+	// where the lease may have run out. (A renewal sent after the jump and
+	// answered before the check revives the hold at once: then jump again.)
+	refused := false
+	for range 5 {
+		skew.Add(int64(state.HeldUntil(l) - o.Clock() + time.Millisecond))
+		if err := s.FencedIn(ctx); errors.Is(err, state.ErrNotLeader) {
+			refused = true
+			break
+		}
+	}
+	if !refused {
+		t.Fatal("with the hold lapsed, the fence did not refuse")
 	}
 	deadline := time.Now().Add(2 * o.Lease)
 	for s.FencedIn(ctx) != nil {
@@ -421,13 +429,17 @@ func TestEtcdHungMemberMovesNoLeadership(t *testing.T) {
 		if err := c.Pause(i); err != nil {
 			t.Fatal(err)
 		}
-		// Two leases: long enough for a hold that depended on the stopped
-		// member to lapse (two thirds of one).
+		// Five sixths of a lease: longer than the hold (two thirds of one),
+		// so a hold that depended on the stopped member would lapse, and
+		// shorter than the lease, since a stopped raft leader continued
+		// after a whole lease may revoke the leases that expired on its own
+		// stale clock before it learns it was replaced (etcd's behaviour,
+		// which docs/ha.md states; no client can prevent it).
 		select {
 		case <-l.Lost():
 			_ = c.Resume(i)
 			t.Fatalf("member %d stopped: the leadership was lost: %s", i, l.Why())
-		case <-time.After(2 * o.Lease):
+		case <-time.After(o.Lease * 5 / 6):
 		}
 		if err := c.Resume(i); err != nil {
 			t.Fatal(err)
