@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,12 +45,12 @@ type world struct {
 	clk   *clock.Fake
 	repo  *gitsync.Repo
 	agent *agent.Agent
-	log   *strings.Builder
+	log   *lockedLog
 }
 
 func newWorld(t *testing.T, cfg agent.Config) *world {
 	t.Helper()
-	w := &world{srv: gitserver.Start(t), clk: clock.NewFake(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)), log: &strings.Builder{}}
+	w := &world{srv: gitserver.Start(t), clk: clock.NewFake(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)), log: &lockedLog{}}
 	w.remo = w.srv.NewRepo(t, "fleet")
 	w.work = w.remo.Clone(t)
 	w.store = statetest.Open(t)
@@ -252,4 +253,23 @@ func TestHousekeepingDropsOldRecords(t *testing.T) {
 		t.Fatalf("%d refusals; want only the new tip's", count("refused"))
 	}
 	_ = boot
+}
+
+// lockedLog is the agent's log in a test: the loop and the proposed
+// policies' worker write it at once.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
