@@ -87,7 +87,7 @@ func New(box *Outbox) *Metrics {
 	m.durations = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fleet_agent_duration_seconds", Help: "Durations of polls, plans and applies.",
 		Buckets: []float64{0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}}, []string{"op"})
 	m.journalOps = f("substrate_journal_operations_total", "Transitions of the substrate journal's provider operations, by step and result (sent, accepted, verifying, retried, deferred, succeeded, failed, abandoned).", "step", "result")
-	m.sweep = f("substrate_sweep_decisions_total", "Decisions of the substrate discovery sweep (adopted, orphan, reported, foreign, ghost, nodePoolOrphan, nodePoolGhost, error); foreign also counts a pass leaving another installation's cluster alone.", "decision")
+	m.sweep = f("substrate_sweep_decisions_total", "Decisions of the substrate discovery sweep (adopted, orphan, reported, foreign, ghost, nodePoolOrphan, nodePoolGhost, moved, error); foreign also counts a pass leaving another installation's cluster alone.", "decision")
 	m.passErrors = f("substrate_pass_errors_total", "Substrate passes that failed before they finished (a state file error, a damaged record), by pool; each is also the substrate's status message.", "pool")
 	m.substrates = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_substrates", Help: "Substrates by state."}, []string{"state"})
 	m.substrateNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleet_agent_substrate_nodes", Help: "A substrate's Kubernetes Nodes, joined (true) or waiting to join (false)."}, []string{"pool", "joined"})

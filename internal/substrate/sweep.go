@@ -35,6 +35,10 @@ type SweepReport struct {
 	// state file using the same account): logged, counted and, when a pool
 	// of the same id is recorded here, said in its status; never touched.
 	Foreign int
+	// Moved: our node pools whose size or labels differ from the
+	// document's (set at the provider by hand, or by a late request of a
+	// leader whose term ended); their substrate's next pass is a full one.
+	Moved int
 	// Errors: listings that failed (tried again at the next sweep).
 	Errors int
 }
@@ -157,10 +161,13 @@ func (r *Reconciler) Sweep(ctx context.Context) (SweepReport, error) {
 			for range n.reported {
 				decide("reported", &rep.Reported)
 			}
+			for range n.moved {
+				decide("moved", &rep.Moved)
+			}
 		}
 	}
 	r.log.Info().Int("listed", rep.Listed).Int("adopted", rep.Adopted).Int("orphans", rep.Orphans).Int("reported", rep.Reported).
-		Int("foreign", rep.Foreign).Int("ghosts", rep.Ghosts).Int("nodePoolOrphans", rep.NodePoolOrphans).Int("errors", rep.Errors).Msg("substrate sweep: done")
+		Int("foreign", rep.Foreign).Int("ghosts", rep.Ghosts).Int("nodePoolOrphans", rep.NodePoolOrphans).Int("moved", rep.Moved).Int("errors", rep.Errors).Msg("substrate sweep: done")
 	return rep, r.alive()
 }
 
@@ -274,7 +281,7 @@ func (r *Reconciler) sweepCluster(ctx context.Context, prov Provider, acct provi
 	return decision, nil
 }
 
-type recordedFindings struct{ ghosts, orphans, reported int }
+type recordedFindings struct{ ghosts, orphans, reported, moved int }
 
 // sweepRecorded looks for a substrate's recorded cluster and node pools at
 // the provider; what is missing or extra makes its next pass a full one.
@@ -327,9 +334,11 @@ func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct prov
 	}
 	have := map[string]bool{}
 	wanted := map[string]bool{}
+	specs := map[string]providers.NodePoolSpec{}
 	o := r.ownerOf(rec.Want)
 	for _, fl := range rec.Want.Spec.Flavors {
 		wanted[o.NodePoolName(fl.Name)] = true
+		specs[o.NodePoolName(fl.Name)] = nodePoolSpec(o, fl)
 	}
 	for _, np := range pools {
 		have[np.Name] = true
@@ -346,6 +355,13 @@ func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct prov
 			f.reported++
 			r.log.Warn().Str("pool", rec.Want.Pool).Str("nodePool", np.Name).Str("label", label).
 				Msg("substrate sweep: a node pool in this substrate's cluster carries another pool's label; left alone")
+		case o.Owns(np.Labels) && wanted[np.Name] && np.Status == providers.NodePoolRunning &&
+			(!sizeMatches(np.Size, specs[np.Name].Size) || !labelsHold(np.Labels, specs[np.Name].Labels)):
+			// A size or labels set at the provider (by hand, or by a
+			// leader whose term ended, its request late): the next pass is
+			// a full one and sets the document's again.
+			f.moved++
+			log.Str("nodePool", np.Name).Int("nodes", np.NodeCount).Msg("substrate sweep: a node pool of ours differs from the document in size or labels; its next pass sets them again")
 		}
 	}
 	for _, np := range s.NodePools {
@@ -354,10 +370,10 @@ func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct prov
 			r.log.Warn().Str("pool", rec.Want.Pool).Str("nodePool", np.Name).Msg("substrate sweep: a recorded node pool is gone at the provider")
 		}
 	}
-	if f.ghosts+f.orphans > 0 {
+	if f.ghosts+f.orphans+f.moved > 0 {
 		doubt()
 	}
-	r.markPools(rec, shown.NodePoolsRevision, f.ghosts+f.orphans+f.reported == 0)
+	r.markPools(rec, shown.NodePoolsRevision, f.ghosts+f.orphans+f.reported+f.moved == 0)
 	return f, nil
 }
 
