@@ -8,8 +8,9 @@ import (
 // The cases are the waits each retrying part produced before it used this
 // package, with its own base and cap: the substrate journal (5 s to 5 min
 // after a transient failure, 5 min to 6 h after a refusal), the outbox and
-// webhook deliveries (2 s to 5 min), the repository poll (5 s to 5 min) and
-// the node daemon (1 s to 60 s, drawn in the upper half).
+// webhook deliveries (2 s to 5 min), the repository poll (5 s to 5 min), a
+// campaign for the leadership on etcd (1 s to 30 s) and the node daemon
+// (1 s to 60 s, drawn in the upper half).
 func TestWait(t *testing.T) {
 	const (
 		s = time.Second
@@ -40,6 +41,9 @@ func TestWait(t *testing.T) {
 		{"outbox 8", 8, 2 * s, 5 * m, 256 * s, nil},
 		{"outbox 9 is capped", 9, 2 * s, 5 * m, 5 * m, nil},
 		{"outbox 20", 20, 2 * s, 5 * m, 5 * m, nil},
+		{"campaign 1", 1, s, 30 * s, s, nil},
+		{"campaign 5", 5, s, 30 * s, 16 * s, nil},
+		{"campaign 6 is capped", 6, s, 30 * s, 30 * s, nil},
 		{"a huge count does not overflow", 1 << 40, 2 * s, 5 * m, 5 * m, nil},
 		{"base above the cap is the cap", 1, 10 * m, 5 * m, 5 * m, nil},
 		{"base equal to the cap", 3, 5 * m, 5 * m, 5 * m, nil},
