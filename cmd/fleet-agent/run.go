@@ -149,30 +149,12 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	log.Info().Str("repository", redactURL(cfg.Git.URL)).Str("branch", cfg.Git.Branch).Str("state", store.Path()).
 		Str("socket", cfg.Socket).Str("listen", ls.ops.Addr().String()).Bool("github", cfg.GitHub != nil).Msg("fleet-agent running")
 
-	t := &term{cfg: cfg, log: log, ag: ag, box: gh.box, evd: evd, rec: rec, joins: joins}
+	t := &term{cfg: cfg, log: log, ag: ag, box: gh.box, evd: evd, rec: rec, joins: joins, joinPort: ls.join}
 	var runErr error
 	if store.Backend() != "etcd" {
-		runErr = t.run(ctx, ls.join)
+		runErr = t.run(ctx)
 	} else {
-		// On etcd only the leader serves the join listener (docs/ha.md): it
-		// was opened to check the address, and is opened again for each
-		// term of leadership.
-		joinAddr := ""
-		if ls.join != nil {
-			joinAddr = ls.join.Addr().String()
-			ls.join.Close()
-		}
-		runErr = a.lead(ctx, store, log, func(tctx context.Context) error {
-			var ln net.Listener
-			if joinAddr != "" {
-				var err error
-				if ln, err = net.Listen("tcp", joinAddr); err != nil {
-					return refusal.Wrap(refusal.InvalidState, err, "cannot listen on %s (substrate.join.listen)", joinAddr)
-				}
-				defer ln.Close()
-			}
-			return t.run(tctx, ln)
-		})
+		runErr = a.lead(ctx, store, log, t.run)
 	}
 	notify.stopping()
 	log.Info().Msg("stopping: the current step is finished")
@@ -256,11 +238,14 @@ func agentMetrics(store *state.Store, box *outbox.Outbox) *metrics.Metrics {
 }
 
 // listeners are the agent's TCP listeners: the ops listener, and the join
-// listener with substrate.join. Both are bound before the agent says it
-// runs, so a port taken fails the start.
+// listener's port with substrate.join. Both are bound before the agent says
+// it runs, so a port taken fails the start, and for the life of the
+// process: a standby on etcd keeps the join port bound and refusing
+// connections (join.Port) rather than letting another process take it
+// between two terms (docs/ha.md).
 type listeners struct {
 	ops  net.Listener
-	join net.Listener // nil without substrate.join
+	join *join.Port // nil without substrate.join
 	// warnings are the exposure warnings, for status.
 	warnings []string
 }
@@ -271,11 +256,11 @@ type listeners struct {
 func openListeners(cfg *config.Config, log zerolog.Logger, m *metrics.Metrics) (*listeners, error) {
 	ls := &listeners{}
 	if cfg.Substrate.Join != nil {
-		ln, err := net.Listen("tcp", cfg.Substrate.Join.Listen)
+		p, err := join.BindPort(cfg.Substrate.Join.Listen)
 		if err != nil {
 			return nil, refusal.Wrap(refusal.InvalidState, err, "cannot listen on %s (substrate.join.listen)", cfg.Substrate.Join.Listen)
 		}
-		ls.join = ln
+		ls.join = p
 	}
 	ops, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -388,18 +373,27 @@ func (s *servers) shutdown(stop context.CancelFunc, box *outbox.Outbox) {
 // this agent leads (lead), and a standby serves the socket, the page and
 // the metrics from the store meanwhile.
 type term struct {
-	cfg   *config.Config
-	log   zerolog.Logger
-	ag    *agent.Agent
-	box   *outbox.Outbox      // nil without GitHub
-	evd   *webhooks.Deliverer // nil without webhooks
-	rec   *substrate.Reconciler
-	joins *join.Store
+	cfg      *config.Config
+	log      zerolog.Logger
+	ag       *agent.Agent
+	box      *outbox.Outbox      // nil without GitHub
+	evd      *webhooks.Deliverer // nil without webhooks
+	rec      *substrate.Reconciler
+	joins    *join.Store
+	joinPort *join.Port // nil without substrate.join
 }
 
-// run runs one term until ctx ends or the loop stops, serving the join
-// listener on joinLn when it is set.
-func (t *term) run(ctx context.Context, joinLn net.Listener) error {
+// run runs one term until ctx ends or the loop stops.
+func (t *term) run(ctx context.Context) error {
+	// The join port listens first: a term that cannot open it starts nothing.
+	var joinLn net.Listener
+	if t.joinPort != nil {
+		ln, err := t.joinPort.Open()
+		if err != nil {
+			return refusal.Wrap(refusal.InvalidState, err, "cannot listen on %s (substrate.join.listen)", t.joinPort.Addr())
+		}
+		joinLn = ln
+	}
 	var wg sync.WaitGroup
 	if t.box != nil {
 		wg.Go(func() { _ = t.box.Run(ctx) })
@@ -413,6 +407,7 @@ func (t *term) run(ctx context.Context, joinLn net.Listener) error {
 		jl := join.NewListener(join.ListenerOptions{Store: t.joins, Log: t.log.With().Str("room", "join").Logger()})
 		jcfg := *t.cfg.Substrate.Join
 		wg.Go(func() {
+			defer joinLn.Close() // stops listening; the port stays bound
 			if err := jl.ServeOn(ctx, joinLn, jcfg); err != nil && ctx.Err() == nil {
 				t.log.Error().Err(err).Msg("the join listener stopped")
 			}
