@@ -30,11 +30,11 @@ var (
 		what: "without TLS (substrate.join.insecure: true): join tokens and node keys cross the network in clear"}
 )
 
-// checkExposed checks where l serves. Loopback serves only this host; an
-// unspecified address (0.0.0.0, [::], or no host) or any other address
-// serves the network.
-func checkExposed(l net.Listener, w exposedWhat, optedIn bool) (*exposure, error) {
-	addr, ok := l.Addr().(*net.TCPAddr)
+// checkExposed checks where a listener bound to bound serves. Loopback
+// serves only this host; an unspecified address (0.0.0.0, [::], or no host)
+// or any other address serves the network.
+func checkExposed(bound net.Addr, w exposedWhat, optedIn bool) (*exposure, error) {
+	addr, ok := bound.(*net.TCPAddr)
 	if !ok || addr.IP.IsLoopback() {
 		return nil, nil
 	}

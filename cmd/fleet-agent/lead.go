@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/fleet-agent/fleet-agent/internal/backoff"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -17,7 +18,7 @@ import (
 // provider call and post asks the store first (state.Store.Fenced), so a
 // term that runs on after its leadership ended changes nothing.
 func (a *app) lead(ctx context.Context, store *state.Store, log zerolog.Logger, term func(context.Context) error) error {
-	backoff := time.Second
+	failures := 0 // campaigns failed in a row
 	for ctx.Err() == nil {
 		leader, _ := store.Leader(ctx)
 		log.Info().Str("agent", store.Name()).Str("leader", leader).Msg("standing by: campaigning for the leadership")
@@ -26,15 +27,16 @@ func (a *app) lead(ctx context.Context, store *state.Store, log zerolog.Logger, 
 			if ctx.Err() != nil {
 				break
 			}
-			log.Error().Err(err).Dur("retryIn", backoff).Msg("cannot campaign for the leadership")
+			failures++
+			wait := backoff.Wait(failures, time.Second, 30*time.Second, nil)
+			log.Error().Err(err).Dur("retryIn", wait).Msg("cannot campaign for the leadership")
 			select {
 			case <-ctx.Done():
-			case <-time.After(backoff):
+			case <-time.After(wait):
 			}
-			backoff = min(2*backoff, 30*time.Second)
 			continue
 		}
-		backoff = time.Second
+		failures = 0
 		log.Info().Str("agent", store.Name()).Int64("term", l.Term()).Msg("leading")
 		// The term travels with every side effect made in it: each is
 		// refused once this term ended, even if this agent leads again.

@@ -11,6 +11,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/rs/zerolog"
 
+	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/config"
 )
 
@@ -61,6 +62,18 @@ func (a *app) watchReload(ctx context.Context, path string, log zerolog.Logger) 
 		case <-debounce.C:
 			a.reload(path, log, "the config file changed")
 		}
+	}
+}
+
+// reconfigureAgent is how a reload reaches the running agent: the keys
+// reloadable names, and nothing else.
+func reconfigureAgent(ag *agent.Agent) func(*config.Config) {
+	return func(next *config.Config) {
+		ag.Reconfigure(func(c *agent.Config) {
+			c.Prune, c.RequireReviewedPlan = next.Apply.Prune, next.Apply.RequireReviewedPlan
+			c.PolicyPath = next.Policy.Path
+			c.DriftEvery, c.Heal = next.Drift.Every, next.Drift.Heal
+		})
 	}
 }
 

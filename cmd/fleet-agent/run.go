@@ -31,6 +31,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/join"
 	"github.com/fleet-agent/fleet-agent/internal/ui"
+	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
 func (a *app) runCommand() *cobra.Command {
@@ -69,7 +70,9 @@ endpoints on listen. SIGTERM stops it after the current step; SIGHUP reloads.`,
 	return cmd
 }
 
-// runAgent wires the agent and runs it until SIGTERM or SIGINT.
+// runAgent wires the agent and runs it until SIGTERM or SIGINT: the store,
+// the repository and the adapters, GitHub, the listeners, the agent, what
+// serves for the life of the process, the terms that act, and the stop.
 func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath string, level zerolog.Level) error {
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -88,7 +91,6 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		return err
 	}
 	defer store.Close()
-	onEtcd := store.Backend() == "etcd"
 
 	// The adapters are opened once: the plans' live checks and the
 	// substrate reconciler share them.
@@ -96,60 +98,17 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	if err != nil {
 		return err
 	}
-	live := liveChecks(opened, resolver)
-	gcfg := gitsync.Config{URL: cfg.Git.URL, Branch: cfg.Git.Branch, Secrets: resolver,
-		Dir: filepath.Join(filepath.Dir(cfg.State), "repository"),
-		Auth: gitsync.Auth{Username: cfg.Git.Auth.Username, Token: cfg.Git.Auth.Token, Password: cfg.Git.Auth.Password,
-			SSHKey: cfg.Git.Auth.SSHKey, KnownHosts: cfg.Git.Auth.KnownHosts}}
-	if cfg.Git.Verify != nil {
-		gcfg.KeyringPath = cfg.Git.Verify.Keyring
-	}
-	repo, err := gitsync.Open(gcfg)
+	repo, err := openRepository(ctx, cfg, resolver)
 	if err != nil {
 		return err
 	}
 	defer repo.Close()
-	// Drift proposals push the agent's own branches: a credential that can
-	// only read is refused now, not at the first drift.
-	if cfg.Drift.PullRequests {
-		if err := repo.CanPush(ctx); err != nil {
-			return refusal.Wrap(refusal.InvalidState, err, "drift.pullRequests is on but the git credential cannot push (docs/github.md says what it needs)")
-		}
+	gh, err := a.openGitHub(cfg, resolver, store, log)
+	if err != nil {
+		return err
 	}
-
-	var box *outbox.Outbox
-	var gh *forge.GitHub
-	var agentF agent.Forge
-	var agentO agent.Outbox // an interface holding no *outbox.Outbox when nil
-	if cfg.GitHub != nil {
-		fc := forge.Config{Repository: cfg.GitHub.Repository, Branch: cfg.Git.Branch, APIURL: cfg.GitHub.APIURL, Token: cfg.GitHub.Token,
-			WebhookSecret: cfg.GitHub.WebhookSecret, StatusContext: cfg.GitHub.StatusContext, Resolver: resolver,
-			Log: slog.New(slog.NewJSONHandler(resolver.Redactor().Writer(a.stderr), &slog.HandlerOptions{Level: slog.LevelWarn}))}
-		if app := cfg.GitHub.App; app != nil {
-			fc.App = &forge.App{ID: strconv.FormatInt(app.ID, 10), InstallationID: app.InstallationID, PrivateKey: app.PrivateKey}
-		}
-		gh, err = forge.New(fc)
-		if err != nil {
-			return err
-		}
-		box = outbox.New(store, gh.Poster(), outbox.Options{Log: log})
-		agentF, agentO = agentForge{gh}, box
-	}
-	var mbox *metrics.Outbox
-	if box != nil {
-		mbox = &metrics.Outbox{
-			Depth: func() int { n, _ := box.Depth(); return n },
-			Posts: func() (uint64, uint64, uint64) { s := box.Stats(); return s.Delivered, s.Dropped, s.Failures },
-			Drops: box.EachDrop,
-		}
-	}
-	m := metrics.New(mbox)
+	m := agentMetrics(store, gh.box)
 	mref.Store(m)
-	if st := store.EtcdStats(); st != nil {
-		m.WithLeadership(metrics.Leadership{Leading: store.Leading,
-			Transitions:   func() uint64 { return uint64(st.Transitions.Load()) },
-			FencedRefused: func() uint64 { return uint64(st.FencedRefused.Load()) }})
-	}
 	// The join store is shared by the in-cluster half (tokens, joined
 	// nodes) and the join listener (joins, heartbeats kept in memory).
 	joins := join.NewStore(store, join.StoreOptions{Log: log.With().Str("room", "join").Logger()})
@@ -162,51 +121,11 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		agentEv, recEv = evq, evq
 	}
 	rec := substrateReconciler(store, opened, cfg, log, m, joins, recEv)
-	// The join listener faces the nodes' network; it listens before the
-	// agent says it runs, so a port taken fails the start.
-	// On etcd only the leader serves it (docs/ha.md): it is opened here to
-	// check the address, and again for each term of leadership.
-	var joinLn net.Listener
-	if cfg.Substrate.Join != nil {
-		if joinLn, err = net.Listen("tcp", cfg.Substrate.Join.Listen); err != nil {
-			return refusal.Wrap(refusal.InvalidState, err, "cannot listen on %s (substrate.join.listen)", cfg.Substrate.Join.Listen)
-		}
-		// Served below; closed here when the start fails before that.
-		defer func() { joinLn.Close() }()
-	}
-	// The ops listener, as early, and for the same reason.
-	ops, err := net.Listen("tcp", cfg.Listen)
+	ls, err := openListeners(cfg, log, m)
 	if err != nil {
-		return refusal.Wrap(refusal.InvalidState, err, "cannot listen on %s (listen)", cfg.Listen)
+		return err
 	}
-	defer ops.Close()
-	// A listener without TLS or authentication off loopback is refused, or
-	// served loudly by its opt-in.
-	var warnings []string
-	for _, c := range []struct {
-		l       net.Listener
-		what    exposedWhat
-		optedIn bool
-	}{
-		{joinLn, joinExposure, cfg.ExposeInsecureJoin},
-		{ops, opsExposure, cfg.ExposeOps},
-	} {
-		if c.l == nil || (c.what.listener == "join" && !cfg.Substrate.Join.Insecure) {
-			continue
-		}
-		if c.what.listener == "ops" && cfg.Pprof {
-			c.what = opsPprofExposure
-		}
-		e, err := checkExposed(c.l, c.what, c.optedIn)
-		if err != nil {
-			return err
-		}
-		if e != nil {
-			log.Warn().Str("listener", e.listener).Msg(e.warning)
-			m.Exposed(e.listener)
-			warnings = append(warnings, e.warning)
-		}
-	}
+	defer ls.close()
 	ag := agent.New(agent.Config{Tenant: cfg.Tenant, Branch: cfg.Git.Branch, Path: cfg.Git.Path, Interval: cfg.Git.Interval,
 		Prune: cfg.Apply.Prune, RequireReviewedPlan: cfg.Apply.RequireReviewedPlan, Verify: cfg.Git.Verify != nil,
 		Prefix: statusPrefix(cfg), DriftEvery: cfg.Drift.Every, Heal: cfg.Drift.Heal, Repository: redactURL(cfg.Git.URL),
@@ -215,139 +134,311 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		// to commit statuses (README, "GitHub checks").
 		Checks:     cfg.GitHub != nil && cfg.GitHub.App != nil,
 		PolicyPath: cfg.Policy.Path,
-		Warnings:   warnings},
-		agent.Options{Store: store, Repo: repo, Forge: agentF, Outbox: agentO, Live: live, Log: log, Metrics: m,
-			Substrates: rec, DriftForge: driftForgeOf(gh), Events: agentEv, Hooks: hooksOf(cfg)})
+		Warnings:   ls.warnings},
+		agent.Options{Store: store, Repo: repo, Forge: gh.forge, Outbox: gh.outbox, Live: liveChecks(opened, resolver), Log: log, Metrics: m,
+			Substrates: rec, DriftForge: driftForgeOf(gh.gh), Events: agentEv, Hooks: hooksOf(cfg)})
+	a.reconfigure = reconfigureAgent(ag)
 
-	a.reconfigure = func(next *config.Config) {
-		ag.Reconfigure(func(c *agent.Config) {
-			c.Prune, c.RequireReviewedPlan = next.Apply.Prune, next.Apply.RequireReviewedPlan
-			c.PolicyPath = next.Policy.Path
-			c.DriftEvery, c.Heal = next.Drift.Every, next.Drift.Heal
-		})
-	}
-	// The local API on the socket.
-	sock, err := agent.ListenSocket(cfg.Socket, cfg.SocketGroup)
+	srv, err := a.serve(ctx, cfg, cfgPath, store, ag, gh, m, ls.ops, log)
 	if err != nil {
 		return err
 	}
-	a.running.Store(cfg)
-	api := agent.SocketServer(a.doctorHandler(cfg, cfgPath, store, ag.Handler()))
-	var hook http.Handler
-	if gh != nil && cfg.GitHub.WebhookSecret != "" {
-		hook = leaderOnly(store, gh.WebhookHandler(ag.Wake))
-	}
-	page := ui.Handler(ui.Options{Read: pageSource(ag, store, box, cfg).Read})
-	// Timeouts on the ops listener: a header within 10 s, a whole request
-	// within 30 s (the webhook sets its own shorter deadline for its body), an
-	// answer within 90 s (pprof's 30 s profile fits), idle keep-alives closed
-	// after 60 s; net/http's own OPTIONS * answer is off, so every request
-	// reaches the handler.
-	opsSrv := &http.Server{Handler: ag.OpsHandler(agent.OpsOptions{Metrics: m.Handler(), Webhook: hook, Pprof: cfg.Pprof, UI: page}),
-		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 90 * time.Second,
-		IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, DisableGeneralOptionsHandler: true}
+	notify := newNotifier(log)
+	notify.ready()
+	srv.wg.Go(func() { notify.watchdog(ctx) })
+	log.Info().Str("repository", redactURL(cfg.Git.URL)).Str("branch", cfg.Git.Branch).Str("state", store.Path()).
+		Str("socket", cfg.Socket).Str("listen", ls.ops.Addr().String()).Bool("github", cfg.GitHub != nil).Msg("fleet-agent running")
 
-	var wg sync.WaitGroup
-	serve := func(s *http.Server, l net.Listener, what string) {
-		wg.Go(func() {
-			if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	t := &term{cfg: cfg, log: log, ag: ag, box: gh.box, evd: evd, rec: rec, joins: joins, joinPort: ls.join}
+	var runErr error
+	if store.Backend() != "etcd" {
+		runErr = t.run(ctx)
+	} else {
+		runErr = a.lead(ctx, store, log, t.run)
+	}
+	notify.stopping()
+	log.Info().Msg("stopping: the current step is finished")
+	srv.shutdown(stop, gh.box)
+	_ = os.Remove(cfg.Socket)
+	return runErr
+}
+
+// openRepository opens the local copy of git.url. Drift proposals push the
+// agent's own branches: a credential that can only read is refused now,
+// not at the first drift.
+func openRepository(ctx context.Context, cfg *config.Config, resolver *secrets.Resolver) (*gitsync.Repo, error) {
+	gcfg := gitsync.Config{URL: cfg.Git.URL, Branch: cfg.Git.Branch, Secrets: resolver,
+		Dir: filepath.Join(filepath.Dir(cfg.State), "repository"),
+		Auth: gitsync.Auth{Username: cfg.Git.Auth.Username, Token: cfg.Git.Auth.Token, Password: cfg.Git.Auth.Password,
+			SSHKey: cfg.Git.Auth.SSHKey, KnownHosts: cfg.Git.Auth.KnownHosts}}
+	if cfg.Git.Verify != nil {
+		gcfg.KeyringPath = cfg.Git.Verify.Keyring
+	}
+	repo, err := gitsync.Open(gcfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Drift.PullRequests {
+		if err := repo.CanPush(ctx); err != nil {
+			repo.Close()
+			return nil, refusal.Wrap(refusal.InvalidState, err, "drift.pullRequests is on but the git credential cannot push (docs/github.md says what it needs)")
+		}
+	}
+	return repo, nil
+}
+
+// github is GitHub as the agent uses it, all nil without a github block:
+// the client, the outbox its posts wait in, and the two as the interfaces
+// the agent declares (holding no nil pointer when there is no GitHub).
+type github struct {
+	gh     *forge.GitHub
+	box    *outbox.Outbox
+	forge  agent.Forge
+	outbox agent.Outbox
+}
+
+// openGitHub makes the client and its outbox when the config has a github
+// block.
+func (a *app) openGitHub(cfg *config.Config, resolver *secrets.Resolver, store *state.Store, log zerolog.Logger) (github, error) {
+	if cfg.GitHub == nil {
+		return github{}, nil
+	}
+	fc := forge.Config{Repository: cfg.GitHub.Repository, Branch: cfg.Git.Branch, APIURL: cfg.GitHub.APIURL, Token: cfg.GitHub.Token,
+		WebhookSecret: cfg.GitHub.WebhookSecret, StatusContext: cfg.GitHub.StatusContext, Resolver: resolver,
+		Log: slog.New(slog.NewJSONHandler(resolver.Redactor().Writer(a.stderr), &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if app := cfg.GitHub.App; app != nil {
+		fc.App = &forge.App{ID: strconv.FormatInt(app.ID, 10), InstallationID: app.InstallationID, PrivateKey: app.PrivateKey}
+	}
+	gh, err := forge.New(fc)
+	if err != nil {
+		return github{}, err
+	}
+	box := outbox.New(store, gh.Poster(), outbox.Options{Log: log})
+	return github{gh: gh, box: box, forge: agentForge{gh}, outbox: box}, nil
+}
+
+// agentMetrics are the agent's instruments, with the outbox's and the
+// leadership's when there are.
+func agentMetrics(store *state.Store, box *outbox.Outbox) *metrics.Metrics {
+	var mbox *metrics.Outbox
+	if box != nil {
+		mbox = &metrics.Outbox{
+			Depth: func() int { n, _ := box.Depth(); return n },
+			Posts: func() (uint64, uint64, uint64) { s := box.Stats(); return s.Delivered, s.Dropped, s.Failures },
+			Drops: box.EachDrop,
+		}
+	}
+	m := metrics.New(mbox)
+	if st := store.EtcdStats(); st != nil {
+		m.WithLeadership(metrics.Leadership{Leading: store.Leading,
+			Transitions:   func() uint64 { return uint64(st.Transitions.Load()) },
+			FencedRefused: func() uint64 { return uint64(st.FencedRefused.Load()) }})
+	}
+	return m
+}
+
+// listeners are the agent's TCP listeners: the ops listener, and the join
+// listener's port with substrate.join. Both are bound before the agent says
+// it runs, so a port taken fails the start, and for the life of the
+// process: a standby on etcd keeps the join port bound and refusing
+// connections (join.Port) rather than letting another process take it
+// between two terms (docs/ha.md).
+type listeners struct {
+	ops  net.Listener
+	join *join.Port // nil without substrate.join
+	// warnings are the exposure warnings, for status.
+	warnings []string
+}
+
+// openListeners binds the listeners and checks where they serve: a
+// listener without TLS or authentication off loopback is refused, or served
+// loudly by its opt-in.
+func openListeners(cfg *config.Config, log zerolog.Logger, m *metrics.Metrics) (*listeners, error) {
+	ls := &listeners{}
+	if cfg.Substrate.Join != nil {
+		p, err := join.BindPort(cfg.Substrate.Join.Listen)
+		if err != nil {
+			return nil, refusal.Wrap(refusal.InvalidState, err, "cannot listen on %s (substrate.join.listen)", cfg.Substrate.Join.Listen)
+		}
+		ls.join = p
+	}
+	ops, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		ls.close()
+		return nil, refusal.Wrap(refusal.InvalidState, err, "cannot listen on %s (listen)", cfg.Listen)
+	}
+	ls.ops = ops
+	type check struct {
+		addr    net.Addr
+		what    exposedWhat
+		optedIn bool
+	}
+	checks := []check{{ops.Addr(), opsExposure, cfg.ExposeOps}}
+	if cfg.Pprof {
+		checks[0].what = opsPprofExposure
+	}
+	if ls.join != nil && cfg.Substrate.Join.Insecure {
+		checks = append([]check{{ls.join.Addr(), joinExposure, cfg.ExposeInsecureJoin}}, checks...)
+	}
+	for _, c := range checks {
+		e, err := checkExposed(c.addr, c.what, c.optedIn)
+		if err != nil {
+			ls.close()
+			return nil, err
+		}
+		if e != nil {
+			log.Warn().Str("listener", e.listener).Msg(e.warning)
+			m.Exposed(e.listener)
+			ls.warnings = append(ls.warnings, e.warning)
+		}
+	}
+	return ls, nil
+}
+
+// close gives the listeners up; the ops listener's server may have closed
+// it already.
+func (ls *listeners) close() {
+	if ls.join != nil {
+		_ = ls.join.Close()
+	}
+	if ls.ops != nil {
+		_ = ls.ops.Close()
+	}
+}
+
+// servers are what serves for the life of the process, leader or standby:
+// the local API on the socket, the ops listener (metrics, status, the
+// page, the webhook) and the reload watcher.
+type servers struct {
+	api, ops *http.Server
+	wg       sync.WaitGroup
+}
+
+// serve starts the servers on the socket and the ops listener, and the
+// reload watcher.
+func (a *app) serve(ctx context.Context, cfg *config.Config, cfgPath string, store *state.Store, ag *agent.Agent, gh github,
+	m *metrics.Metrics, ops net.Listener, log zerolog.Logger) (*servers, error) {
+	sock, err := agent.ListenSocket(cfg.Socket, cfg.SocketGroup)
+	if err != nil {
+		return nil, err
+	}
+	a.running.Store(cfg)
+	var hook http.Handler
+	if gh.gh != nil && cfg.GitHub.WebhookSecret != "" {
+		hook = leaderOnly(store, gh.gh.WebhookHandler(ag.Wake))
+	}
+	page := ui.Handler(ui.Options{Read: pageSource(ag, store, gh.box, cfg).Read})
+	s := &servers{api: agent.SocketServer(a.doctorHandler(cfg, cfgPath, store, ag.Handler())),
+		// Timeouts on the ops listener: a header within 10 s, a whole
+		// request within 30 s (the webhook sets its own shorter deadline
+		// for its body), an answer within 90 s (pprof's 30 s profile fits),
+		// idle keep-alives closed after 60 s; net/http's own OPTIONS *
+		// answer is off, so every request reaches the handler.
+		ops: &http.Server{Handler: ag.OpsHandler(agent.OpsOptions{Metrics: m.Handler(), Webhook: hook, Pprof: cfg.Pprof, UI: page}),
+			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 90 * time.Second,
+			IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, DisableGeneralOptionsHandler: true}}
+	run := func(srv *http.Server, l net.Listener, what string) {
+		s.wg.Go(func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error().Err(err).Msg(what + " stopped")
 			}
 		})
 	}
-	serve(api, sock, "the local API")
-	serve(opsSrv, ops, "the ops listener")
+	run(s.api, sock, "the local API")
+	run(s.ops, ops, "the ops listener")
 	// SIGHUP and changes of the config file reload what can be reloaded.
-	wg.Go(func() { a.watchReload(ctx, cfgPath, log) })
-	notify := newNotifier(log)
-	notify.ready()
-	wg.Go(func() { notify.watchdog(ctx) })
-	log.Info().Str("repository", redactURL(cfg.Git.URL)).Str("branch", cfg.Git.Branch).Str("state", store.Path()).
-		Str("socket", cfg.Socket).Str("listen", ops.Addr().String()).Bool("github", cfg.GitHub != nil).Msg("fleet-agent running")
+	s.wg.Go(func() { a.watchReload(ctx, cfgPath, log) })
+	return s, nil
+}
 
-	// What acts (the loop, the outbox, the reconciler, the join listener)
-	// runs in a term: for the life of the process on a bbolt file, for as
-	// long as this agent leads on etcd. A standby serves the socket, the
-	// page and the metrics from the store meanwhile.
-	term := func(tctx context.Context, joinLn net.Listener) error {
-		var twg sync.WaitGroup
-		if box != nil {
-			twg.Go(func() { _ = box.Run(tctx) })
-		}
-		if evd != nil {
-			twg.Go(func() { evd.Run(tctx) })
-		}
-		if joinLn != nil {
-			jl := join.NewListener(join.ListenerOptions{Store: joins, Log: log.With().Str("room", "join").Logger()})
-			jcfg := *cfg.Substrate.Join
-			twg.Go(func() {
-				if err := jl.ServeOn(tctx, joinLn, jcfg); err != nil && tctx.Err() == nil {
-					log.Error().Err(err).Msg("the join listener stopped")
-				}
-			})
-		}
-		// The substrate reconciler runs beside the loop, on its own schedule
-		// (substrate.every) and at once after each apply.
-		recCtx, stopRec := context.WithCancel(context.WithoutCancel(tctx))
-		defer stopRec()
-		recDone := make(chan struct{})
-		go func() { defer close(recDone); _ = rec.Run(recCtx) }()
-		err := ag.Run(tctx)
-		// A stop lets the reconciler finish its current step, as the loop does:
-		// every journal step is its own transaction, so what is cut off is
-		// settled by reading the provider back at the next start.
-		stopRec()
-		select {
-		case <-recDone:
-		case <-time.After(agent.StopGrace):
-			log.Warn().Msg("the substrate reconciler did not stop within the grace; its step is settled at the next start")
-		}
-		twg.Wait()
-		// What is kept in memory (heartbeats, posts due) is written while
-		// this term still leads: after it resigns every write is refused.
-		_ = joins.Flush()
-		if box != nil {
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(tctx), 5*time.Second)
-			_ = box.Flush(fctx)
-			cancel()
-		}
-		return err
-	}
-	var runErr error
-	if !onEtcd {
-		runErr = term(ctx, joinLn)
-	} else {
-		joinAddr := ""
-		if joinLn != nil {
-			joinAddr = joinLn.Addr().String()
-			joinLn.Close()
-		}
-		runErr = a.lead(ctx, store, log, func(tctx context.Context) error {
-			var ln net.Listener
-			if joinAddr != "" {
-				var err error
-				if ln, err = net.Listen("tcp", joinAddr); err != nil {
-					return refusal.Wrap(refusal.InvalidState, err, "cannot listen on %s (substrate.join.listen)", joinAddr)
-				}
-				defer ln.Close()
-			}
-			return term(tctx, ln)
-		})
-	}
-	notify.stopping()
-	log.Info().Msg("stopping: the current step is finished")
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// shutdown stops the servers once the terms ended: each gets 5 s for the
+// requests it is answering, and the outbox as long to deliver what it can
+// (the rest waits in the state file); stop ends the reload watcher and the
+// watchdog.
+func (s *servers) shutdown(stop context.CancelFunc, box *outbox.Outbox) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = api.Shutdown(shutdown)
-	_ = opsSrv.Shutdown(shutdown)
+	_ = s.api.Shutdown(ctx)
+	_ = s.ops.Shutdown(ctx)
 	if box != nil {
-		// Deliver what can be delivered quickly; the rest waits in the state file.
-		_ = box.Flush(shutdown)
+		_ = box.Flush(ctx)
 	}
 	stop()
+	s.wg.Wait()
+}
+
+// term is what acts, for one term: the loop, the outbox, the event
+// deliveries, the substrate reconciler and the join listener. On a bbolt
+// file one term lasts the life of the process; on etcd one lasts as long as
+// this agent leads (lead), and a standby serves the socket, the page and
+// the metrics from the store meanwhile.
+type term struct {
+	cfg      *config.Config
+	log      zerolog.Logger
+	ag       *agent.Agent
+	box      *outbox.Outbox      // nil without GitHub
+	evd      *webhooks.Deliverer // nil without webhooks
+	rec      *substrate.Reconciler
+	joins    *join.Store
+	joinPort *join.Port // nil without substrate.join
+}
+
+// run runs one term until ctx ends or the loop stops.
+func (t *term) run(ctx context.Context) error {
+	// The join port listens first: a term that cannot open it starts nothing.
+	var joinLn net.Listener
+	if t.joinPort != nil {
+		ln, err := t.joinPort.Open()
+		if err != nil {
+			return refusal.Wrap(refusal.InvalidState, err, "cannot listen on %s (substrate.join.listen)", t.joinPort.Addr())
+		}
+		joinLn = ln
+	}
+	var wg sync.WaitGroup
+	if t.box != nil {
+		wg.Go(func() { _ = t.box.Run(ctx) })
+	}
+	if t.evd != nil {
+		wg.Go(func() { t.evd.Run(ctx) })
+	}
+	if joinLn != nil {
+		// The listener's limits are the term's: a new leader starts them
+		// afresh, as a newly started agent does.
+		jl := join.NewListener(join.ListenerOptions{Store: t.joins, Log: t.log.With().Str("room", "join").Logger()})
+		jcfg := *t.cfg.Substrate.Join
+		wg.Go(func() {
+			defer joinLn.Close() // stops listening; the port stays bound
+			if err := jl.ServeOn(ctx, joinLn, jcfg); err != nil && ctx.Err() == nil {
+				t.log.Error().Err(err).Msg("the join listener stopped")
+			}
+		})
+	}
+	// The substrate reconciler runs beside the loop, on its own schedule
+	// (substrate.every) and at once after each apply.
+	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRec()
+	recDone := make(chan struct{})
+	go func() { defer close(recDone); _ = t.rec.Run(recCtx) }()
+	err := t.ag.Run(ctx)
+	// A stop lets the reconciler finish its current step, as the loop does:
+	// every journal step is its own transaction, so what is cut off is
+	// settled by reading the provider back at the next start.
+	stopRec()
+	select {
+	case <-recDone:
+	case <-time.After(agent.StopGrace):
+		t.log.Warn().Msg("the substrate reconciler did not stop within the grace; its step is settled at the next start")
+	}
 	wg.Wait()
-	_ = os.Remove(cfg.Socket)
-	return runErr
+	// What is kept in memory (heartbeats, posts due) is written while this
+	// term still leads: after it resigns every write is refused.
+	_ = t.joins.Flush()
+	if t.box != nil {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = t.box.Flush(fctx)
+		cancel()
+	}
+	return err
 }
 
 func statusPrefix(cfg *config.Config) string {

@@ -20,6 +20,8 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/go-git/go-billy/v5/osfs"
+
+	"github.com/fleet-agent/fleet-agent/internal/backoff"
 )
 
 const remoteName = "origin"
@@ -277,12 +279,7 @@ func (r *Repo) failed(now time.Time, err error) {
 	r.stateMu.Lock()
 	defer r.stateMu.Unlock()
 	r.health.Failures++
-	d := r.cfg.BackoffMin
-	for i := 1; i < r.health.Failures && d < r.cfg.BackoffMax; i++ {
-		d *= 2
-	}
-	d = min(d, r.cfg.BackoffMax)
-	r.health.RetryAt = now.Add(d)
+	r.health.RetryAt = now.Add(backoff.Wait(r.health.Failures, r.cfg.BackoffMin, r.cfg.BackoffMax, nil))
 	r.health.LastError = err
 }
 

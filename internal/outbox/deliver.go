@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/fleet-agent/fleet-agent/internal/backoff"
 	"github.com/fleet-agent/fleet-agent/internal/clock"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
@@ -566,13 +567,10 @@ func (o *Outbox) judge(err error, attempts, authFailures, limitFailures int, now
 	return verdict{until: hold, maybeDone: true}
 }
 
-// backoff is MinBackoff doubled for each failure after the first, capped.
+// backoff is MinBackoff doubled for each failure after the first, capped;
+// exact, since the hold it makes is persisted and shown.
 func (o *Outbox) backoff(attempts int) time.Duration {
-	d := o.opts.MinBackoff
-	for i := 1; i < attempts && d < o.opts.MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, o.opts.MaxBackoff)
+	return backoff.Wait(attempts, o.opts.MinBackoff, o.opts.MaxBackoff, nil)
 }
 
 // failed records a failed send of rec: a hold, or a drop.

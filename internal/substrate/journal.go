@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fleet-agent/fleet-agent/internal/backoff"
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
@@ -153,19 +154,12 @@ const (
 	RefusalCap  = 6 * time.Hour
 )
 
-func grow(base, limit time.Duration, n int) time.Duration {
-	d := base
-	for i := 1; i < n && d < limit; i++ {
-		d *= 2
-	}
-	return min(d, limit)
-}
-
-// RetryWait is the wait after the n-th transient failure (n from 1).
-func RetryWait(n int) time.Duration { return grow(RetryBase, RetryCap, n) }
+// RetryWait is the wait after the n-th transient failure (n from 1). It is
+// exact, not drawn: the journal persists when the next attempt is due.
+func RetryWait(n int) time.Duration { return backoff.Wait(n, RetryBase, RetryCap, nil) }
 
 // RefusalWait is the wait after the n-th refusal (n from 1).
-func RefusalWait(n int) time.Duration { return grow(RefusalBase, RefusalCap, n) }
+func RefusalWait(n int) time.Duration { return backoff.Wait(n, RefusalBase, RefusalCap, nil) }
 
 // opError turns a provider error into what the journal keeps of it.
 func opError(err error) *state.OpError {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/fleet-agent/fleet-agent/internal/backoff"
 	"github.com/fleet-agent/fleet-agent/internal/clock"
 	"github.com/fleet-agent/fleet-agent/internal/events"
 	"github.com/fleet-agent/fleet-agent/internal/state"
@@ -236,12 +237,10 @@ func (d *Deliverer) step(ctx context.Context, h Hook) (wait time.Duration, more 
 	return 0, true, nil
 }
 
+// backoff is MinBackoff doubled for each failure after the first, capped;
+// exact, since the hold it makes is persisted.
 func (d *Deliverer) backoff(attempts int) time.Duration {
-	b := d.MinBackoff
-	for i := 1; i < attempts && b < d.MaxBackoff; i++ {
-		b *= 2
-	}
-	return min(b, d.MaxBackoff)
+	return backoff.Wait(attempts, d.MinBackoff, d.MaxBackoff, nil)
 }
 
 // send makes one request. class is "" for a 2xx, otherwise the failure's

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/fleet-agent/fleet-agent/internal/backoff"
 	"github.com/fleet-agent/fleet-agent/internal/clock"
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
 )
@@ -211,13 +211,8 @@ func RunDaemon(ctx context.Context, o DaemonOptions) error {
 // MaxBackoff, each wait drawn in its upper half so that daemons that failed
 // together do not all come back together.
 func (d *daemon) backoff() time.Duration {
-	w := d.o.MinBackoff
-	for i := 0; i < d.failed && w < d.o.MaxBackoff; i++ {
-		w *= 2
-	}
-	w = min(w, d.o.MaxBackoff)
 	d.failed++
-	return w/2 + rand.N(w/2+1)
+	return backoff.Wait(d.failed, d.o.MinBackoff, d.o.MaxBackoff, backoff.Random)
 }
 
 // say reports a status, and logs it when it changed (or every five minutes

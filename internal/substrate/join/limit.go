@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/fleet-agent/fleet-agent/internal/clock"
 )
 
@@ -130,18 +132,19 @@ func sourceOf(remoteAddr string) string {
 	return ip.String()
 }
 
-// limiter is one token bucket of failed attempts per source address, on an
-// injected clock.
+// limiter is one token bucket of failed attempts per source address: a
+// rate.Limiter per address, read and spent at the injected clock's time.
 type limiter struct {
 	clock      clock.Clock
-	burst      float64
-	every      time.Duration
+	every      rate.Limit
+	interval   time.Duration
+	burst      int
 	maxSources int
 	seed       maphash.Seed
 
 	mu        sync.Mutex
-	buckets   map[string]*bucket
-	overflow  [overflowBuckets]bucket
+	buckets   map[string]*rate.Limiter
+	overflow  [overflowBuckets]*rate.Limiter
 	lastSweep time.Time
 }
 
@@ -151,99 +154,94 @@ type limiter struct {
 // whatever the bucket holds).
 const overflowBuckets = 256
 
-type bucket struct {
-	tokens float64
-	at     time.Time
-}
-
 func newLimiter(c clock.Clock, l Limits) *limiter {
-	lim := &limiter{clock: c, burst: float64(l.FailureBurst), every: l.FailureEvery, maxSources: l.MaxSources,
-		seed: maphash.MakeSeed(), buckets: map[string]*bucket{}}
+	lim := &limiter{clock: c, every: rate.Every(l.FailureEvery), interval: l.FailureEvery, burst: l.FailureBurst,
+		maxSources: l.MaxSources, seed: maphash.MakeSeed(), buckets: map[string]*rate.Limiter{}}
 	for i := range lim.overflow {
-		lim.overflow[i] = bucket{tokens: lim.burst, at: c.Now()}
+		lim.overflow[i] = lim.full()
 	}
 	return lim
 }
+
+// full is a bucket with every attempt in it.
+func (l *limiter) full() *rate.Limiter { return rate.NewLimiter(l.every, l.burst) }
 
 // overflowOf is the overflow bucket src shares, past MaxSources.
 func (l *limiter) overflowOf(src string) int {
 	return int(maphash.String(l.seed, src) % overflowBuckets)
 }
 
-func (l *limiter) refill(b *bucket, now time.Time) {
-	if el := now.Sub(b.at); el > 0 {
-		b.tokens = min(l.burst, b.tokens+float64(el)/float64(l.every))
-		b.at = now
-	}
-}
-
 // bucketOf returns src's bucket; the caller holds mu. Past maxSources the
 // buckets that refilled to full (the same as none) are dropped, at most once
 // a second so that a flood of new addresses cannot make every request pay a
 // sweep; when none can go, a new address shares an overflow bucket.
-func (l *limiter) bucketOf(src string, now time.Time) *bucket {
+func (l *limiter) bucketOf(src string, now time.Time) *rate.Limiter {
 	if b, ok := l.buckets[src]; ok {
 		return b
 	}
 	if len(l.buckets) >= l.maxSources && now.Sub(l.lastSweep) >= time.Second {
 		l.lastSweep = now
 		for k, b := range l.buckets {
-			l.refill(b, now)
-			if b.tokens >= l.burst {
+			if b.TokensAt(now) >= float64(l.burst) {
 				delete(l.buckets, k)
 			}
 		}
 	}
 	if len(l.buckets) >= l.maxSources {
-		return &l.overflow[l.overflowOf(src)]
+		return l.overflow[l.overflowOf(src)]
 	}
-	b := &bucket{tokens: l.burst, at: now}
+	b := l.full()
 	l.buckets[src] = b
 	return b
 }
 
 // take spends one attempt of src. Refused, it says how long until the next.
-func (l *limiter) take(src string) (b *bucket, ok bool, retryAfter time.Duration) {
-	now := l.clock.Now()
+func (l *limiter) take(src string) (b *rate.Limiter, ok bool, retryAfter time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := l.clock.Now() // under mu, so a bucket never sees time go back
 	b = l.bucketOf(src, now)
-	l.refill(b, now)
-	if b.tokens >= 1 {
-		b.tokens--
+	if b.AllowN(now, 1) {
 		return b, true, 0
 	}
-	return b, false, time.Duration((1 - b.tokens) * float64(l.every))
+	return b, false, time.Duration((1 - b.TokensAt(now)) * float64(l.interval))
 }
 
 // allows reports whether src has an attempt left, spending none: a new
 // connection from a source that has none is closed before its TLS
 // handshake, the listener's most expensive step.
 func (l *limiter) allows(src string) bool {
-	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.bucketOf(src, now)
-	l.refill(b, now)
-	return b.tokens >= 1
+	now := l.clock.Now() // under mu, so a bucket never sees time go back
+	return l.bucketOf(src, now).TokensAt(now) >= 1
 }
 
 // fail spends an attempt of src for a connection that failed before any
 // request (a failed handshake, headers too slow or too large, nothing sent).
+// With less than a whole attempt left it empties the bucket rather than
+// borrowing from the future: rate.Limiter has no way to set its tokens, but
+// it holds them at most at its burst, so a burst of zero for an instant
+// empties it.
 func (l *limiter) fail(src string) {
-	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := l.clock.Now() // under mu, so a bucket never sees time go back
 	b := l.bucketOf(src, now)
-	l.refill(b, now)
-	b.tokens = max(0, b.tokens-1)
+	if b.AllowN(now, 1) {
+		return
+	}
+	b.SetBurstAt(now, 0)
+	b.SetBurstAt(now, l.burst)
 }
 
-// give returns an attempt that succeeded.
-func (l *limiter) give(b *bucket) {
+// give returns an attempt that succeeded. rate.Limiter takes a negative
+// count as tokens handed back; it holds them at most at its burst.
+func (l *limiter) give(b *rate.Limiter) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b.tokens = min(l.burst, b.tokens+1)
+	now := l.clock.Now() // under mu, so a bucket never sees time go back
+	b.AllowN(now, -1)
 }
 
 // sampler lets a log line about one source through at most once per
