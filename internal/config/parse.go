@@ -42,7 +42,10 @@ func (p *parser) errorf(line int, format string, args ...any) {
 	p.problems = append(p.problems, Problem{File: p.file, Line: line, Message: fmt.Sprintf(format, args...)})
 }
 
-var yamlLine = lazyRegexp(`^yaml: line (\d+): (.*)$`)
+var (
+	yamlLine    = lazyRegexp(`^yaml: line (\d+): (.*)$`)
+	wholeDigits = lazyRegexp(`^[-+]?[0-9]+$`)
+)
 
 func (p *parser) parse(data []byte) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -375,11 +378,15 @@ func (p *parser) count(m map[string]entry, path, key string, dst *int, zero stri
 	}
 	full := join(path, key)
 	var n int
-	if v.Tag != "!!int" || v.Decode(&n) != nil {
+	switch {
+	case v.Tag == "!!int" && v.Decode(&n) != nil, v.Tag == "!!float" && wholeDigits().MatchString(v.Value):
+		// YAML takes digits too many for an integer as a float.
+		p.errorf(v.Line, "%s: %s is out of range; write a whole number from 0 (%s)", full, v.Value, zero)
+		return
+	case v.Tag != "!!int":
 		p.errorf(v.Line, "%s must be a whole number from 0 (%s), not %s", full, zero, describe(v))
 		return
-	}
-	if n < 0 {
+	case n < 0:
 		p.errorf(v.Line, "%s is %d; it must be 0 or more (%s)", full, n, zero)
 		return
 	}
