@@ -258,11 +258,19 @@ func TestTeardownsNeedTwoSteps(t *testing.T) {
 		}
 	}
 
+	if err := step(both, apply.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	gen := want(t, s, "a").Generation
 	if err := step(protectA, apply.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := want(t, s, "a"), want(t, s, "b"); !a.Spec.Protect || b.Spec.Protect || !a.Present {
 		t.Fatalf("protect recorded: a %v, b %v", a.Spec.Protect, b.Spec.Protect)
+	}
+	// protect asks nothing of the provider: no new generation for it.
+	if a := want(t, s, "a"); a.Generation != gen {
+		t.Errorf("protect true moved the generation from %d to %d", gen, a.Generation)
 	}
 	blocked(onlyB, apply.Options{}, `"protect": false first`)
 	blocked(none, apply.Options{MaxTeardowns: ptr(2)}, `"protect": false first`)
@@ -270,8 +278,8 @@ func TestTeardownsNeedTwoSteps(t *testing.T) {
 	if err := step(both, apply.Options{}); err != nil {
 		t.Fatalf("protect false is an ordinary change: %v", err)
 	}
-	if a := want(t, s, "a"); a.Spec.Protect || !a.Present {
-		t.Fatalf("after protect false: protect %v, present %v", a.Spec.Protect, a.Present)
+	if a := want(t, s, "a"); a.Spec.Protect || !a.Present || a.Generation != gen {
+		t.Fatalf("after protect false: protect %v, present %v, generation %d (was %d)", a.Spec.Protect, a.Present, a.Generation, gen)
 	}
 	blocked(none, apply.Options{}, "the plan tears down 2 substrates and apply.maxTeardowns allows 1")
 	blocked(onlyB, apply.Options{MaxTeardowns: ptr(0)}, "apply.maxTeardowns is 0")
