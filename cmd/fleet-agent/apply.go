@@ -126,12 +126,12 @@ earlier and refuses with CONFIG_DRIFT when the fleet moved since.`,
 				return err
 			}
 			checks := live.For(snap)
-			opts := apply.Options{Tenant: cfg.Tenant, Prune: prune, PlanHash: planHash, AppliedBy: who(), Live: checks, AgainIsNothing: true}
+			opts := apply.Options{Tenant: cfg.Tenant, Prune: prune, MaxTeardowns: &cfg.Apply.MaxTeardowns, PlanHash: planHash, AppliedBy: who(), Live: checks, AgainIsNothing: true}
 			if yes && planHash == "" {
 				// Apply what is printed now: hold the apply to this plan's
 				// hash so a fleet that moves in between is refused, not
 				// applied unseen.
-				p, err := plan.For(ctx, doc, snap, checks, plan.Options{Tenant: cfg.Tenant, Prune: prune})
+				p, err := plan.For(ctx, doc, snap, checks, plan.Options{Tenant: cfg.Tenant, Prune: prune, MaxTeardowns: &cfg.Apply.MaxTeardowns})
 				if err != nil {
 					return err
 				}

@@ -44,7 +44,7 @@ func (a *app) begin(cmd *cobra.Command, args []string, commit string, prune *boo
 // planning pipeline, with the live checks of the config (or offline).
 func planHere(ctx context.Context, cfg *config.Config, doc *fleet.Document, snap *inventory.Snapshot, prune bool, live plan.Source) (*plan.Plan, plan.Checks, error) {
 	checks := live.For(snap)
-	p, err := plan.For(ctx, doc, snap, checks, plan.Options{Tenant: cfg.Tenant, Prune: prune})
+	p, err := plan.For(ctx, doc, snap, checks, plan.Options{Tenant: cfg.Tenant, Prune: prune, MaxTeardowns: &cfg.Apply.MaxTeardowns})
 	return p, checks, err
 }
 

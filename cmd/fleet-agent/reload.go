@@ -18,7 +18,14 @@ import (
 // reloadable are the keys a reload changes in a running agent; every other
 // key needs a restart, and the log says which. Secrets are read at each use,
 // so a changed secret needs nothing.
-var reloadable = map[string]bool{"apply.prune": true, "apply.requireReviewedPlan": true, "drift.every": true, "drift.heal": true}
+var reloadable = map[string]bool{"apply.prune": true, "apply.requireReviewedPlan": true, "apply.maxTeardowns": true, "drift.every": true, "drift.heal": true}
+
+// maxTeardowns is the config's apply.maxTeardowns for the agent: a copy,
+// so that a reload never writes under a plan that reads it.
+func maxTeardowns(c *config.Config) *int {
+	n := c.Apply.MaxTeardowns
+	return &n
+}
 
 // watchReload reloads on SIGHUP and when the config file or the secrets
 // directory changes. A bad config is refused (logged with its line) and the
@@ -71,6 +78,7 @@ func reconfigureAgent(ag *agent.Agent) func(*config.Config) {
 	return func(next *config.Config) {
 		ag.Reconfigure(func(c *agent.Config) {
 			c.Prune, c.RequireReviewedPlan = next.Apply.Prune, next.Apply.RequireReviewedPlan
+			c.MaxTeardowns = maxTeardowns(next)
 			c.PolicyPath = next.Policy.Path
 			c.DriftEvery, c.Heal = next.Drift.Every, next.Drift.Heal
 		})
@@ -106,9 +114,10 @@ func (a *app) reload(path string, log zerolog.Logger, why string) {
 	// answers with it, and the next reload compares against it.
 	kept := *running
 	kept.Apply.Prune, kept.Apply.RequireReviewedPlan = next.Apply.Prune, next.Apply.RequireReviewedPlan
+	kept.Apply.MaxTeardowns = next.Apply.MaxTeardowns
 	kept.Drift.Every, kept.Drift.Heal = next.Drift.Every, next.Drift.Heal
 	a.running.Store(&kept)
 	if len(restart) > 0 {
-		log.Warn().Strs("keys", restart).Msg("these changes take effect after a restart (systemctl restart fleet-agent); a reload changes apply.prune, apply.requireReviewedPlan, drift.every and drift.heal")
+		log.Warn().Strs("keys", restart).Msg("these changes take effect after a restart (systemctl restart fleet-agent); a reload changes apply.prune, apply.requireReviewedPlan, apply.maxTeardowns, drift.every and drift.heal")
 	}
 }

@@ -127,7 +127,7 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 	}
 	defer ls.close()
 	ag := agent.New(agent.Config{Tenant: cfg.Tenant, Branch: cfg.Git.Branch, Path: cfg.Git.Path, Interval: cfg.Git.Interval,
-		Prune: cfg.Apply.Prune, RequireReviewedPlan: cfg.Apply.RequireReviewedPlan, Verify: cfg.Git.Verify != nil,
+		Prune: cfg.Apply.Prune, MaxTeardowns: maxTeardowns(cfg), RequireReviewedPlan: cfg.Apply.RequireReviewedPlan, Verify: cfg.Git.Verify != nil,
 		Prefix: statusPrefix(cfg), DriftEvery: cfg.Drift.Every, Heal: cfg.Drift.Heal, Repository: redactURL(cfg.Git.URL),
 		DriftPullRequests: cfg.Drift.PullRequests, RevertOnClose: cfg.Drift.RevertOnClose,
 		// Check runs need an App's installation token; a user token keeps

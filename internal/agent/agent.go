@@ -60,6 +60,9 @@ type Config struct {
 	Branch, Path string
 	Interval     time.Duration
 	Prune        bool
+	// MaxTeardowns is how many substrates one plan may tear down
+	// (apply.maxTeardowns); nil is plan.DefaultMaxTeardowns.
+	MaxTeardowns *int
 	// RequireReviewedPlan: the tip's plan must be the one recorded for the
 	// head that was reviewed.
 	RequireReviewedPlan bool
@@ -383,13 +386,13 @@ func (a *Agent) planAgainst(ctx context.Context, doc *fleet.Document, snap *inve
 		checks = a.live.For(snap)
 	}
 	a.mu.Lock()
-	prune := a.cfg.Prune
+	prune, teardowns := a.cfg.Prune, a.cfg.MaxTeardowns
 	a.mu.Unlock()
 	if how.prune != nil {
 		prune = *how.prune
 	}
 	start := a.clock.Now()
-	p, err := plan.For(ctx, doc, snap, checks, plan.Options{Tenant: a.cfg.Tenant, Prune: prune})
+	p, err := plan.For(ctx, doc, snap, checks, plan.Options{Tenant: a.cfg.Tenant, Prune: prune, MaxTeardowns: teardowns})
 	a.metrics.Plan(err, a.clock.Now().Sub(start))
 	if err != nil {
 		return planned{}, err

@@ -169,7 +169,7 @@ func (a *Agent) heal(ctx context.Context, ap *state.Applied, doc *fleet.Document
 	a.applyMu.Lock()
 	defer a.applyMu.Unlock()
 	start := a.clock.Now()
-	res, err := apply.Apply(ctx, a.store, doc, apply.Options{Tenant: a.cfg.Tenant, Prune: ap.Prune, PlanHash: p.PlanHash,
+	res, err := apply.Apply(ctx, a.store, doc, apply.Options{Tenant: a.cfg.Tenant, Prune: ap.Prune, MaxTeardowns: a.maxTeardowns(), PlanHash: p.PlanHash,
 		AppliedBy: "agent (heal)", Commit: ap.Commit, Live: p.checks, Now: a.clock.Now,
 		InTx: func(tx *state.Tx, healed *plan.Plan) error {
 			return tx.AppendAudit(state.AuditRow{At: a.clock.Now().UnixMilli(), Who: "agent", Action: "heal", PlanHash: healed.PlanHash, Commit: ap.Commit, Calls: len(healed.Calls)})

@@ -250,7 +250,7 @@ func (a *Agent) runApply(ctx context.Context, c *candidate, result, trigger stri
 	start := a.clock.Now()
 	var rev int64
 	res, err := apply.Apply(ctx, a.store, c.doc, apply.Options{
-		Tenant: a.cfg.Tenant, Prune: a.prune(), PlanHash: c.plan.PlanHash, AppliedBy: by, Commit: c.commit,
+		Tenant: a.cfg.Tenant, Prune: a.prune(), MaxTeardowns: a.maxTeardowns(), PlanHash: c.plan.PlanHash, AppliedBy: by, Commit: c.commit,
 		Live: c.plan.checks, Now: a.clock.Now,
 		InTx: func(tx *state.Tx, applied *plan.Plan) error {
 			tx.OnCommitAt(func(r int64) { rev = r })
@@ -298,6 +298,12 @@ func (a *Agent) prune() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.cfg.Prune
+}
+
+func (a *Agent) maxTeardowns() *int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg.MaxTeardowns
 }
 
 // mergedPR finds the pull request that merged sha, within ForgeTimeout.

@@ -25,6 +25,9 @@ import (
 type Options struct {
 	Tenant string
 	Prune  bool
+	// MaxTeardowns is how many substrates the apply may tear down
+	// (apply.maxTeardowns); nil is plan.DefaultMaxTeardowns.
+	MaxTeardowns *int
 	// PlanHash, when set, is the reviewed plan: the apply refuses with
 	// CONFIG_DRIFT unless the plan made now has it, and an empty plan then
 	// records the document as the drift baseline.
@@ -84,7 +87,7 @@ func Apply(ctx context.Context, store *state.Store, doc *fleet.Document, opts Op
 	if opts.Live != nil {
 		live = opts.Live
 	}
-	p, err := plan.For(ctx, doc, snap, live, plan.Options{Tenant: opts.Tenant, Prune: opts.Prune})
+	p, err := plan.For(ctx, doc, snap, live, plan.Options{Tenant: opts.Tenant, Prune: opts.Prune, MaxTeardowns: opts.MaxTeardowns})
 	if err != nil {
 		return nil, err
 	}

@@ -67,10 +67,15 @@ func recordSubstrate(tx *state.Tx, tenant, commit string, now int64, poolID, nam
 			next.Teardown = state.TeardownArchived
 		}
 		next.Generation++
-	case old == nil || !old.Present || !sameSpec(old.Spec, *sub):
+	case old == nil || !old.Present || !sameSpec(unprotected(old.Spec), unprotected(*sub)):
 		next.PoolID, next.Spec, next.Account = poolID, *sub, sub.Account
 		next.Present, next.Teardown = true, ""
 		next.Generation++
+	default:
+		// protect asks nothing of the provider: it is recorded for the
+		// plans to read, without a new generation that would supersede
+		// an operation in flight or make a converged substrate look busy.
+		next.Spec.Protect = sub.Protect
 	}
 	next.Pool, next.Tenant = name, tenant
 	if err := refreshAccount(tx, tenant, &next); err != nil {
@@ -102,6 +107,11 @@ func substrateOf(obj inventory.Object) (*fleet.Substrate, error) {
 }
 
 func sameSpec(a, b fleet.Substrate) bool { return same(a, b) }
+
+func unprotected(s fleet.Substrate) fleet.Substrate {
+	s.Protect = false
+	return s
+}
 
 func same(a, b any) bool { return bytes.Equal(canon.MustMarshal(a), canon.MustMarshal(b)) }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/state/statetest"
 )
@@ -210,3 +212,86 @@ func init() {
 	fmt.Fprintln(os.Stderr, "child: apply returned", err)
 	os.Exit(1)
 }
+
+// TestTeardownsNeedTwoSteps: a protected substrate, as recorded, and more
+// teardowns than apply.maxTeardowns allows are PLAN_BLOCKED and write
+// nothing; protect false applied on its own lets the next apply tear down.
+func TestTeardownsNeedTwoSteps(t *testing.T) {
+	s := statetest.Open(t)
+	both := k8sDoc("k8s", map[string]string{"a": oneFlavor, "b": oneFlavor})
+	protectA := strings.Replace(both, `"flavors":`, `"protect":true,"flavors":`, 1)
+	onlyB := k8sDoc("k8s", map[string]string{"b": oneFlavor})
+	onlyB = strings.Replace(onlyB, `"pools":[`, `"pools":[{"name":"other","site":"k8s","class":"metal-host","policy":{}},`, 1)
+	none := k8sDoc("k8s", map[string]string{"other": ""})
+	step := func(text string, opts apply.Options) error {
+		t.Helper()
+		opts.Prune, opts.Now, opts.Commit = true, fixed, "c"
+		_, err := apply.Apply(t.Context(), s, doc(t, text), opts)
+		return err
+	}
+	// what is everything a refused apply must leave as it was.
+	type what struct {
+		gen     uint64
+		audit   int
+		applied string
+		a, b    state.SubstrateWant
+	}
+	now := func() what {
+		t.Helper()
+		var w what
+		if err := s.View(func(tx *state.Tx) error { w.gen = tx.Generation(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		w.audit, w.applied = len(audit(t, s)), applied(t, s).PlanHash
+		w.a, w.b = *want(t, s, "a"), *want(t, s, "b")
+		return w
+	}
+	blocked := func(text string, opts apply.Options, says string) {
+		t.Helper()
+		before := now()
+		err := step(text, opts)
+		if refusal.CodeOf(err) != refusal.PlanBlocked || !strings.Contains(err.Error(), says) {
+			t.Fatalf("got %v, want PLAN_BLOCKED saying %q", err, says)
+		}
+		if after := now(); !reflect.DeepEqual(after, before) {
+			t.Fatalf("a blocked apply wrote:\nbefore %+v\nafter  %+v", before, after)
+		}
+	}
+
+	if err := step(both, apply.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	gen := want(t, s, "a").Generation
+	if err := step(protectA, apply.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := want(t, s, "a"), want(t, s, "b"); !a.Spec.Protect || b.Spec.Protect || !a.Present {
+		t.Fatalf("protect recorded: a %v, b %v", a.Spec.Protect, b.Spec.Protect)
+	}
+	// protect asks nothing of the provider: no new generation for it.
+	if a := want(t, s, "a"); a.Generation != gen {
+		t.Errorf("protect true moved the generation from %d to %d", gen, a.Generation)
+	}
+	blocked(onlyB, apply.Options{}, `"protect": false first`)
+	blocked(none, apply.Options{MaxTeardowns: ptr(2)}, `"protect": false first`)
+
+	if err := step(both, apply.Options{}); err != nil {
+		t.Fatalf("protect false is an ordinary change: %v", err)
+	}
+	if a := want(t, s, "a"); a.Spec.Protect || !a.Present || a.Generation != gen {
+		t.Fatalf("after protect false: protect %v, present %v, generation %d (was %d)", a.Spec.Protect, a.Present, a.Generation, gen)
+	}
+	blocked(none, apply.Options{}, "the plan tears down 2 substrates and apply.maxTeardowns allows 1")
+	blocked(onlyB, apply.Options{MaxTeardowns: ptr(0)}, "apply.maxTeardowns is 0")
+
+	if err := step(none, apply.Options{MaxTeardowns: ptr(2)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pool := range []string{"a", "b"} {
+		if w := want(t, s, pool); w.Present || w.Teardown != state.TeardownArchived {
+			t.Errorf("%s: present %v, teardown %q; want archived", pool, w.Present, w.Teardown)
+		}
+	}
+}
+
+func ptr(n int) *int { return &n }

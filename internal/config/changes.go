@@ -151,6 +151,7 @@ func flatten(c *Config) map[string]flat {
 	}
 	put("apply.prune", strconv.FormatBool(c.Apply.Prune))
 	put("apply.requireReviewedPlan", strconv.FormatBool(c.Apply.RequireReviewedPlan))
+	put("apply.maxTeardowns", strconv.Itoa(c.Apply.MaxTeardowns))
 	put("policy.path", c.Policy.Path)
 	put("drift.every", c.Drift.Every.String())
 	put("drift.heal", strconv.FormatBool(c.Drift.Heal))

@@ -41,6 +41,9 @@ const (
 	DefaultGitHubAPIURL  = "https://api.github.com/"
 	DefaultStatusContext = "fleet-agent"
 	DefaultDriftEvery    = 15 * time.Minute
+	// DefaultMaxTeardowns: one substrate per plan, so a document emptied or
+	// cut short by mistake cannot take the fleet down.
+	DefaultMaxTeardowns = 1
 )
 
 // maxFileSize bounds a config file; a real one is a few hundred bytes.
@@ -144,6 +147,8 @@ type GitHubApp struct {
 type Apply struct {
 	Prune               bool
 	RequireReviewedPlan bool
+	// MaxTeardowns is how many substrates one plan may tear down; 0 none.
+	MaxTeardowns int
 }
 
 // Policy says where the plans' policy is (docs/policy.md).
@@ -190,7 +195,7 @@ func Defaults(env LookupEnv) *Config {
 		Socket:    "./fleet-agent.sock",
 		Listen:    DefaultListen,
 		Git:       Git{Branch: DefaultBranch, Path: DefaultDocumentPath, Interval: DefaultInterval},
-		Apply:     Apply{RequireReviewedPlan: true},
+		Apply:     Apply{RequireReviewedPlan: true, MaxTeardowns: DefaultMaxTeardowns},
 		Drift:     Drift{Every: DefaultDriftEvery},
 		Substrate: Substrate{Every: DefaultSubstrateEvery},
 		Providers: map[string]*yaml.Node{},

@@ -24,7 +24,7 @@ var (
 	verifyKeys  = []string{"keyring"}
 	githubKeys  = []string{"repository", "apiURL", "token", "app", "webhookSecret", "statusContext"}
 	appKeys     = []string{"id", "installationId", "privateKey"}
-	applyKeys   = []string{"prune", "requireReviewedPlan"}
+	applyKeys   = []string{"prune", "requireReviewedPlan", "maxTeardowns"}
 	driftKeys   = []string{"every", "heal", "pullRequests", "revertOnClose"}
 	policyKeys  = []string{"path"}
 	secretsKeys = []string{"dir"}
@@ -42,7 +42,10 @@ func (p *parser) errorf(line int, format string, args ...any) {
 	p.problems = append(p.problems, Problem{File: p.file, Line: line, Message: fmt.Sprintf(format, args...)})
 }
 
-var yamlLine = lazyRegexp(`^yaml: line (\d+): (.*)$`)
+var (
+	yamlLine    = lazyRegexp(`^yaml: line (\d+): (.*)$`)
+	wholeDigits = lazyRegexp(`^[-+]?[0-9]+$`)
+)
 
 func (p *parser) parse(data []byte) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -95,6 +98,7 @@ func (p *parser) parse(data []byte) {
 	if a := p.section(top, "", "apply", applyKeys); a != nil {
 		p.boolean(a, "apply", "prune", &c.Apply.Prune)
 		p.boolean(a, "apply", "requireReviewedPlan", &c.Apply.RequireReviewedPlan)
+		p.count(a, "apply", "maxTeardowns", &c.Apply.MaxTeardowns, "0 allows no teardown")
 	}
 	if pol := p.section(top, "", "policy", policyKeys); pol != nil {
 		p.str(pol, "policy", "path", &c.Policy.Path, checkDocPath)
@@ -360,6 +364,30 @@ func (p *parser) positiveInt(m map[string]entry, path, key string, dst *int64) {
 	}
 	if n <= 0 {
 		p.errorf(v.Line, "%s must be a positive integer", full)
+		return
+	}
+	*dst = n
+}
+
+// count reads a key that is a whole number from 0; zero says what 0 means,
+// for the message.
+func (p *parser) count(m map[string]entry, path, key string, dst *int, zero string) {
+	v := p.scalar(m, path, key, "a whole number")
+	if v == nil {
+		return
+	}
+	full := join(path, key)
+	var n int
+	switch {
+	case v.Tag == "!!int" && v.Decode(&n) != nil, v.Tag == "!!float" && wholeDigits().MatchString(v.Value):
+		// YAML takes digits too many for an integer as a float.
+		p.errorf(v.Line, "%s: %s is out of range; write a whole number from 0 (%s)", full, v.Value, zero)
+		return
+	case v.Tag != "!!int":
+		p.errorf(v.Line, "%s must be a whole number from 0 (%s), not %s", full, zero, describe(v))
+		return
+	case n < 0:
+		p.errorf(v.Line, "%s is %d; it must be 0 or more (%s)", full, n, zero)
 		return
 	}
 	*dst = n

@@ -58,6 +58,7 @@ func TestSchemaDefaultsAreTheNormalForm(t *testing.T) {
 		"offer": "/pools/0/offers/0", "flavor": "/flavors/0", "placement": "/flavors/0/placement",
 		"sandboxTemplate": "/sandboxTemplates/0", "volume": "/sandboxTemplates/0/volumes/0",
 		"create": "/pools/1/policy/substrate/cluster/create", "substrateFlavor": "/pools/1/policy/substrate/flavors/0",
+		"substrate": "/pools/1/policy/substrate",
 	}
 	found := 0
 	var walk func(name string, o *object)

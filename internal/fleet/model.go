@@ -124,6 +124,9 @@ type Substrate struct {
 	Account string            `json:"account"`
 	Cluster Cluster           `json:"cluster"`
 	Flavors []SubstrateFlavor `json:"flavors"`
+	// Protect, as applied, blocks every plan that would tear the substrate
+	// down: removing one takes two reviewed changes (docs/substrates.md).
+	Protect bool `json:"protect,omitempty"`
 }
 
 // Cluster is exactly one of Create and Adopt.
@@ -295,6 +298,7 @@ func decodeDocument(tree any) (doc *Document, err error) {
 
 func decodeSubstrate(m map[string]any) *Substrate {
 	sub := &Substrate{Kind: s(m["kind"]), Account: s(m["account"])}
+	sub.Protect, _ = m["protect"].(bool)
 	c := obj(m["cluster"])
 	if cr, ok := c["create"].(map[string]any); ok {
 		sub.Cluster.Create = &ClusterCreate{Location: s(cr["location"])}

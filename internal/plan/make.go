@@ -19,6 +19,9 @@ type Options struct {
 	Prune bool
 	// Facts are the live verdicts (Gather); nil plans offline.
 	Facts *Facts
+	// MaxTeardowns is how many substrates the plan may tear down (config
+	// apply.maxTeardowns; 0 none); nil is DefaultMaxTeardowns.
+	MaxTeardowns *int
 }
 
 // Call groups, in the order calls run (reference "Calls run in dependency
@@ -115,6 +118,7 @@ func Make(doc *fleet.Document, snap *inventory.Snapshot, opts Options) *Plan {
 	p.flavors()
 	p.templates()
 	p.prune()
+	p.guardTeardowns()
 	return p.finish()
 }
 

@@ -83,7 +83,13 @@ func substrateValue(s *fleet.Substrate) map[string]any {
 		}
 		flavors[i] = m
 	}
-	return map[string]any{"kind": s.Kind, "account": s.Account, "cluster": cluster, "flavors": flavors}
+	m := map[string]any{"kind": s.Kind, "account": s.Account, "cluster": cluster, "flavors": flavors}
+	// Only when set: false is the default, and a substrate stored before
+	// the field existed compares equal to one that leaves it out.
+	if s.Protect {
+		m["protect"] = true
+	}
+	return m
 }
 
 func quotaSpec(poolID, resource string, max int64) map[string]any {

@@ -129,6 +129,12 @@ func (e *env) restart() {
 	e.start()
 }
 
+// anyTeardowns lifts apply.maxTeardowns: these suites tear down as many
+// substrates in one apply as their steps list, to drive the reconciler
+// through them together; the limit itself is the plan's (internal/plan,
+// internal/apply) and is tested there.
+var anyTeardowns = func() *int { n := 1 << 20; return &n }()
+
 // apply applies a document as the agent does.
 func (e *env) apply(text string, prune bool) {
 	e.t.Helper()
@@ -136,7 +142,7 @@ func (e *env) apply(text string, prune bool) {
 	if errs != nil {
 		e.t.Fatal(errs.Text())
 	}
-	if _, err := apply.Apply(e.t.Context(), e.store, d, apply.Options{Prune: prune, Now: e.clock.Now}); err != nil {
+	if _, err := apply.Apply(e.t.Context(), e.store, d, apply.Options{Prune: prune, Now: e.clock.Now, MaxTeardowns: anyTeardowns}); err != nil {
 		e.t.Fatalf("apply: %v", err)
 	}
 }
