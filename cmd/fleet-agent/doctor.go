@@ -55,7 +55,14 @@ Exit status 0 when nothing needs a person, 1 when something does.`,
 			cfg, err := a.loadConfig()
 			if err != nil {
 				rep = doctor.Report{Through: "command"}
-				rep.Add("config", "config-invalid", doctor.Fail, refusal.Text(err), "fix the config file at the line named; `fleet-agent doctor` checks it again")
+				switch {
+				case errors.Is(err, fs.ErrNotExist):
+					rep.Add("config", "config-missing", doctor.Fail, refusal.Text(err), "check the path given by --config or FLEET_AGENT_CONFIG; without either, doctor checks the defaults")
+				case errors.Is(err, fs.ErrPermission):
+					rep.Add("config", "config-permission", doctor.Fail, refusal.Text(err), "run doctor as the agent's user (sudo -u fleet-agent fleet-agent doctor); the file itself may be fine")
+				default:
+					rep.Add("config", "config-invalid", doctor.Fail, refusal.Text(err), "fix the config file at the line named; `fleet-agent doctor` checks it again")
+				}
 			} else if c := a.agentClient(cmd.Context(), cfg); c != nil {
 				if err := c.Do(cmd.Context(), "GET", "/v1/doctor", nil, &rep); err != nil {
 					return err

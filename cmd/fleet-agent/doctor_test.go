@@ -191,6 +191,21 @@ func TestDoctorStateIsADocument(t *testing.T) {
 	}
 }
 
+// A config path that names nothing is a path to check, not a file to fix
+// "at the line named".
+func TestDoctorConfigMissing(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope.yaml")
+	out, _, code := cli(t, map[string]string{}, "doctor", "-o", "json", "--config", missing)
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("doctor: %v\n%s", err, out)
+	}
+	f := finding(t, rep, "config-missing")
+	if code != 1 || !strings.Contains(f.Do, "check the path") || strings.Contains(f.Do, "line named") {
+		t.Errorf("exit %d, %+v", code, f)
+	}
+}
+
 func finding(t *testing.T, rep doctor.Report, code string) doctor.Finding {
 	t.Helper()
 	for _, f := range rep.Findings {
