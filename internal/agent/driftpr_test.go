@@ -406,3 +406,36 @@ func TestDriftThePolicyDeniesIsListedNotWritten(t *testing.T) {
 		t.Fatalf("not written: %+v", n)
 	}
 }
+
+// The drift branch is the agent's: a commit someone else adds on it (here a
+// file beside the document, as a change of the policy would be) is not the
+// agent's keep. Merged, it is refused as a drift proposal whose head the
+// agent did not write, however empty its plan.
+func TestForeignCommitOnTheDriftBranchIsRefused(t *testing.T) {
+	w, _, _ := driftWorld(t, false)
+	// A policy file is named: a commit that adds one needs review.
+	w.agent.Reconfigure(func(c *agent.Config) { c.PolicyPath = "policy.yaml" })
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	if rec == nil || rec.State != "open" {
+		t.Fatalf("no drift proposal: %+v\n%s", rec, w.log)
+	}
+	w.work.Git(t, "fetch", "-q", "origin", rec.Branch)
+	w.work.Git(t, "checkout", "-q", "-B", "sneak", "FETCH_HEAD")
+	w.work.Write(t, "policy.yaml", "rules: []\n")
+	foreign := w.work.CommitAll(t, "ride along on the drift branch")
+	w.work.Push(t, "--force", "HEAD:refs/heads/"+rec.Branch)
+	w.tick(t) // the branch is planned at the foreign head: no calls
+	w.remo.UpdateRef(t, "refs/heads/main", foreign)
+	w.tick(t)
+	if ap := w.applied(t); ap != nil && ap.Commit == foreign {
+		t.Fatalf("a foreign commit on the drift branch was applied as a keep\n%s", w.log)
+	}
+	st, err := agent.Status(w.store, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Refused) != 1 || st.Refused[0].Commit != foreign || !strings.Contains(st.Refused[0].Reason, "the agent did not write") {
+		t.Fatalf("refused %+v, want the merge refused as a drift branch with a foreign head", st.Refused)
+	}
+}

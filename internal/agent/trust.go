@@ -342,6 +342,26 @@ func (a *Agent) driftKeep(rv Reviewed) bool {
 	return err == nil && rec != nil && rec.PR == rv.PR
 }
 
+// driftForeign reports whether a reviewed head is the drift proposal's
+// branch or pull request at a head the agent did not push: someone added
+// commits to it. The branch is the agent's description of the fleet; a
+// commit on top of it is another change (a policy's, a document's) that
+// would ride in as a keep.
+func (a *Agent) driftForeign(rv Reviewed) bool {
+	if !a.driftKeep(rv) {
+		return false
+	}
+	rec, err := a.DriftProposalNow()
+	return err != nil || rec == nil || rec.Head != rv.Head
+}
+
+// driftForeignRefused refuses a merge of the drift proposal at a head the
+// agent did not write.
+func (a *Agent) driftForeignRefused(c *candidate, what string, rv Reviewed) verdict {
+	return unreviewed("drift branch changed", "%s merges %s, a drift proposal, at head %s, which the agent did not write (it pushed its own description of the fleet; commits added on its branch are another change): propose them on a branch of your own, or read the plan and adopt it by hand",
+		refs.Short(c.commit), what, refs.Short(rv.Head))
+}
+
 // driftKeepMoved refuses a merge of a drift proposal whose plan makes
 // calls. The proposal is there to keep the fleet as it is, so merged its
 // plan makes none; one that makes calls was written before the fleet (or
@@ -407,6 +427,8 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 			return a.policyNotReviewed(c, fmt.Sprintf("the head %s of pull request #%d", refs.Short(c.prHead), c.pr))
 		case a.driftKeep(rv) && !c.plan.Empty():
 			return a.driftKeepMoved(c, fmt.Sprintf("pull request #%d", c.pr))
+		case a.driftForeign(rv):
+			return a.driftForeignRefused(c, fmt.Sprintf("pull request #%d", c.pr), rv)
 		}
 		return proceed()
 	}
@@ -426,6 +448,9 @@ func (a *Agent) stepReviewed(_ context.Context, c *candidate) verdict {
 		if found && rv.Valid && rv.PlanHash == hash {
 			if a.driftKeep(rv) && !c.plan.Empty() {
 				return a.driftKeepMoved(c, "the proposal "+strings.TrimPrefix(rv.Ref, "refs/heads/"))
+			}
+			if a.driftForeign(rv) {
+				return a.driftForeignRefused(c, "the proposal "+strings.TrimPrefix(rv.Ref, "refs/heads/"), rv)
 			}
 			if a.policyAsReviewed(c, h) {
 				return proceed()
