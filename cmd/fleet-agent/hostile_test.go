@@ -137,17 +137,6 @@ func (h *hostile) goodHook(t *testing.T, limit time.Duration) {
 	})
 }
 
-// raw sends one request as written and returns the answer's status and
-// body (at most 64 KiB) with its Location header, or the error that ended
-// the connection.
-func raw(addr, network, request string) (int, string, error) {
-	code, body, loc, err := rawLoc(addr, network, request)
-	if loc != "" {
-		body += "\nLocation: " + loc
-	}
-	return code, body, err
-}
-
 func rawLoc(addr, network, request string) (int, string, string, error) {
 	return rawLocBytes(addr, network, []byte(request))
 }
