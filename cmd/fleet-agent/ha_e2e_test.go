@@ -1015,15 +1015,7 @@ func (w *haWorld) pauseTrial(tr haTrial, pr int, head string, old *haAgent) {
 		if calls > 0 {
 			return true, ""
 		}
-		campaigning := false
-		for _, l := range old.linesSince(from) {
-			campaigning = campaigning || strings.Contains(l, `"message":"standing by: campaigning for the leadership"`)
-		}
-		v, err := w.leaderMetric(old)
-		if err != nil {
-			return false, err.Error()
-		}
-		return v == 0 && campaigning, fmt.Sprintf("fleet_agent_leader %d, campaigning again %v", v, campaigning)
+		return w.standsBy(old, from)
 	})
 	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_UN); err != nil {
 		t.Fatal(err)
@@ -1042,15 +1034,7 @@ func (w *haWorld) pauseTrial(tr haTrial, pr int, head string, old *haAgent) {
 		w.pausedCalls++
 		t.Logf("pause: %s tried %d provider call(s) after it was continued, refused by the fake at the call: %v", old.name, calls, refusedCalls(w.fake)[len(refusedBefore):])
 		w.waitFor(30*time.Second, old.name+" stands by after its late call", func() (bool, string) {
-			campaigning := false
-			for _, l := range old.linesSince(from) {
-				campaigning = campaigning || strings.Contains(l, `"message":"standing by: campaigning for the leadership"`)
-			}
-			v, err := w.leaderMetric(old)
-			if err != nil {
-				return false, err.Error()
-			}
-			return v == 0 && campaigning, fmt.Sprintf("fleet_agent_leader %d, campaigning again %v", v, campaigning)
+			return w.standsBy(old, from)
 		})
 	}
 	// A full substrate pass of the new leader and a poll after the old
@@ -1093,6 +1077,20 @@ func (w *haWorld) pauseTrial(tr haTrial, pr int, head string, old *haAgent) {
 	}
 	w.step = changed
 	w.restartDead()
+}
+
+// standsBy reports whether a stands by: its log after line from says it
+// campaigns again (its term ended) and its metric says it does not lead.
+func (w *haWorld) standsBy(a *haAgent, from int) (bool, string) {
+	campaigning := false
+	for _, l := range a.linesSince(from) {
+		campaigning = campaigning || strings.Contains(l, `"message":"standing by: campaigning for the leadership"`)
+	}
+	v, err := w.leaderMetric(a)
+	if err != nil {
+		return false, err.Error()
+	}
+	return v == 0 && campaigning, fmt.Sprintf("fleet_agent_leader %d, campaigning again %v", v, campaigning)
 }
 
 // pauseOutsideFake SIGSTOPs a at an instant it is not inside a call to
