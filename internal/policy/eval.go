@@ -47,49 +47,121 @@ func (s sizes) EstimateCallCost(function, _ string, _ *cost.AstNode, _ []cost.As
 }
 
 // implied are the kinds and change types an expression can only be true
-// for: its top-level conjunction holding change.kind == 'K' (change.type
-// == 'T'). A change of another kind makes that conjunct false and so the
-// whole false, whatever else errs (CEL's && is commutative on errors), so
-// skipping it gives the same verdict without running the expression: most
-// rules over a plan of thousands of changes run on the few they are about.
-func implied(e ast.Expr) (kinds, types []string) {
+// for: each conjunct of its top-level conjunction that is change.kind ==
+// 'K' or change.kind in ['K1', 'K2'] (change.type likewise) is a set the
+// change's kind must be in. A change of another kind makes that conjunct
+// false and so the whole false, whatever else errs (CEL's && is
+// commutative on errors), so skipping it gives the same verdict without
+// running the expression: most rules over a plan of thousands of changes
+// run on the few they are about.
+func implied(e ast.Expr) (kinds, types [][]string) {
 	var walk func(e ast.Expr)
 	walk = func(e ast.Expr) {
 		if e.Kind() != ast.CallKind {
 			return
 		}
 		c := e.AsCall()
-		switch c.FunctionName() {
-		case "_&&_":
+		if c.FunctionName() == "_&&_" {
 			for _, a := range c.Args() {
 				walk(a)
 			}
-		case "_==_":
-			args := c.Args()
-			for i := range 2 {
-				field, lit := args[i], args[1-i]
-				if field.Kind() != ast.SelectKind || lit.Kind() != ast.LiteralKind {
-					continue
-				}
-				sel := field.AsSelect()
-				if sel.IsTestOnly() || sel.Operand().Kind() != ast.IdentKind || sel.Operand().AsIdent() != "change" {
-					continue
-				}
-				v, ok := lit.AsLiteral().Value().(string)
-				if !ok {
-					continue
-				}
-				switch sel.FieldName() {
-				case "kind":
-					kinds = append(kinds, v)
-				case "type":
-					types = append(types, v)
-				}
-			}
+			return
+		}
+		cmp, ok := changeComparison(e)
+		if !ok || cmp.op == "_!=_" {
+			return
+		}
+		switch cmp.field {
+		case "kind":
+			kinds = append(kinds, cmp.values)
+		case "type":
+			types = append(types, cmp.values)
 		}
 	}
 	walk(e)
 	return kinds, types
+}
+
+// comparison is change.kind or change.type compared with string literals:
+// == and != with one, in with a list of them.
+type comparison struct {
+	field, op string
+	values    []string
+}
+
+// changeComparison reads e as a comparison of change.kind or change.type
+// with literals; false when it is not one.
+func changeComparison(e ast.Expr) (comparison, bool) {
+	if e.Kind() != ast.CallKind {
+		return comparison{}, false
+	}
+	c := e.AsCall()
+	args := c.Args()
+	if len(args) != 2 {
+		return comparison{}, false
+	}
+	field := func(e ast.Expr) string {
+		if e.Kind() != ast.SelectKind {
+			return ""
+		}
+		sel := e.AsSelect()
+		if sel.IsTestOnly() || sel.Operand().Kind() != ast.IdentKind || sel.Operand().AsIdent() != "change" {
+			return ""
+		}
+		if f := sel.FieldName(); f == "kind" || f == "type" {
+			return f
+		}
+		return ""
+	}
+	literal := func(e ast.Expr) (string, bool) {
+		if e.Kind() != ast.LiteralKind {
+			return "", false
+		}
+		v, ok := e.AsLiteral().Value().(string)
+		return v, ok
+	}
+	switch op := c.FunctionName(); op {
+	case "_==_", "_!=_":
+		for i := range 2 {
+			f := field(args[i])
+			v, ok := literal(args[1-i])
+			if f != "" && ok {
+				return comparison{field: f, op: op, values: []string{v}}, true
+			}
+		}
+	case "@in":
+		f := field(args[0])
+		if f == "" || args[1].Kind() != ast.ListKind {
+			return comparison{}, false
+		}
+		l := args[1].AsList()
+		if len(l.OptionalIndices()) > 0 {
+			return comparison{}, false
+		}
+		values := []string{}
+		for _, el := range l.Elements() {
+			v, ok := literal(el)
+			if !ok {
+				return comparison{}, false
+			}
+			values = append(values, v)
+		}
+		return comparison{field: f, op: op, values: values}, true
+	}
+	return comparison{}, false
+}
+
+// comparisons are every comparison of change.kind or change.type with
+// literals anywhere in e (under ||, !, a ternary, a macro), for the
+// warnings: a literal no change has is a misspelling wherever it is.
+func comparisons(e ast.Expr) []comparison {
+	var out []comparison
+	ast.PostOrderVisit(e, ast.NewExprVisitor(func(e ast.Expr) {
+		if c, ok := changeComparison(e); ok {
+			out = append(out, c)
+		}
+	}))
+	return out
 }
 
 // Input is what a policy judges: the plan, and what it was made of.
@@ -203,13 +275,13 @@ func (r *Rule) selects(k inventory.Kind, a plan.Action) bool {
 	if len(r.Match.Kinds) > 0 && !slices.Contains(r.Match.Kinds, string(k)) {
 		return false
 	}
-	for _, want := range r.impliedKinds {
-		if string(k) != want {
+	for _, set := range r.impliedKinds {
+		if !slices.Contains(set, string(k)) {
 			return false
 		}
 	}
-	for _, want := range r.impliedTypes {
-		if string(a) != want {
+	for _, set := range r.impliedTypes {
+		if !slices.Contains(set, string(a)) {
 			return false
 		}
 	}

@@ -93,8 +93,12 @@ type Rule struct {
 	// (hoist.go) cut out of it; nil prg otherwise.
 	plain program
 	// impliedKinds and impliedTypes are what the expression itself
-	// requires of change.kind and change.type (implied).
-	impliedKinds, impliedTypes []string
+	// requires of change.kind and change.type (implied): each a set the
+	// kind (type) must be in.
+	impliedKinds, impliedTypes [][]string
+	// compared are the expression's comparisons of change.kind and
+	// change.type with literals, for the warnings.
+	compared []comparison
 }
 
 // program is one compiled expression and what it costs the budget of a
@@ -406,6 +410,7 @@ func (l *loader) rule(n *yaml.Node) *Rule {
 		r.expr, checked = l.compile(exprNode, r.Name, "expression", r.Expression, types.BoolType)
 		if checked != nil {
 			r.impliedKinds, r.impliedTypes = implied(checked.NativeRep().Expr())
+			r.compared = comparisons(checked.NativeRep().Expr())
 			if h, ok := l.hoisted(checked); ok {
 				r.plain, r.expr = r.expr, h
 			}

@@ -271,10 +271,14 @@ func TestRuntimeCostLimit(t *testing.T) {
 // runs on all of them (errors included).
 func TestImpliedSkipsNothing(t *testing.T) {
 	for _, c := range []struct{ expr, implied string }{
-		{`change.kind == 'flavor' && change.after.gpus > 8`, "[flavor] []"},
-		{`change.after.gpus > 8 && change.kind == 'flavor'`, "[flavor] []"},
-		{`'flavor' == change.kind && change.type == 'create'`, "[flavor] [create]"},
-		{`change.type == 'delete' && (change.kind == 'pool' || change.after.nope == 1)`, "[] [delete]"},
+		{`change.kind == 'flavor' && change.after.gpus > 8`, "[[flavor]] []"},
+		{`change.after.gpus > 8 && change.kind == 'flavor'`, "[[flavor]] []"},
+		{`'flavor' == change.kind && change.type == 'create'`, "[[flavor]] [[create]]"},
+		{`change.type == 'delete' && (change.kind == 'pool' || change.after.nope == 1)`, "[] [[delete]]"},
+		{`change.kind in ['flavor', 'pool'] && change.after.gpus > 8`, "[[flavor pool]] []"},
+		{`change.kind in ['flavor', 'pool'] && change.type in ['create'] && change.kind == 'pool'`, "[[flavor pool] [pool]] [[create]]"},
+		{`change.kind != 'flavor' && change.after.gpus > 8`, "[] []"},
+		{`change.kind in [change.name] && change.after.gpus > 8`, "[] []"},
 		{`change.kind == 'flavor' || change.kind == 'pool'`, "[] []"},
 		{`!(change.kind == 'flavor') && change.after.gpus > 8`, "[] []"},
 	} {

@@ -22,6 +22,14 @@ func TestWarnings(t *testing.T) {
 		{"unchanged without match", `{name: r, expression: "change.type == 'unchanged'", action: warn}`, `which match.changes leaves out (the default is create, update, delete)`},
 		{"unchanged with match", `{name: r, match: {changes: [unchanged]}, expression: "change.type == 'unchanged'", action: warn}`, ``},
 		{"two kinds", `{name: r, expression: "change.kind == 'pool' && change.kind == 'flavor'", action: warn}`, `change.kind to be flavor and pool at once`},
+		{"a dead entry of an in list", `{name: r, expression: "change.kind in ['flavor', 'pools'] && change.after.gpus > 8", action: deny}`, `the expression compares change.kind with "pools", which no change has (kinds: `},
+		{"a misspelt kind in a negation", `{name: r, expression: "change.kind != 'Flavor' && change.type == 'delete'", action: deny}`, `the expression compares change.kind with "Flavor", which no change has`},
+		{"a misspelt kind under or", `{name: r, expression: "change.kind == 'flavor' || change.kind == 'flavour'", action: deny}`, `the expression compares change.kind with "flavour", which no change has`},
+		{"a misspelt type in a list", `{name: r, expression: "change.type in ['create', 'updated']", action: deny}`, `the expression compares change.type with "updated", which no change has (types: `},
+		{"in list match leaves out", `{name: r, match: {kinds: [site]}, expression: "change.kind in ['pool', 'flavor']", action: deny}`, `the expression asks for change.kind in [pool, flavor], which match.kinds (site) leaves out`},
+		{"in list and == disagree", `{name: r, expression: "change.kind in ['pool', 'site'] && change.kind == 'flavor'", action: warn}`, `change.kind to be flavor and pool and site at once`},
+		{"in list of unchanged only", `{name: r, expression: "change.type in ['unchanged']", action: warn}`, `the expression asks for change.type == "unchanged", which match.changes leaves out`},
+		{"in lists that meet", `{name: r, expression: "change.kind in ['pool', 'flavor'] && change.kind in ['flavor', 'site'] && change.type in ['create', 'update']", action: warn}`, ``},
 		{"a rule that matches", `{name: r, match: {kinds: [flavor]}, expression: "change.kind == 'flavor' && change.after.gpus > 8", action: deny}`, ``},
 	}
 	doc := document(t, base)
