@@ -2,11 +2,15 @@ package plan
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/fleet-agent/fleet-agent/internal/canon"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/schema"
 )
 
 // Export turns the fleet back into a document: every live object, by name,
@@ -101,6 +105,9 @@ func Export(snap *inventory.Snapshot) (*fleet.Document, error) {
 			doc[k] = v
 		}
 	}
+	if err := fitsADocument(doc, pools); err != nil {
+		return nil, err
+	}
 	data, err := canon.Marshal(doc)
 	if err != nil {
 		return nil, err
@@ -111,6 +118,54 @@ func Export(snap *inventory.Snapshot) (*fleet.Document, error) {
 	}
 	return d, nil
 }
+
+// fitsADocument refuses a fleet no document can describe: a list longer
+// than the schema lets a document have (applies without prune add up: two
+// documents of 600 flavors leave 1,200). Said with the count, the limit and
+// the ways out, before the schema's own message (which names neither).
+func fitsADocument(doc map[string]any, pools []any) error {
+	limits := listLimits()
+	for _, k := range []string{"providerAccounts", "sites", "pools", "flavors", "sandboxTemplates"} {
+		if l, ok := doc[k].([]any); ok && limits[k] > 0 && len(l) > limits[k] {
+			return tooMany(fmt.Sprintf("%d %s", len(l), k), limits[k], "")
+		}
+	}
+	for _, p := range pools {
+		m := p.(map[string]any)
+		if l, ok := m["offers"].([]any); ok && limits["offers"] > 0 && len(l) > limits["offers"] {
+			return tooMany(fmt.Sprintf("%d offers on pool %v", len(l), m["name"]), limits["offers"], " of a pool")
+		}
+	}
+	return nil
+}
+
+func tooMany(what string, limit int, of string) error {
+	return refusal.New(refusal.InvalidInput, "the fleet holds %s; a document lists at most %d%s, so no document can describe this fleet and export writes none. Delete what no document lists (apply a document with --prune, or apply.prune: true), or keep a copy of the fleet with fleet-agent state copy", what, limit, of)
+}
+
+// listLimits are the schema's maxItems of the document's lists (and of a
+// pool's offers), read once from the embedded schema.
+var listLimits = sync.OnceValue(func() map[string]int {
+	var s struct {
+		Properties map[string]struct {
+			MaxItems int `json:"maxItems"`
+		} `json:"properties"`
+		Defs map[string]struct {
+			Properties map[string]struct {
+				MaxItems int `json:"maxItems"`
+			} `json:"properties"`
+		} `json:"$defs"`
+	}
+	out := map[string]int{}
+	if json.Unmarshal(schema.JSON, &s) != nil {
+		return out
+	}
+	for k, p := range s.Properties {
+		out[k] = p.MaxItems
+	}
+	out["offers"] = s.Defs["pool"].Properties["offers"].MaxItems
+	return out
+})
 
 func copySpec(spec map[string]any, drop ...string) map[string]any {
 	m := inventory.CloneValue(spec).(map[string]any)
