@@ -32,9 +32,12 @@ type suiteCase struct {
 	Document string `yaml:"document"`
 	// Fleet is a document the fleet holds before (as if applied); none is
 	// an empty fleet.
-	Fleet  string `yaml:"fleet"`
-	Prune  bool   `yaml:"prune"`
-	Tenant string `yaml:"tenant"`
+	Fleet string `yaml:"fleet"`
+	Prune bool   `yaml:"prune"`
+	// MaxTeardowns is apply.maxTeardowns for the case's plan; none is the
+	// config's default.
+	MaxTeardowns *int   `yaml:"maxTeardowns"`
+	Tenant       string `yaml:"tenant"`
 	// Approvals are the logins that approved; Teams the members of each
 	// org/team slug.
 	Approvals []string            `yaml:"approvals"`
@@ -106,7 +109,7 @@ func runFile(path string) ([]CaseResult, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&sf); err != nil {
-		return nil, refusal.Wrap(refusal.InvalidInput, err, "%s is not a policy test file (policy, cases: name, document, fleet, prune, tenant, approvals, teams, expect)", path)
+		return nil, refusal.Wrap(refusal.InvalidInput, err, "%s is not a policy test file (policy, cases: name, document, fleet, prune, maxTeardowns, tenant, approvals, teams, expect)", path)
 	}
 	dir := filepath.Dir(path)
 	rel := func(p string) string {
@@ -151,6 +154,9 @@ func runFile(path string) ([]CaseResult, error) {
 		if c.Document == "" {
 			return nil, refusal.New(refusal.InvalidInput, "%s: %s names no document", path, name)
 		}
+		if c.MaxTeardowns != nil && *c.MaxTeardowns < 0 {
+			return nil, refusal.New(refusal.InvalidInput, "%s: %s: maxTeardowns is %d; it counts substrates (0 allows no teardown)", path, name, *c.MaxTeardowns)
+		}
 		doc, ddata, err := read(c.Document)
 		if err != nil {
 			return nil, err
@@ -167,7 +173,7 @@ func runFile(path string) ([]CaseResult, error) {
 			}
 			snap = FleetOf(before, tenant)
 		}
-		p := plan.Make(doc, snap, plan.Options{Tenant: tenant, Prune: c.Prune})
+		p := plan.Make(doc, snap, plan.Options{Tenant: tenant, Prune: c.Prune, MaxTeardowns: c.MaxTeardowns})
 		rep := pol.Evaluate(Input{Doc: doc, Data: ddata, Snap: snap, Plan: p, Tenant: tenant})
 		if len(c.Approvals) > 0 {
 			_ = MarkApproved(rep, c.Approvals, func(org, team, login string) (bool, error) {
