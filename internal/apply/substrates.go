@@ -67,15 +67,16 @@ func recordSubstrate(tx *state.Tx, tenant, commit string, now int64, poolID, nam
 			next.Teardown = state.TeardownArchived
 		}
 		next.Generation++
-	case old == nil || !old.Present || !sameSpec(unprotected(old.Spec), unprotected(*sub)):
+	case old == nil || !old.Present || !sameSpec(asked(old.Spec), asked(*sub)):
 		next.PoolID, next.Spec, next.Account = poolID, *sub, sub.Account
 		next.Present, next.Teardown = true, ""
 		next.Generation++
 	default:
-		// protect asks nothing of the provider: it is recorded for the
-		// plans to read, without a new generation that would supersede
-		// an operation in flight or make a converged substrate look busy.
-		next.Spec.Protect = sub.Protect
+		// protect and the maintenance windows ask nothing of the
+		// provider: they are recorded for the plans and the reconciler to
+		// read, without a new generation that would supersede an
+		// operation in flight or make a converged substrate look busy.
+		next.Spec.Protect, next.Spec.Maintenance = sub.Protect, sub.Maintenance
 	}
 	next.Pool, next.Tenant = name, tenant
 	if err := refreshAccount(tx, tenant, &next); err != nil {
@@ -108,8 +109,10 @@ func substrateOf(obj inventory.Object) (*fleet.Substrate, error) {
 
 func sameSpec(a, b fleet.Substrate) bool { return same(a, b) }
 
-func unprotected(s fleet.Substrate) fleet.Substrate {
-	s.Protect = false
+// asked is what of a substrate's spec asks something of the provider:
+// all but protect and the maintenance windows.
+func asked(s fleet.Substrate) fleet.Substrate {
+	s.Protect, s.Maintenance = false, nil
 	return s
 }
 

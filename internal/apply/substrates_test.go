@@ -295,3 +295,43 @@ func TestTeardownsNeedTwoSteps(t *testing.T) {
 }
 
 func ptr(n int) *int { return &n }
+
+// TestMaintenanceIsRecordedWithoutANewGeneration: the maintenance windows
+// ask nothing of the provider: written, changed and taken out, they are
+// recorded as the document says, and the substrate's generation (what its
+// operations are keyed by) stays; a change beside them that asks something
+// of the provider moves it.
+func TestMaintenanceIsRecordedWithoutANewGeneration(t *testing.T) {
+	s := statetest.Open(t)
+	plain := k8sDoc("k8s", map[string]string{"a": oneFlavor})
+	with := func(window string) string {
+		return strings.Replace(plain, `"flavors":`, `"maintenance":{"windows":[`+window+`]},"flavors":`, 1)
+	}
+	step := func(text string) {
+		t.Helper()
+		if _, err := apply.Apply(t.Context(), s, doc(t, text), apply.Options{Now: fixed, Commit: "c"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(plain)
+	gen := want(t, s, "a").Generation
+	for _, c := range []struct{ name, text, start string }{
+		{"written", with(`{"days":["sat"],"start":"02:00","duration":"4h"}`), "02:00"},
+		{"changed", with(`{"days":["sun"],"start":"03:30","duration":"2h","timeZone":"Europe/Berlin"}`), "03:30"},
+		{"taken out", plain, ""},
+	} {
+		step(c.text)
+		a := want(t, s, "a")
+		got := ""
+		if a.Spec.Maintenance != nil {
+			got = a.Spec.Maintenance.Windows[0].Start
+		}
+		if got != c.start || a.Generation != gen || !a.Present {
+			t.Fatalf("%s: recorded start %q (want %q), generation %d (was %d), present %v", c.name, got, c.start, a.Generation, gen, a.Present)
+		}
+	}
+	step(strings.Replace(with(`{"days":["sat"],"start":"02:00","duration":"4h"}`), `"nodes":1`, `"nodes":2`, 1))
+	if a := want(t, s, "a"); a.Generation == gen || a.Spec.Maintenance == nil {
+		t.Fatalf("a size change beside the windows: generation %d (was %d), windows %v", a.Generation, gen, a.Spec.Maintenance)
+	}
+}

@@ -127,6 +127,22 @@ type Substrate struct {
 	// Protect, as applied, blocks every plan that would tear the substrate
 	// down: removing one takes two reviewed changes (docs/substrates.md).
 	Protect bool `json:"protect,omitempty"`
+	// Maintenance, when set, holds the windows disruptive steps wait for
+	// (internal/maintenance reads them).
+	Maintenance *Maintenance `json:"maintenance,omitempty"`
+}
+
+// Maintenance is a substrate's maintenance windows.
+type Maintenance struct {
+	Windows []MaintenanceWindow `json:"windows"`
+}
+
+// MaintenanceWindow is one recurring window, as written.
+type MaintenanceWindow struct {
+	Days     []string `json:"days"`
+	Start    string   `json:"start"`
+	Duration string   `json:"duration"`
+	TimeZone string   `json:"timeZone,omitempty"`
 }
 
 // Cluster is exactly one of Create and Adopt.
@@ -299,6 +315,20 @@ func decodeDocument(tree any) (doc *Document, err error) {
 func decodeSubstrate(m map[string]any) *Substrate {
 	sub := &Substrate{Kind: s(m["kind"]), Account: s(m["account"])}
 	sub.Protect, _ = m["protect"].(bool)
+	if mt, ok := m["maintenance"].(map[string]any); ok {
+		sub.Maintenance = &Maintenance{}
+		for _, w := range arr(mt["windows"]) {
+			wm := obj(w)
+			mw := MaintenanceWindow{Start: s(wm["start"]), Duration: s(wm["duration"])}
+			for _, d := range arr(wm["days"]) {
+				mw.Days = append(mw.Days, s(d))
+			}
+			if z, ok := wm["timeZone"]; ok {
+				mw.TimeZone = s(z)
+			}
+			sub.Maintenance.Windows = append(sub.Maintenance.Windows, mw)
+		}
+	}
 	c := obj(m["cluster"])
 	if cr, ok := c["create"].(map[string]any); ok {
 		sub.Cluster.Create = &ClusterCreate{Location: s(cr["location"])}

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/fleet-agent/fleet-agent/internal/maintenance"
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
 )
 
@@ -77,6 +79,7 @@ func ruleFindings(tree any) []finding {
 		sub, _ := policy["substrate"].(map[string]any)
 		sflavors, _ := sub["flavors"].([]any)
 		repeated(sflavors, pbase+"/policy/substrate/flavors", "name", byName, subject("substrate flavor"))
+		out = append(out, windowFindings(pbase+"/policy/substrate/maintenance/windows", sub)...)
 		for fi, f := range sflavors {
 			fm, _ := f.(map[string]any)
 			as, _ := fm["autoscaling"].(map[string]any)
@@ -141,6 +144,41 @@ func ruleFindings(tree any) []finding {
 	}
 	return out
 }
+
+// windowFindings are what maintenance.Parse finds in a substrate's
+// windows that the schema cannot say: a duration out of range, a day
+// repeated, a time zone the zone database does not hold.
+func windowFindings(base string, sub map[string]any) []finding {
+	mt, _ := sub["maintenance"].(map[string]any)
+	ws, _ := mt["windows"].([]any)
+	specs := make([]maintenance.Spec, len(ws))
+	for i, w := range ws {
+		wm, _ := w.(map[string]any)
+		days, _ := wm["days"].([]any)
+		for _, d := range days {
+			if ds, ok := d.(string); ok {
+				specs[i].Days = append(specs[i].Days, ds)
+			}
+		}
+		specs[i].Start, _ = wm["start"].(string)
+		specs[i].Duration, _ = wm["duration"].(string)
+		specs[i].TimeZone, _ = wm["timeZone"].(string)
+	}
+	_, problems := maintenance.Parse(specs)
+	var out []finding
+	for _, p := range problems {
+		// The schema says what is wrong with the form (and a zone name
+		// of characters no zone has); the rules say the rest.
+		if p.Form || p.Field == "timeZone" && !zoneName.MatchString(specs[p.Index].TimeZone) && specs[p.Index].TimeZone != "" {
+			continue
+		}
+		out = append(out, finding{ptr: joinPointer(base, strconv.Itoa(p.Index), p.Field), msg: p.Message})
+	}
+	return out
+}
+
+// zoneName is the schema's pattern of maintenance.windows[].timeZone.
+var zoneName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_+/-]{0,63}$`)
 
 // secretFields applies the secret rule at every depth of a provider config.
 // The message never repeats the value: it may be a secret pasted by mistake.

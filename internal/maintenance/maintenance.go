@@ -85,6 +85,11 @@ type Problem struct {
 	Index   int
 	Field   string
 	Message string
+	// Form is true for a problem of the text's form (not a day, not HH:MM,
+	// not a duration), which a schema says too; false for one of meaning
+	// (a day repeated, a duration out of range, a zone that does not
+	// exist).
+	Form bool
 }
 
 func parseOne(s Spec) (Window, []Problem) {
@@ -93,11 +98,15 @@ func parseOne(s Spec) (Window, []Problem) {
 	bad := func(field, format string, args ...any) {
 		ps = append(ps, Problem{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
+	form := func(field, format string, args ...any) {
+		bad(field, format, args...)
+		ps[len(ps)-1].Form = true
+	}
 	for _, d := range s.Days {
 		i := slices.Index(dayNames, d)
 		switch {
 		case i < 0:
-			bad("days", "%q is not a day; days are %s", d, strings.Join(dayNames, ", "))
+			form("days", "%q is not a day; days are %s", d, strings.Join(dayNames, ", "))
 		case slices.Contains(w.Days, time.Weekday(i)):
 			bad("days", "%q is repeated", d)
 		default:
@@ -105,17 +114,17 @@ func parseOne(s Spec) (Window, []Problem) {
 		}
 	}
 	if len(s.Days) == 0 {
-		bad("days", "a window starts on at least one day (%s)", strings.Join(dayNames, ", "))
+		form("days", "a window starts on at least one day (%s)", strings.Join(dayNames, ", "))
 	}
 	if start, ok := clock(s.Start); ok {
 		w.Start = start
 	} else {
-		bad("start", "%q is not a time of day; write HH:MM, 24-hour (00:00 to 23:59)", s.Start)
+		form("start", "%q is not a time of day; write HH:MM, 24-hour (00:00 to 23:59)", s.Start)
 	}
 	d, err := time.ParseDuration(s.Duration)
 	switch {
 	case err != nil:
-		bad("duration", "%q is not a duration; write it as 30m, 4h or 2h30m", s.Duration)
+		form("duration", "%q is not a duration; write it as 30m, 4h or 2h30m", s.Duration)
 	case d < MinDuration || d > MaxDuration:
 		bad("duration", "%s is out of range: a window lasts from %s to %s", s.Duration, short(MinDuration), short(MaxDuration))
 	default:

@@ -89,6 +89,21 @@ func substrateValue(s *fleet.Substrate) map[string]any {
 	if s.Protect {
 		m["protect"] = true
 	}
+	if s.Maintenance != nil {
+		windows := make([]any, len(s.Maintenance.Windows))
+		for i, w := range s.Maintenance.Windows {
+			days := make([]any, len(w.Days))
+			for j, d := range w.Days {
+				days[j] = d
+			}
+			wm := map[string]any{"days": days, "start": w.Start, "duration": w.Duration}
+			if w.TimeZone != "" {
+				wm["timeZone"] = w.TimeZone
+			}
+			windows[i] = wm
+		}
+		m["maintenance"] = map[string]any{"windows": windows}
+	}
 	return m
 }
 
