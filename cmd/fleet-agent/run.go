@@ -86,6 +86,8 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		if m := mref.Load(); m != nil {
 			m.EtcdRequest(took, err)
 		}
+	}, func(err error) {
+		log.Warn().Err(err).Msg("etcd store")
 	})
 	if err != nil {
 		return err
