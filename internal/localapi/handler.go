@@ -52,18 +52,18 @@ type handler struct {
 // several agents share): it names the leader, where the command works.
 // The store would refuse the write anyway; this says so before the
 // command does anything else.
-func (a handler) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
+func (api handler) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if a.store.Leading() {
+		if api.store.Leading() {
 			h(w, r)
 			return
 		}
-		leader, _ := a.store.Leader(r.Context())
+		leader, _ := api.store.Leader(r.Context())
 		if leader == "" {
 			leader = "none yet (an election is under way)"
 		}
 		WriteError(w, refusal.Wrap(refusal.Unavailable, state.ErrNotLeader,
-			"this agent (%s) stands by and takes no writes; the leader is %s: run the command on its box", a.store.Name(), leader))
+			"this agent (%s) stands by and takes no writes; the leader is %s: run the command on its box", api.store.Name(), leader))
 	}
 }
 
@@ -74,10 +74,10 @@ const maxRequest = 32 << 20
 // Handler serves the local API, every route of it: the command line reaches
 // the fleet through it while the agent holds the state file.
 func Handler(loop Loop, store *state.Store) http.Handler {
-	a := handler{loop: loop, store: store}
+	api := handler{loop: loop, store: store}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) {
-		WriteJSON(w, http.StatusOK, map[string]any{"agent": true, "branch": a.branch(), "following": true})
+		WriteJSON(w, http.StatusOK, map[string]any{"agent": true, "branch": api.branch(), "following": true})
 	})
 	mux.HandleFunc("POST /v1/plan", func(w http.ResponseWriter, r *http.Request) {
 		var req PlanRequest
@@ -90,15 +90,15 @@ func Handler(loop Loop, store *state.Store) http.Handler {
 		var err error
 		proposal := req.Proposal != ""
 		if proposal {
-			p, full, err = a.loop.PlanProposal(r.Context(), req.Proposal)
+			p, full, err = api.loop.PlanProposal(r.Context(), req.Proposal)
 		} else {
-			p, full, err = a.loop.PlanCommit(r.Context(), req.Commit)
+			p, full, err = api.loop.PlanCommit(r.Context(), req.Commit)
 			// A commit off the branch that heads a planned proposal is
 			// planned as that proposal, not refused.
 			if refusal.Is(err, refusal.InvalidState) {
-				if a.loop.IsProposal(req.Commit) {
+				if api.loop.IsProposal(req.Commit) {
 					proposal = true
-					p, full, err = a.loop.PlanProposal(r.Context(), req.Commit)
+					p, full, err = api.loop.PlanProposal(r.Context(), req.Commit)
 				}
 			}
 		}
@@ -106,7 +106,7 @@ func Handler(loop Loop, store *state.Store) http.Handler {
 			WriteError(w, err)
 			return
 		}
-		a.replyPlanOf(w, p, f, req.Calls, full, 0, proposal)
+		api.replyPlanOf(w, p, f, req.Calls, full, 0, proposal)
 	})
 	mux.HandleFunc("POST /v1/plan-document", func(w http.ResponseWriter, r *http.Request) {
 		var req PlanDocumentRequest
@@ -119,14 +119,14 @@ func Handler(loop Loop, store *state.Store) http.Handler {
 			WriteError(w, errs.Refusal())
 			return
 		}
-		p, err := a.loop.PlanDocument(r.Context(), doc, req.Prune, req.Offline)
+		p, err := api.loop.PlanDocument(r.Context(), doc, req.Prune, req.Offline)
 		if err != nil {
 			WriteError(w, err)
 			return
 		}
-		a.replyPlan(w, p, f, req.Calls, "", 0)
+		api.replyPlan(w, p, f, req.Calls, "", 0)
 	})
-	mux.HandleFunc("POST /v1/apply", a.leaderOnly(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /v1/apply", api.leaderOnly(func(w http.ResponseWriter, r *http.Request) {
 		var req ApplyRequest
 		if !readJSON(w, r, &req) {
 			return
@@ -136,7 +136,7 @@ func Handler(loop Loop, store *state.Store) http.Handler {
 			WriteError(w, err)
 			return
 		}
-		p, n, err := a.loop.ApplyCommit(r.Context(), req.Commit, req.PlanHash, by)
+		p, n, err := api.loop.ApplyCommit(r.Context(), req.Commit, req.PlanHash, by)
 		if err != nil {
 			resp := apiError{Code: refusal.CodeOf(err), Message: refusal.Message(err)}
 			if p != nil {
@@ -148,24 +148,24 @@ func Handler(loop Loop, store *state.Store) http.Handler {
 			WriteJSON(w, statusOf(resp.Code), resp)
 			return
 		}
-		a.replyPlan(w, p, plan.Text, false, req.Commit, n)
+		api.replyPlan(w, p, plan.Text, false, req.Commit, n)
 	}))
 	mux.HandleFunc("POST /v1/apply-document", func(w http.ResponseWriter, r *http.Request) {
-		_, repository, branch := a.loop.Following()
+		_, repository, branch := api.loop.Following()
 		WriteError(w, refusal.New(refusal.InvalidState,
 			"this agent follows %s: documents reach the fleet from branch %s; merge the change, or apply a commit of it by hand with fleet-agent apply --commit SHA --plan-hash H",
 			repository, branch))
 	})
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		v, err := a.loop.StatusView()
+		v, err := api.loop.StatusView()
 		reply(w, v, err)
 	})
 	mux.HandleFunc("GET /v1/substrates", func(w http.ResponseWriter, r *http.Request) {
-		list, err := a.loop.Substrates()
+		list, err := api.loop.Substrates()
 		reply(w, list, err)
 	})
 	mux.HandleFunc("GET /v1/export", func(w http.ResponseWriter, r *http.Request) {
-		data, err := Export(a.store)
+		data, err := Export(api.store)
 		if err != nil {
 			WriteError(w, err)
 			return
@@ -173,31 +173,31 @@ func Handler(loop Loop, store *state.Store) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(data)
 	})
-	mux.HandleFunc("POST /v1/edit", a.leaderOnly(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /v1/edit", api.leaderOnly(func(w http.ResponseWriter, r *http.Request) {
 		var req EditRequest
 		if !readJSON(w, r, &req) {
 			return
 		}
 		who, err := auditedWho(r)
 		if err == nil {
-			err = a.loop.Edit(apply.Edit{Kind: inventory.Kind(req.Kind), Name: req.Name, Set: req.Set, Delete: req.Delete, Who: who})
+			err = api.loop.Edit(apply.Edit{Kind: inventory.Kind(req.Kind), Name: req.Name, Set: req.Set, Delete: req.Delete, Who: who})
 		}
 		reply(w, map[string]any{"ok": err == nil, "who": who}, err)
 	}))
 	mux.HandleFunc("GET /v1/audit", func(w http.ResponseWriter, r *http.Request) {
-		rows, err := AuditRows(a.store)
+		rows, err := AuditRows(api.store)
 		reply(w, rows, err)
 	})
 	mux.HandleFunc("GET /v1/backup", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/octet-stream")
-		_, _ = a.store.WriteBackup(w)
+		_, _ = api.store.WriteBackup(w)
 	})
 	return mux
 }
 
 // branch is the branch the loop applies.
-func (a handler) branch() string {
-	_, _, branch := a.loop.Following()
+func (api handler) branch() string {
+	_, _, branch := api.loop.Following()
 	return branch
 }
 
@@ -216,16 +216,16 @@ func readPlanRequest(w http.ResponseWriter, r *http.Request, v any, output *stri
 }
 
 // replyPlan answers a plan rendered in one format.
-func (a handler) replyPlan(w http.ResponseWriter, p *plan.Plan, f plan.Format, calls bool, head string, applied int) {
-	a.replyPlanOf(w, p, f, calls, head, applied, false)
+func (api handler) replyPlan(w http.ResponseWriter, p *plan.Plan, f plan.Format, calls bool, head string, applied int) {
+	api.replyPlanOf(w, p, f, calls, head, applied, false)
 }
 
 // replyPlanOf is replyPlan saying whether the plan is a proposal's (one
 // applied by merging, never by hand). A plan a policy denies is blocked:
 // no apply takes it.
-func (a handler) replyPlanOf(w http.ResponseWriter, p *plan.Plan, f plan.Format, calls bool, head string, applied int, proposal bool) {
+func (api handler) replyPlanOf(w http.ResponseWriter, p *plan.Plan, f plan.Format, calls bool, head string, applied int, proposal bool) {
 	var b bytes.Buffer
-	if err := p.Render(&b, f, plan.RenderOptions{Calls: calls, Markdown: plan.MarkdownOptions{Head: head, Branch: a.branch()}}); err != nil {
+	if err := p.Render(&b, f, plan.RenderOptions{Calls: calls, Markdown: plan.MarkdownOptions{Head: head, Branch: api.branch()}}); err != nil {
 		WriteError(w, refusal.Wrap(refusal.Internal, err, "cannot render the plan"))
 		return
 	}
