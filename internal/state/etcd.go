@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
@@ -104,16 +105,16 @@ const (
 )
 
 type etcdBackend struct {
-	cli       *clientv3.Client
-	prefix    string
-	name      string
-	lease     time.Duration
-	timeout   time.Duration
-	readOnly  bool
-	observeFn func(time.Duration, error)
-	auditKeep uint64
-	clock     func() time.Duration // the hold's clock
-	warn      func(error)          // EtcdOptions.Warn
+	cli        *clientv3.Client
+	prefix     string
+	name       string
+	lease      time.Duration
+	timeout    time.Duration
+	readOnly   bool
+	observeFn  func(time.Duration, error)
+	auditKeepN uint64
+	clock      func() time.Duration // the hold's clock
+	warn       func(error)          // EtcdOptions.Warn
 	// prepareLater is the start-up preparation put off because a commit
 	// was pending; the first term runs it (finishPending). Under writeMu.
 	prepareLater func(kvTx) error
@@ -215,11 +216,11 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Store, error) {
 		return nil, refusal.Wrap(refusal.Unavailable, err, "cannot reach etcd at %s", strings.Join(o.Endpoints, ","))
 	}
 	be := &etcdBackend{cli: cli, prefix: o.Prefix, name: o.Name, lease: o.Lease, timeout: o.RequestTimeout, readOnly: o.ReadOnly,
-		observeFn: o.Observe, auditKeep: uint64(o.AuditKeep), clock: o.Clock, warn: o.Warn}
+		observeFn: o.Observe, auditKeepN: uint64(o.AuditKeep), clock: o.Clock, warn: o.Warn}
 	if be.clock == nil {
 		be.clock = bootClock
 	}
-	s := &Store{be: be, etcd: be, path: "etcd:" + strings.Join(o.Endpoints, ",") + o.Prefix}
+	s := &Store{be: be, path: "etcd:" + strings.Join(o.Endpoints, ",") + o.Prefix}
 	// A first request tells an unreachable cluster from a slow one now,
 	// not at the first write.
 	sctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
@@ -313,21 +314,18 @@ func (be *etcdBackend) refuseOthers() error {
 	return nil
 }
 
-// Backend names the store's backend: "bbolt" or "etcd".
-func (s *Store) Backend() string {
-	if s.etcd != nil {
-		return "etcd"
-	}
-	return "bbolt"
-}
+func (be *etcdBackend) kind() string          { return "etcd" }
+func (be *etcdBackend) etcdStats() *EtcdStats { return &be.stats }
+func (be *etcdBackend) auditKeep() uint64     { return be.auditKeepN }
 
-// EtcdStats are the etcd backend's counters; nil on bbolt.
-func (s *Store) EtcdStats() *EtcdStats {
-	if s.etcd == nil {
-		return nil
-	}
-	return &s.etcd.stats
-}
+// backup and writeBackup copy the records into a bbolt file (CopyTo): a
+// restore then works on one box.
+func (be *etcdBackend) backup(s *Store, path string) error { return s.backupToFile(path) }
+
+func (be *etcdBackend) writeBackup(s *Store, w io.Writer) (int64, error) { return s.streamBackup(w) }
+
+// check reads every record back: etcd checks its own structure.
+func (be *etcdBackend) check(s *Store) error { return s.CheckRecords() }
 
 func (be *etcdBackend) close() error {
 	be.mu.Lock()
