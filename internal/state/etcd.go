@@ -1013,7 +1013,7 @@ func toEtcdOp(op chunkOp) clientv3.Op {
 
 func (be *etcdBackend) headValue(h etcdHead) string {
 	h.By, h.At = be.name, time.Now().UnixMilli()
-	b, _ := json.Marshal(h)
+	b, _ := json.Marshal(h) // strings and integers: cannot fail
 	return string(b)
 }
 
@@ -1092,6 +1092,9 @@ func (be *etcdBackend) commitLarge(tx *etcdTx, ops []chunkOp, l *Leadership) err
 		// the next term's sweep (finishPending), which a late write of
 		// this term's head can no longer pass (the fence), rather than
 		// being deleted under a head that could still come to name them.
+		// A head that cannot be read either (herr) leaves it unknown: the
+		// write's own error is returned, and it says the write may have
+		// landed and that the next read tells.
 		h, herr := be.begin(false)
 		if herr != nil || h.head.Pending != id {
 			return err
