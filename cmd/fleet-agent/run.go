@@ -234,8 +234,9 @@ func agentMetrics(store *state.Store, box *outbox.Outbox) *metrics.Metrics {
 	m := metrics.New(mbox)
 	if st := store.EtcdStats(); st != nil {
 		m.WithLeadership(metrics.Leadership{Leading: store.Leading,
-			Transitions:   func() uint64 { return uint64(st.Transitions.Load()) },
-			FencedRefused: func() uint64 { return uint64(st.FencedRefused.Load()) }})
+			Transitions:      func() uint64 { return uint64(st.Transitions.Load()) },
+			FencedRefused:    func() uint64 { return uint64(st.FencedRefused.Load()) },
+			RollForwardsLeft: func() uint64 { return uint64(st.RollForwardsLeft.Load()) }})
 	}
 	return m
 }
