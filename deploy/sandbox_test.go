@@ -22,7 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 	"gopkg.in/yaml.v3"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 )
 
 // The shipped unit and the shipped example config must start together.
@@ -389,7 +389,7 @@ func TestUnitAndExampleConfigStartTogether(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	sock := filepath.Join(dir, "api.sock")
 	deadline := time.Now().Add(30 * time.Second)
-	for !agent.NewClient(sock).Running(ctx) {
+	for !localapi.NewClient(sock).Running(ctx) {
 		select {
 		case err := <-exited:
 			t.Fatalf("the agent exited under the unit's filter: %v\n%s", err, logs.String())

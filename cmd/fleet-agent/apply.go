@@ -14,6 +14,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/config"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
@@ -42,8 +43,8 @@ earlier and refuses with CONFIG_DRIFT when the fleet moved since.`,
 			if commit != "" && planHash == "" {
 				// As apply FILE without --plan-hash: show the plan and the
 				// command that applies exactly it, change nothing.
-				var resp agent.PlanResponse
-				if err := client.Do(cmd.Context(), "POST", "/v1/plan", agent.PlanRequest{Commit: commit, Output: "text"}, &resp); err != nil {
+				var resp localapi.PlanResponse
+				if err := client.Do(cmd.Context(), "POST", "/v1/plan", localapi.PlanRequest{Commit: commit, Output: "text"}, &resp); err != nil {
 					return err
 				}
 				fmt.Fprint(a.stdout, resp.Output)
@@ -54,9 +55,9 @@ earlier and refuses with CONFIG_DRIFT when the fleet moved since.`,
 				return nil
 			}
 			if commit != "" {
-				var resp agent.PlanResponse
-				err := client.Do(cmd.Context(), "POST", "/v1/apply", agent.ApplyRequest{Commit: commit, PlanHash: planHash}, &resp)
-				if pr := (*agent.PlanRefusal)(nil); errors.As(err, &pr) {
+				var resp localapi.PlanResponse
+				err := client.Do(cmd.Context(), "POST", "/v1/apply", localapi.ApplyRequest{Commit: commit, PlanHash: planHash}, &resp)
+				if pr := (*localapi.PlanRefusal)(nil); errors.As(err, &pr) {
 					// The plan that explains the refusal goes to stdout,
 					// as every other plan; the refusal stays one line.
 					fmt.Fprint(a.stdout, pr.Plan)

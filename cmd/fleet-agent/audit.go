@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
@@ -27,7 +27,7 @@ func (a *app) auditCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows, err := readFleet(cmd.Context(), a, cfg, "/v1/audit", agent.AuditRows)
+			rows, err := readFleet(cmd.Context(), a, cfg, "/v1/audit", localapi.AuditRows)
 			if err != nil {
 				return err
 			}

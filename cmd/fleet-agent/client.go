@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/config"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -16,11 +16,11 @@ import (
 // A state file named apart from the config's (--state, FLEET_AGENT_STATE)
 // is not the agent's: the command opens the file it was given rather than
 // answer from the agent's.
-func (a *app) agentClient(ctx context.Context, cfg *config.Config) *agent.Client {
+func (a *app) agentClient(ctx context.Context, cfg *config.Config) *localapi.Client {
 	if named := a.stateFile(cfg); named != cfg.State && !sameFile(named, cfg.State) {
 		return nil
 	}
-	c := agent.NewClient(cfg.Socket)
+	c := localapi.NewClient(cfg.Socket)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if c.Running(ctx) {

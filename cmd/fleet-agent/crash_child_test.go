@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
@@ -197,7 +197,7 @@ func (w *trialWorld) start() *child {
 		c.done <- c.cmd.Wait()
 	}()
 	deadline := time.Now().Add(30 * time.Second)
-	for !agent.NewClient(w.socket).Running(w.t.Context()) {
+	for !localapi.NewClient(w.socket).Running(w.t.Context()) {
 		select {
 		case err := <-c.done:
 			w.t.Fatalf("the agent exited at start: %v\n%s", err, c.logs())
@@ -269,7 +269,7 @@ func converged(list []substrate.Status, step crashtest.Step, want string) bool {
 func (w *trialWorld) waitConverged(c *child, step crashtest.Step, head, what string) (*child, bool) {
 	w.t.Helper()
 	var list []substrate.Status
-	return w.waitUntil(c, head, what, "the substrates did not converge", func(ctx context.Context, client *agent.Client) (bool, error) {
+	return w.waitUntil(c, head, what, "the substrates did not converge", func(ctx context.Context, client *localapi.Client) (bool, error) {
 		err := client.Do(ctx, "GET", "/v1/substrates", nil, &list)
 		return err == nil && converged(list, step, w.want), err
 	}, func() string { return fmt.Sprintf("%+v", list) })
@@ -279,15 +279,15 @@ func (w *trialWorld) waitConverged(c *child, step crashtest.Step, head, what str
 // meanwhile is started again).
 func (w *trialWorld) waitApplied(c *child, head, what string) (*child, bool) {
 	w.t.Helper()
-	return w.waitUntil(c, head, what, head+" was not applied", func(context.Context, *agent.Client) (bool, error) { return true, nil }, func() string { return "" })
+	return w.waitUntil(c, head, what, head+" was not applied", func(context.Context, *localapi.Client) (bool, error) { return true, nil }, func() string { return "" })
 }
 
 // waitUntil polls the running agent until it applied head and done says
 // so, for 90 s; a child killed meanwhile is started again and the wait goes
 // on with the new one, which it returns, with whether one was killed.
-func (w *trialWorld) waitUntil(c *child, head, what, failure string, done func(context.Context, *agent.Client) (bool, error), last func() string) (*child, bool) {
+func (w *trialWorld) waitUntil(c *child, head, what, failure string, done func(context.Context, *localapi.Client) (bool, error), last func() string) (*child, bool) {
 	w.t.Helper()
-	client := agent.NewClient(w.socket)
+	client := localapi.NewClient(w.socket)
 	deadline := time.Now().Add(90 * time.Second)
 	wasKilled := false
 	for {
@@ -299,7 +299,7 @@ func (w *trialWorld) waitUntil(c *child, head, what, failure string, done func(c
 		default:
 		}
 		ctx, cancel := context.WithTimeout(w.t.Context(), 5*time.Second)
-		var st agent.StatusView
+		var st localapi.StatusView
 		err := client.Do(ctx, "GET", "/v1/status", nil, &st)
 		if err == nil && st.Applied != nil && st.Applied.Commit == head {
 			var ok bool

@@ -24,6 +24,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/forge"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
@@ -132,7 +133,7 @@ func (a *app) doctorReport(ctx context.Context, cfg *config.Config, cfgPath stri
 		f := doctor.Fleet{NodeDaemon: cfg.Substrate.NodeDaemon != nil}
 		var err error
 		// Status lists only the refusals no apply has overtaken since.
-		var v agent.StatusView
+		var v localapi.StatusView
 		if v, err = agent.Status(st, cfg.Tenant); err == nil {
 			f.Refused, f.Proposals, f.Substrates = v.Refused, v.Proposals, v.Substrates
 			if v.Drift != nil {
@@ -410,7 +411,7 @@ func (a *app) doctorHandler(cfg *config.Config, cfgPath string, store *state.Sto
 	mux := http.NewServeMux()
 	mux.Handle("/", next)
 	mux.HandleFunc("GET /v1/doctor", func(w http.ResponseWriter, r *http.Request) {
-		agent.WriteJSON(w, http.StatusOK, a.doctorReport(r.Context(), cfg, cfgPath, store))
+		localapi.WriteJSON(w, http.StatusOK, a.doctorReport(r.Context(), cfg, cfgPath, store))
 	})
 	return mux
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/forge"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
 )
 
@@ -81,7 +82,7 @@ func (w *ghWorld) editVcpu(v int) {
 	}
 }
 
-func (w *ghWorld) driftCheck() *agent.DriftProposal {
+func (w *ghWorld) driftCheck() *localapi.DriftProposal {
 	w.t.Helper()
 	if err := w.ag.DriftCheck(w.t.Context()); err != nil {
 		w.t.Fatalf("drift check: %v\n%s", err, w.log)
@@ -104,7 +105,7 @@ func (w *ghWorld) mergeHead(n int, sha string) {
 }
 
 // mirror makes refs/pull/N/head follow the proposal's branch, as GitHub does.
-func (w *ghWorld) mirror(rec *agent.DriftProposal) {
+func (w *ghWorld) mirror(rec *localapi.DriftProposal) {
 	w.remo.UpdateRef(w.t, "refs/pull/"+strconv.Itoa(rec.PR)+"/head", rec.Head)
 	w.gh.AddCommit(rec.Head)
 }
@@ -152,7 +153,7 @@ func TestDriftPullRequestMergedKeepsTheFleet(t *testing.T) {
 	calls := 0
 	countCalls := func() int {
 		n := 0
-		rows, _ := agent.AuditRows(w.store)
+		rows, _ := localapi.AuditRows(w.store)
 		for _, r := range rows {
 			if r.Action == "call" {
 				n++

@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
@@ -50,7 +50,7 @@ accounts are ids, as the state stores them.`,
 			}
 			// Through the socket the agent audits the peer's credentials
 			// and says under which name; alone, the edit is this user's.
-			req := agent.EditRequest{Kind: string(kind), Name: name, Set: set, Delete: del}
+			req := localapi.EditRequest{Kind: string(kind), Name: name, Set: set, Delete: del}
 			audited := who()
 			if c := a.agentClient(cmd.Context(), cfg); c != nil {
 				var out struct {

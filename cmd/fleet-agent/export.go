@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 )
 
@@ -38,7 +38,7 @@ to overwrite one.`,
 				if err != nil {
 					return err
 				}
-				data, err = agent.Export(s)
+				data, err = localapi.Export(s)
 				s.Close()
 				if err != nil {
 					return err

@@ -28,8 +28,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/forge/githubemu"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
@@ -579,7 +579,7 @@ func (w *haWorld) substrates(a *haAgent) ([]substrate.Status, error) {
 	ctx, cancel := context.WithTimeout(w.t.Context(), 5*time.Second)
 	defer cancel()
 	var list []substrate.Status
-	err := agent.NewClient(a.socket).Do(ctx, "GET", "/v1/substrates", nil, &list)
+	err := localapi.NewClient(a.socket).Do(ctx, "GET", "/v1/substrates", nil, &list)
 	return list, err
 }
 

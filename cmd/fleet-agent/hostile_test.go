@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/forge"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 )
 
 // The hostile-input suite: the running agent (`run` in-process, its real
@@ -99,8 +99,8 @@ func (h *hostile) goodSocket(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	var st agent.StatusView
-	if err := agent.NewClient(h.socket).Do(ctx, "GET", "/v1/status", nil, &st); err != nil || st.TenantID != "root" {
+	var st localapi.StatusView
+	if err := localapi.NewClient(h.socket).Do(ctx, "GET", "/v1/status", nil, &st); err != nil || st.TenantID != "root" {
 		t.Fatalf("a good client of the socket was not answered: %v %+v", err, st)
 	}
 }

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,8 +105,8 @@ func newTrialWorldSharing(t *testing.T, shared string) *trialWorld {
 // installationOf asks a running agent its installation, as status shows it.
 func installationOf(t *testing.T, w *trialWorld) string {
 	t.Helper()
-	var st agent.StatusView
-	if err := agent.NewClient(w.socket).Do(t.Context(), "GET", "/v1/status", nil, &st); err != nil {
+	var st localapi.StatusView
+	if err := localapi.NewClient(w.socket).Do(t.Context(), "GET", "/v1/status", nil, &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Installation == "" {

@@ -9,11 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/config"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
@@ -22,7 +22,7 @@ import (
 // begin is what plan and apply do first: a FILE or --commit (which needs
 // the running agent), the config, prune's default, and the agent's client
 // when one runs.
-func (a *app) begin(cmd *cobra.Command, args []string, commit string, prune *bool) (*config.Config, *agent.Client, error) {
+func (a *app) begin(cmd *cobra.Command, args []string, commit string, prune *bool) (*config.Config, *localapi.Client, error) {
 	if (len(args) == 1) == (commit != "") {
 		return nil, nil, fmt.Errorf("give a FILE or --commit SHA")
 	}
@@ -52,7 +52,7 @@ func planHere(ctx context.Context, cfg *config.Config, doc *fleet.Document, snap
 // consistent copy of the state (the backup route): the agent holds the
 // state file, so this is how a command beside it sees each object as
 // stored. The copy is a temporary file, removed before returning.
-func agentSnapshot(ctx context.Context, client *agent.Client) (*inventory.Snapshot, error) {
+func agentSnapshot(ctx context.Context, client *localapi.Client) (*inventory.Snapshot, error) {
 	dir, err := os.MkdirTemp("", "fleet-agent-snapshot-")
 	if err != nil {
 		return nil, refusal.Wrap(refusal.Internal, err, "cannot make a temporary directory for the agent's state; set TMPDIR to a writable one")
@@ -88,7 +88,7 @@ func planOutcome(blocked bool, calls int, failOnDrift bool, what string) error {
 
 // agentPlanOutcome is planOutcome of a plan the agent made, which says
 // why it is blocked: a policy's denial is not a document to fix in place.
-func agentPlanOutcome(resp agent.PlanResponse, failOnDrift bool, what string) error {
+func agentPlanOutcome(resp localapi.PlanResponse, failOnDrift bool, what string) error {
 	switch {
 	case resp.Denied && resp.Proposal:
 		return refusal.New(refusal.PlanBlocked, "a policy rule denies the plan of %s (its verdict is printed above); merged, it is refused: change the proposal until the policy allows it", what)
@@ -145,12 +145,12 @@ proposal's head does the same.`,
 				return a.planWithPolicy(cmd, cfg, client, args[0], policyFile, format, planFlags{prune: prune, pruneSet: cmd.Flags().Changed("prune"),
 					calls: calls, failOnDrift: failOnDrift, offline: offline})
 			}
-			var resp agent.PlanResponse
+			var resp localapi.PlanResponse
 			switch {
 			case commit != "":
-				req := agent.PlanRequest{Commit: commit, Output: output, Calls: calls}
+				req := localapi.PlanRequest{Commit: commit, Output: output, Calls: calls}
 				if proposal != "" {
-					req = agent.PlanRequest{Proposal: proposal, Output: output, Calls: calls}
+					req = localapi.PlanRequest{Proposal: proposal, Output: output, Calls: calls}
 				}
 				if err := client.Do(cmd.Context(), "POST", "/v1/plan", req, &resp); err != nil {
 					return err
@@ -177,7 +177,7 @@ proposal's head does the same.`,
 					return err
 				}
 				data, _ := fleet.ReadFile(args[0])
-				req := agent.PlanDocumentRequest{Name: args[0], Document: data, Calls: calls, Output: output, Offline: offline}
+				req := localapi.PlanDocumentRequest{Name: args[0], Document: data, Calls: calls, Output: output, Offline: offline}
 				if cmd.Flags().Changed("prune") {
 					req.Prune = &prune
 				}

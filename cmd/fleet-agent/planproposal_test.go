@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"net"
 	"net/http"
 	"os"
@@ -29,7 +30,7 @@ func TestPlanProposalShowsTheComment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: w.ag.Handler()}
+	srv := &http.Server{Handler: localapi.Handler(w.ag, w.store)}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { srv.Close() })
 	cfg := writeFile(t, dir, "config.yaml", "socket: "+sock+"\nstate: "+filepath.Join(dir, "fleet.db")+"\n")

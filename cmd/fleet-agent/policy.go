@@ -15,6 +15,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/config"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/policy"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
@@ -46,7 +47,7 @@ func loadPolicy(path string) (*policy.Policy, error) {
 // Through the agent the plan comes back as JSON, and the changes' before
 // is read from the agent's copy of its state (agentSnapshot), taken right
 // after the plan.
-func (a *app) planWithPolicy(cmd *cobra.Command, cfg *config.Config, client *agent.Client, file, policyFile string, format plan.Format, f planFlags) error {
+func (a *app) planWithPolicy(cmd *cobra.Command, cfg *config.Config, client *localapi.Client, file, policyFile string, format plan.Format, f planFlags) error {
 	pol, err := loadPolicy(policyFile)
 	if err != nil {
 		return err
@@ -59,11 +60,11 @@ func (a *app) planWithPolicy(cmd *cobra.Command, cfg *config.Config, client *age
 	var p *plan.Plan
 	var snap *inventory.Snapshot
 	if client != nil {
-		req := agent.PlanDocumentRequest{Name: file, Document: data, Output: string(plan.JSON), Offline: f.offline}
+		req := localapi.PlanDocumentRequest{Name: file, Document: data, Output: string(plan.JSON), Offline: f.offline}
 		if f.pruneSet {
 			req.Prune = &f.prune
 		}
-		var resp agent.PlanResponse
+		var resp localapi.PlanResponse
 		if err := client.Do(cmd.Context(), "POST", "/v1/plan-document", req, &resp); err != nil {
 			return err
 		}

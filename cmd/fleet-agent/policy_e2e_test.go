@@ -7,6 +7,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/forge/githubemu"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -40,8 +41,8 @@ func (w *ghWorld) openPRWith(n int, base, doc string, files map[string]string) s
 	return sha
 }
 
-func (w *ghWorld) refusedOf(sha string) (agent.Refused, bool) {
-	var r agent.Refused
+func (w *ghWorld) refusedOf(sha string) (localapi.Refused, bool) {
+	var r localapi.Refused
 	var found bool
 	_ = w.store.View(func(tx *state.Tx) (err error) { found, err = tx.Get("refused", sha, &r); return })
 	return r, found

@@ -23,6 +23,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/config"
 	"github.com/fleet-agent/fleet-agent/internal/forge"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/metrics"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
@@ -86,6 +87,8 @@ func (a *app) runAgent(parent context.Context, cfg *config.Config, cfgPath strin
 		if m := mref.Load(); m != nil {
 			m.EtcdRequest(took, err)
 		}
+	}, func(err error) {
+		log.Warn().Err(err).Msg("etcd store")
 	})
 	if err != nil {
 		return err
@@ -231,8 +234,9 @@ func agentMetrics(store *state.Store, box *outbox.Outbox) *metrics.Metrics {
 	m := metrics.New(mbox)
 	if st := store.EtcdStats(); st != nil {
 		m.WithLeadership(metrics.Leadership{Leading: store.Leading,
-			Transitions:   func() uint64 { return uint64(st.Transitions.Load()) },
-			FencedRefused: func() uint64 { return uint64(st.FencedRefused.Load()) }})
+			Transitions:      func() uint64 { return uint64(st.Transitions.Load()) },
+			FencedRefused:    func() uint64 { return uint64(st.FencedRefused.Load()) },
+			RollForwardsLeft: func() uint64 { return uint64(st.RollForwardsLeft.Load()) }})
 	}
 	return m
 }
@@ -318,7 +322,7 @@ type servers struct {
 // reload watcher.
 func (a *app) serve(ctx context.Context, cfg *config.Config, cfgPath string, store *state.Store, ag *agent.Agent, gh github,
 	m *metrics.Metrics, ops net.Listener, log zerolog.Logger) (*servers, error) {
-	sock, err := agent.ListenSocket(cfg.Socket, cfg.SocketGroup)
+	sock, err := localapi.ListenSocket(cfg.Socket, cfg.SocketGroup)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +332,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, cfgPath string, sto
 		hook = leaderOnly(store, gh.gh.WebhookHandler(ag.Wake))
 	}
 	page := ui.Handler(ui.Options{Read: pageSource(ag, store, gh.box, cfg).Read})
-	s := &servers{api: agent.SocketServer(a.doctorHandler(cfg, cfgPath, store, ag.Handler())),
+	s := &servers{api: localapi.SocketServer(a.doctorHandler(cfg, cfgPath, store, localapi.Handler(ag, store))),
 		// Timeouts on the ops listener: a header within 10 s, a whole
 		// request within 30 s (the webhook sets its own shorter deadline
 		// for its body), an answer within 90 s (pprof's 30 s profile fits),

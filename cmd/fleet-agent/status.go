@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
@@ -35,7 +36,7 @@ plans the applied document again now, so a break-glass edit shows at once.`,
 			if err != nil {
 				return err
 			}
-			var v agent.StatusView
+			var v localapi.StatusView
 			if client := a.agentClient(cmd.Context(), cfg); client != nil {
 				if err := client.Do(cmd.Context(), "GET", "/v1/status", nil, &v); err != nil {
 					return err
@@ -79,7 +80,7 @@ plans the applied document again now, so a break-glass edit shows at once.`,
 	return cmd
 }
 
-func (a *app) statusText(v agent.StatusView) {
+func (a *app) statusText(v localapi.StatusView) {
 	w := a.stdout
 	fmt.Fprintf(w, "tenant: %s\n", v.TenantID)
 	for _, warn := range v.Warnings {
@@ -141,7 +142,7 @@ func (a *app) statusText(v agent.StatusView) {
 		// The description in short, while it stands: without GitHub
 		// nothing else shows it.
 		if p.State != "open" {
-			p = &agent.DriftProposal{}
+			p = &localapi.DriftProposal{}
 		}
 		for _, d := range p.Values {
 			fmt.Fprintf(w, "  writes %s %s: %s -> %s (%s)\n", d.Object, d.Field, valueOrNone(d.Document), valueOrNone(d.Fleet), strings.ReplaceAll(d.Source, "`", ""))

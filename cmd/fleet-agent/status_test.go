@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/testutil/golden"
 )
@@ -18,16 +18,16 @@ func TestStatusShowsARefusedTip(t *testing.T) {
 	adopt := []string{"fleet-agent plan --commit " + sha, "fleet-agent apply --commit " + sha + " --plan-hash " + hash}
 	for _, tc := range []struct {
 		name string
-		r    agent.Refused
+		r    localapi.Refused
 		want []string
 	}{
-		{"adoptable", agent.Refused{Commit: sha, Code: "INVALID_STATE", Reason: "9e26dfeeb6e6 was never proposed", PlanHash: hash, Adopt: adopt},
+		{"adoptable", localapi.Refused{Commit: sha, Code: "INVALID_STATE", Reason: "9e26dfeeb6e6 was never proposed", PlanHash: hash, Adopt: adopt},
 			[]string{"refused: commit " + sha + " of the branch (INVALID_STATE): 9e26dfeeb6e6 was never proposed\n", "  adopt: " + adopt[0] + "\n", "  then:  " + adopt[1] + "\n"}},
-		{"not adoptable", agent.Refused{Commit: sha, Code: "INVALID_INPUT", Reason: "the document is invalid"},
+		{"not adoptable", localapi.Refused{Commit: sha, Code: "INVALID_INPUT", Reason: "the document is invalid"},
 			[]string{"refused: commit " + sha + " of the branch (INVALID_INPUT): the document is invalid\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := agent.StatusView{TenantID: "root", Proposals: []agent.Proposal{}, Refused: []agent.Refused{tc.r}}
+			v := localapi.StatusView{TenantID: "root", Proposals: []localapi.Proposal{}, Refused: []localapi.Refused{tc.r}}
 			var out bytes.Buffer
 			(&app{stdout: &out}).statusText(v)
 			for _, w := range tc.want {
@@ -39,7 +39,7 @@ func TestStatusShowsARefusedTip(t *testing.T) {
 				t.Errorf("a refusal that cannot be adopted prints commands:\n%s", out.String())
 			}
 			var back struct {
-				Refused []agent.Refused `json:"refused"`
+				Refused []localapi.Refused `json:"refused"`
 			}
 			b, _ := json.Marshal(v)
 			if err := json.Unmarshal(b, &back); err != nil || len(back.Refused) != 1 || strings.Join(back.Refused[0].Adopt, "|") != strings.Join(tc.r.Adopt, "|") ||
@@ -54,15 +54,15 @@ func TestStatusShowsARefusedTip(t *testing.T) {
 // who does.
 func TestStatusShowsTheLeader(t *testing.T) {
 	for _, tc := range []struct {
-		st   agent.StoreView
+		st   localapi.StoreView
 		want string
 	}{
-		{agent.StoreView{Backend: "etcd", Agent: "ops-1", Leader: "ops-1", Leading: true}, "store: etcd, agent ops-1 leading, leader ops-1\n"},
-		{agent.StoreView{Backend: "etcd", Agent: "ops-2", Leader: "ops-1"}, "store: etcd, agent ops-2 standing by, leader ops-1\n"},
-		{agent.StoreView{Backend: "etcd", Agent: "ops-2"}, "store: etcd, agent ops-2 standing by, leader none (an election is under way)\n"},
+		{localapi.StoreView{Backend: "etcd", Agent: "ops-1", Leader: "ops-1", Leading: true}, "store: etcd, agent ops-1 leading, leader ops-1\n"},
+		{localapi.StoreView{Backend: "etcd", Agent: "ops-2", Leader: "ops-1"}, "store: etcd, agent ops-2 standing by, leader ops-1\n"},
+		{localapi.StoreView{Backend: "etcd", Agent: "ops-2"}, "store: etcd, agent ops-2 standing by, leader none (an election is under way)\n"},
 	} {
 		st := tc.st
-		v := agent.StatusView{TenantID: "root", Proposals: []agent.Proposal{}, Store: &st}
+		v := localapi.StatusView{TenantID: "root", Proposals: []localapi.Proposal{}, Store: &st}
 		var out bytes.Buffer
 		(&app{stdout: &out}).statusText(v)
 		if !strings.Contains(out.String(), tc.want) {
@@ -70,7 +70,7 @@ func TestStatusShowsTheLeader(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	(&app{stdout: &out}).statusText(agent.StatusView{TenantID: "root", Proposals: []agent.Proposal{}})
+	(&app{stdout: &out}).statusText(localapi.StatusView{TenantID: "root", Proposals: []localapi.Proposal{}})
 	if strings.Contains(out.String(), "store:") {
 		t.Errorf("a bbolt agent's status names a store: %s", out.String())
 	}
@@ -90,7 +90,7 @@ func TestStatusShowsJoinedNodes(t *testing.T) {
 		}
 		return s
 	}
-	v := agent.StatusView{TenantID: "root", Proposals: []agent.Proposal{}, Substrates: []substrate.Status{
+	v := localapi.StatusView{TenantID: "root", Proposals: []localapi.Proposal{}, Substrates: []substrate.Status{
 		sub("gpu", "ready", 3,
 			substrate.StatusJoinedNode{Name: "gpu-a", Connected: true, LastSeen: t0},
 			substrate.StatusJoinedNode{Name: "gpu-b", Connected: false, LastSeen: t0 - 20*60*1000}),
@@ -111,14 +111,14 @@ func TestStatusShowsJoinedNodes(t *testing.T) {
 // prints it in short, each value written with its source and each drift
 // not written with its reason.
 func TestStatusShowsTheDriftProposalsDescription(t *testing.T) {
-	v := agent.StatusView{TenantID: "root", Proposals: []agent.Proposal{}, Drift: &agent.DriftView{
+	v := localapi.StatusView{TenantID: "root", Proposals: []localapi.Proposal{}, Drift: &localapi.DriftView{
 		Changes: json.RawMessage("[]"), Summary: json.RawMessage("{}"),
-		Proposal: &agent.DriftProposal{State: "open", Branch: "fleet-agent/drift-3f9c0a1b2c4d", Fields: 2, Unwritten: 1,
-			Values: []agent.DriftValue{
+		Proposal: &localapi.DriftProposal{State: "open", Branch: "fleet-agent/drift-3f9c0a1b2c4d", Fields: 2, Unwritten: 1,
+			Values: []localapi.DriftValue{
 				{Object: "flavor gpu-fra/h100x1", Field: "vcpu", Document: "16", Fleet: "24", Source: "`edit` by ops@box (uid 1000) at 2026-11-01T09:00:00Z"},
 				{Object: "sandboxTemplate py", Field: "userData", Fleet: `"#cloud-config\n"`, Source: "changed at the provider, not through fleet-agent"},
 			},
-			NotWritten: []agent.DriftNotWritten{{Object: "sandboxTemplate py", Blocked: true,
+			NotWritten: []localapi.DriftNotWritten{{Object: "sandboxTemplate py", Blocked: true,
 				Reason: "blocked: runtime cannot change once created; create a new sandboxTemplate under another name instead",
 				Source: "`edit` by ops@box (uid 1000) at 2026-11-01T09:00:00Z"}},
 		}}}

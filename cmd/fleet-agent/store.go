@@ -15,8 +15,9 @@ import (
 
 // openStore opens the store the config names: the bbolt file at
 // cfg.State, or the etcd backend (docs/ha.md). The etcd password is
-// resolved here and handed to the client only.
-func openStore(ctx context.Context, cfg *config.Config, resolver *secrets.Resolver, readOnly bool, observe func(time.Duration, error)) (*state.Store, error) {
+// resolved here and handed to the client only. observe times each etcd
+// request; warn hears the failures the etcd store rode out (both may be nil).
+func openStore(ctx context.Context, cfg *config.Config, resolver *secrets.Resolver, readOnly bool, observe func(time.Duration, error), warn func(error)) (*state.Store, error) {
 	if cfg.StateBackend != config.BackendEtcd || cfg.Etcd == nil {
 		return state.Open(cfg.State, state.Options{ReadOnly: readOnly})
 	}
@@ -24,7 +25,7 @@ func openStore(ctx context.Context, cfg *config.Config, resolver *secrets.Resolv
 	if err != nil {
 		return nil, err
 	}
-	opts.ReadOnly, opts.Observe = readOnly, observe
+	opts.ReadOnly, opts.Observe, opts.Warn = readOnly, observe, warn
 	return state.OpenEtcd(ctx, opts)
 }
 
@@ -69,7 +70,7 @@ func etcdOptions(ctx context.Context, e *config.StateEtcd, resolver *secrets.Res
 // must exist (openStateRead).
 func (a *app) openRead(ctx context.Context, cfg *config.Config) (*state.Store, error) {
 	if cfg.StateBackend == config.BackendEtcd && a.stateFile(cfg) == cfg.State {
-		return openStore(ctx, cfg, secrets.NewResolver(secrets.Options{Env: a.lookupEnv, Dir: cfg.Secrets.Dir}), true, nil)
+		return openStore(ctx, cfg, secrets.NewResolver(secrets.Options{Env: a.lookupEnv, Dir: cfg.Secrets.Dir}), true, nil, nil)
 	}
 	return openStateRead(a.stateFile(cfg))
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/config"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/webhooks"
@@ -60,7 +60,7 @@ func webhooksText(w io.Writer, list []webhooks.Status) {
 }
 
 // driftProposalOf is the status's drift proposal, nil when none.
-func driftProposalOf(v agent.StatusView) *agent.DriftProposal {
+func driftProposalOf(v localapi.StatusView) *localapi.DriftProposal {
 	if v.Drift == nil {
 		return nil
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
@@ -15,8 +15,8 @@ import (
 func TestStatusShowsWebhooksAndTheDriftProposal(t *testing.T) {
 	at := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
 	held := at.Add(time.Minute)
-	v := agent.StatusView{TenantID: "root", Proposals: []agent.Proposal{},
-		Drift: &agent.DriftView{Proposal: &agent.DriftProposal{State: "open", Branch: "fleet-agent/drift-1a2b", PR: 12, Fields: 1}},
+	v := localapi.StatusView{TenantID: "root", Proposals: []localapi.Proposal{},
+		Drift: &localapi.DriftView{Proposal: &localapi.DriftProposal{State: "open", Branch: "fleet-agent/drift-1a2b", PR: 12, Fields: 1}},
 		Webhooks: []webhooks.Status{{ID: "wh-1", Receiver: "https://a.example.com", Format: "cloudevents", Delivered: 3, Failed: 1, Queued: 2,
 			HeldUntil: &held, LastError: "HTTP 500",
 			Recent:   []webhooks.Delivery{{ID: "e1", Type: "applied", Subject: "commit/abc", At: at, Code: 202}},

@@ -15,6 +15,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 )
@@ -54,13 +55,13 @@ func TestNeverProposedTipSaysHowToAdoptIt(t *testing.T) {
 			want := []string{"fleet-agent plan --commit " + tip, "fleet-agent apply --commit " + tip + " --plan-hash " + p.PlanHash}
 
 			// What the socket serves (GET /v1/status), as status reads it.
-			srv := httptest.NewServer(ag.Handler())
+			srv := httptest.NewServer(localapi.Handler(ag, w.store))
 			defer srv.Close()
 			resp, err := http.Get(srv.URL + "/v1/status")
 			if err != nil {
 				t.Fatal(err)
 			}
-			var st agent.StatusView
+			var st localapi.StatusView
 			err = json.NewDecoder(resp.Body).Decode(&st)
 			resp.Body.Close()
 			if err != nil {

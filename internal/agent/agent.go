@@ -20,6 +20,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refs"
@@ -219,27 +220,9 @@ type Reviewed struct {
 	Valid    bool   `json:"valid"`
 }
 
-// Proposal is the last plan of a proposal, shown by status.
-type Proposal struct {
-	Ref      string       `json:"ref"`
-	Commit   string       `json:"commit"`
-	PlanHash string       `json:"planHash,omitempty"`
-	Summary  plan.Summary `json:"summary"`
-	Blocked  bool         `json:"blocked"`
-	Errors   []string     `json:"errors"`
-	// Denied are the policy rules that deny the proposal's plan, each as
-	// its verdict line: merged, the commit is refused.
-	Denied []string `json:"denied,omitempty"`
-	// Tip and Applied are the branch tip and applied commit the plan was
-	// made against: when either moves, the proposal is planned again.
-	Tip     string `json:"-"`
-	Applied string `json:"-"`
-	PR      int    `json:"-"`
-}
-
 // stored is Proposal with its bookkeeping fields kept.
 type storedProposal struct {
-	Proposal
+	localapi.Proposal
 	Tip     string `json:"tip"`
 	Applied string `json:"applied"`
 	PR      int    `json:"pr,omitempty"`

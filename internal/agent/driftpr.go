@@ -13,6 +13,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/policy"
 	"github.com/fleet-agent/fleet-agent/internal/state"
@@ -41,53 +42,6 @@ const (
 
 const keyDriftProposal = "drift-proposal"
 
-// DriftProposal is the agent's record of its drift proposal, as status
-// shows it.
-type DriftProposal struct {
-	State     string `json:"state"`
-	Branch    string `json:"branch"`
-	PR        int    `json:"pr,omitempty"`
-	DriftHash string `json:"driftHash"` // the drift now written on the branch
-	Base      string `json:"base"`      // the tip of git.branch it is built on
-	Head      string `json:"head"`      // the commit pushed
-	Written   string `json:"written"`   // sha256 of the file pushed
-	Fields    int    `json:"fields"`
-	Unwritten int    `json:"unwritten"`
-	FirstSeen int64  `json:"firstSeen"`
-	OpenedAt  int64  `json:"openedAt"`
-	UpdatedAt int64  `json:"updatedAt"`
-	// Seen: a poll saw the branch on the remote, so its absence later
-	// means a person deleted it (without GitHub, that is the close).
-	Seen bool `json:"seen,omitempty"`
-	// PushedAt is when Head was pushed: a poll that listed the refs after
-	// it and lacks the branch saw it deleted, even if no poll saw it.
-	PushedAt int64 `json:"pushedAt,omitempty"`
-	// Dismissed is the drift hash of a proposal closed without revert: the
-	// same drift is not proposed again.
-	Dismissed string `json:"dismissed,omitempty"`
-	// Values and NotWritten are the proposal's description in short, for
-	// status: without GitHub nobody else shows it.
-	Values     []DriftValue      `json:"values,omitempty"`
-	NotWritten []DriftNotWritten `json:"notWritten,omitempty"`
-}
-
-// DriftValue is one value a drift proposal writes.
-type DriftValue struct {
-	Object   string `json:"object"` // "flavor gpu-fra/h100x1"
-	Field    string `json:"field"`
-	Document string `json:"document,omitempty"` // as the file spells it; absent when it leaves the field out
-	Fleet    string `json:"fleet,omitempty"`    // absent when the fleet has none
-	Source   string `json:"source"`
-}
-
-// DriftNotWritten is a drift a drift proposal leaves to a person, and why.
-type DriftNotWritten struct {
-	Object  string `json:"object"`
-	Reason  string `json:"reason"`
-	Blocked bool   `json:"blocked,omitempty"`
-	Source  string `json:"source"`
-}
-
 // shortValue keeps a value readable in status (userData may be 32 KiB).
 func shortValue(v string) string {
 	const most = 120
@@ -98,22 +52,22 @@ func shortValue(v string) string {
 }
 
 // summarize is the description of a rewrite as the record keeps it.
-func summarize(rw *driftpr.Rewrite) ([]DriftValue, []DriftNotWritten) {
-	var vals []DriftValue
+func summarize(rw *driftpr.Rewrite) ([]localapi.DriftValue, []localapi.DriftNotWritten) {
+	var vals []localapi.DriftValue
 	for _, f := range rw.Fields {
-		vals = append(vals, DriftValue{Object: string(f.Kind) + " " + f.Name, Field: f.Field,
+		vals = append(vals, localapi.DriftValue{Object: string(f.Kind) + " " + f.Name, Field: f.Field,
 			Document: shortValue(f.Before), Fleet: shortValue(f.After), Source: f.Source})
 	}
-	var not []DriftNotWritten
+	var not []localapi.DriftNotWritten
 	for _, u := range rw.Unwritten {
-		not = append(not, DriftNotWritten{Object: string(u.Kind) + " " + u.Name, Reason: u.Reason, Blocked: u.Blocked, Source: u.Source})
+		not = append(not, localapi.DriftNotWritten{Object: string(u.Kind) + " " + u.Name, Reason: u.Reason, Blocked: u.Blocked, Source: u.Source})
 	}
 	return vals, not
 }
 
 // DriftProposalNow reads the record (nil when none was ever opened).
-func (a *Agent) DriftProposalNow() (*DriftProposal, error) {
-	var rec DriftProposal
+func (a *Agent) DriftProposalNow() (*localapi.DriftProposal, error) {
+	var rec localapi.DriftProposal
 	var ok bool
 	err := a.store.View(func(tx *state.Tx) (err error) { ok, err = tx.Get(spaceAgent, keyDriftProposal, &rec); return })
 	if err != nil || !ok {
@@ -122,10 +76,10 @@ func (a *Agent) DriftProposalNow() (*DriftProposal, error) {
 	return &rec, nil
 }
 
-func (a *Agent) saveProposal(rec *DriftProposal) error {
+func (a *Agent) saveProposal(rec *localapi.DriftProposal) error {
 	rec.UpdatedAt = a.clock.Now().UnixMilli()
 	return a.store.Update(func(tx *state.Tx) error {
-		var prev DriftProposal
+		var prev localapi.DriftProposal
 		if _, err := tx.Get(spaceAgent, keyDriftProposal, &prev); err != nil {
 			return err
 		}
@@ -177,7 +131,7 @@ func (a *Agent) proposeDrift(ctx context.Context, ap *state.Applied, doc *fleet.
 		return nil
 	}
 	first := a.clock.Now().UnixMilli()
-	return a.writeProposal(ctx, &DriftProposal{Branch: driftpr.Branch(made.DriftHash()), FirstSeen: first}, made)
+	return a.writeProposal(ctx, &localapi.DriftProposal{Branch: driftpr.Branch(made.DriftHash()), FirstSeen: first}, made)
 }
 
 // proposalState asks GitHub, or without it reads the branch from the last
@@ -185,7 +139,7 @@ func (a *Agent) proposeDrift(ctx context.Context, ap *state.Applied, doc *fleet.
 // the push, is closed, unless git.branch now holds it. A poll that listed
 // them before the push (polls and pushes take turns under the tick) says
 // nothing.
-func (a *Agent) proposalState(ctx context.Context, rec *DriftProposal) (string, error) {
+func (a *Agent) proposalState(ctx context.Context, rec *localapi.DriftProposal) (string, error) {
 	if a.driftForge != nil && rec.PR > 0 {
 		fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
 		defer cancel()
@@ -213,7 +167,7 @@ func (a *Agent) proposalState(ctx context.Context, rec *DriftProposal) (string, 
 // writeProposal writes the drift onto the tip of git.branch and pushes it,
 // then opens the pull request or edits its text. Nothing is pushed when
 // the branch already says it.
-func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made planned) error {
+func (a *Agent) writeProposal(ctx context.Context, rec *localapi.DriftProposal, made planned) error {
 	tip := a.repo.Last().Tip
 	if tip == "" {
 		return nil
@@ -397,7 +351,7 @@ func applyInMemory(snap *inventory.Snapshot, calls []plan.Call) *inventory.Snaps
 
 // editProposalText opens the pull request, or edits its text; without
 // GitHub the branch is the proposal and there is nothing to do.
-func (a *Agent) editProposalText(ctx context.Context, rec *DriftProposal, title, body string) {
+func (a *Agent) editProposalText(ctx context.Context, rec *localapi.DriftProposal, title, body string) {
 	if a.driftForge == nil {
 		return
 	}
@@ -417,7 +371,7 @@ func (a *Agent) editProposalText(ctx context.Context, rec *DriftProposal, title,
 
 // endProposal closes the pull request (with a comment when the agent
 // closes it) and deletes the agent's branch.
-func (a *Agent) endProposal(ctx context.Context, rec *DriftProposal, how, comment string) error {
+func (a *Agent) endProposal(ctx context.Context, rec *localapi.DriftProposal, how, comment string) error {
 	if a.driftForge != nil && rec.PR > 0 && comment != "" {
 		fctx, cancel := context.WithTimeout(ctx, ForgeTimeout)
 		err := a.driftForge.ClosePullRequest(fctx, rec.PR, comment)

@@ -10,6 +10,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
@@ -50,7 +51,7 @@ func (w *world) edit(t *testing.T, kind inventory.Kind, name string, set map[str
 	}
 }
 
-func (w *world) driftCheck(t *testing.T) *agent.DriftProposal {
+func (w *world) driftCheck(t *testing.T) *localapi.DriftProposal {
 	t.Helper()
 	if err := w.agent.DriftCheck(t.Context()); err != nil {
 		t.Fatalf("drift check: %v\n%s", err, w.log)

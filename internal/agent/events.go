@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/fleet-agent/fleet-agent/internal/events"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -47,7 +48,7 @@ func (a *Agent) applyEvent(tx *state.Tx, commit, st, desc string) error {
 }
 
 // proposalEvent is the event a drift proposal's change of state stands for.
-func (a *Agent) proposalEvent(tx *state.Tx, prev string, rec *DriftProposal) error {
+func (a *Agent) proposalEvent(tx *state.Tx, prev string, rec *localapi.DriftProposal) error {
 	data := map[string]any{"branch": rec.Branch, "state": rec.State, "driftHash": rec.DriftHash, "fields": rec.Fields}
 	if rec.PR > 0 {
 		data["pullRequest"] = rec.PR

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"net/http"
 	"net/http/pprof"
@@ -42,10 +43,10 @@ func (a *Agent) OpsHandler(o OpsOptions) http.Handler {
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		v, err := a.status()
 		if err != nil {
-			WriteError(w, err)
+			localapi.WriteError(w, err)
 			return
 		}
-		WriteJSON(w, http.StatusOK, v)
+		localapi.WriteJSON(w, http.StatusOK, v)
 	})
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)

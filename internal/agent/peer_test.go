@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -28,11 +29,11 @@ func socketOf(t *testing.T, h http.Handler) (string, *http.Server) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	path := filepath.Join(dir, "api.sock")
-	l, err := agent.ListenSocket(path, "")
+	l, err := localapi.ListenSocket(path, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := agent.SocketServer(h)
+	srv := localapi.SocketServer(h)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	t.Cleanup(func() {
@@ -61,20 +62,20 @@ func realWho(t *testing.T) string {
 // who field.
 func TestSocketAuditsThePeersCredentials(t *testing.T) {
 	w := newWorld(t, agent.Config{RequireReviewedPlan: true})
-	path, _ := socketOf(t, w.agent.Handler())
-	c := agent.NewClient(path)
+	path, _ := socketOf(t, localapi.Handler(w.agent, w.store))
+	c := localapi.NewClient(path)
 	boot := w.commit(t, "main", docV1, "unreviewed")
 	w.tick(t) // refused: the tip is not reviewed
-	var p agent.PlanResponse
-	if err := c.Do(t.Context(), "POST", "/v1/plan", agent.PlanRequest{Commit: boot}, &p); err != nil {
+	var p localapi.PlanResponse
+	if err := c.Do(t.Context(), "POST", "/v1/plan", localapi.PlanRequest{Commit: boot}, &p); err != nil {
 		t.Fatal(err)
 	}
-	var applied agent.PlanResponse
-	if err := c.Do(t.Context(), "POST", "/v1/apply", agent.ApplyRequest{Commit: boot, PlanHash: p.PlanHash, By: "root"}, &applied); err != nil {
+	var applied localapi.PlanResponse
+	if err := c.Do(t.Context(), "POST", "/v1/apply", localapi.ApplyRequest{Commit: boot, PlanHash: p.PlanHash, By: "root"}, &applied); err != nil {
 		t.Fatal(err)
 	}
 	var edited map[string]any
-	if err := c.Do(t.Context(), "POST", "/v1/edit", agent.EditRequest{Kind: "site", Name: "fra", Set: map[string]any{"region": "us"}, Who: "root"}, &edited); err != nil {
+	if err := c.Do(t.Context(), "POST", "/v1/edit", localapi.EditRequest{Kind: "site", Name: "fra", Set: map[string]any{"region": "us"}, Who: "root"}, &edited); err != nil {
 		t.Fatal(err)
 	}
 	want := realWho(t)
@@ -111,7 +112,7 @@ func TestSocketAuditsThePeersCredentials(t *testing.T) {
 // unix socket) refuses what it would have to audit.
 func TestLocalAPIWithoutPeerRefusesAuditedRequests(t *testing.T) {
 	w := newWorld(t, agent.Config{})
-	srv := httptest.NewServer(w.agent.Handler())
+	srv := httptest.NewServer(localapi.Handler(w.agent, w.store))
 	t.Cleanup(srv.Close)
 	for path, body := range map[string]string{
 		"/v1/edit":  `{"kind":"site","name":"fra","set":{"region":"us"},"who":"root"}`,
@@ -137,9 +138,9 @@ func TestEditThroughTheAgentIsCheckedAtOnce(t *testing.T) {
 	w := newWorld(t, agent.Config{DriftEvery: time.Hour})
 	w.commit(t, "main", docV2, "a pool")
 	w.tick(t) // applied, and drift checked: none
-	path, _ := socketOf(t, w.agent.Handler())
+	path, _ := socketOf(t, localapi.Handler(w.agent, w.store))
 	var edited map[string]any
-	if err := agent.NewClient(path).Do(t.Context(), "POST", "/v1/edit", agent.EditRequest{Kind: "ownerQuota", Name: "vps:gpu", Set: map[string]any{"max": 2}}, &edited); err != nil {
+	if err := localapi.NewClient(path).Do(t.Context(), "POST", "/v1/edit", localapi.EditRequest{Kind: "ownerQuota", Name: "vps:gpu", Set: map[string]any{"max": 2}}, &edited); err != nil {
 		t.Fatal(err)
 	}
 	w.tick(t)

@@ -10,6 +10,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/annotation"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/policy"
@@ -37,18 +38,6 @@ type Approver interface {
 	TeamMember(ctx context.Context, org, team, login string) (bool, error)
 }
 
-// PolicyView is the policy as status shows it.
-type PolicyView struct {
-	Path string `json:"path"`
-	// Commit is the applied commit the policy in use was read at.
-	Commit string `json:"commit,omitempty"`
-	Hash   string `json:"hash,omitempty"`
-	Rules  int    `json:"rules"`
-	// Problem says why the policy at the applied commit is not the one in
-	// use (it does not compile: the last good one judges), or why none is.
-	Problem string `json:"problem,omitempty"`
-}
-
 const (
 	keyPolicy = "policy"
 	// keyPolicyInForce is the last good policy, durable: what judges plans
@@ -72,7 +61,7 @@ type policyState struct {
 	good   *policy.Policy
 	goodAt string // the commit good was read at
 	data   []byte // good's bytes
-	view   PolicyView
+	view   localapi.PolicyView
 	// loaded: the state's PolicyInForce was read into good (once a process).
 	loaded bool
 }
@@ -85,9 +74,9 @@ type policyState struct {
 // that does not compile never replaces it, whatever happens between: a
 // restart, a failover to another agent, a state copy. A policy is read
 // from there only when it is of the same policy.path.
-func (a *Agent) currentPolicy() (*policy.Policy, PolicyView) {
+func (a *Agent) currentPolicy() (*policy.Policy, localapi.PolicyView) {
 	if a.cfg.PolicyPath == "" {
-		return nil, PolicyView{}
+		return nil, localapi.PolicyView{}
 	}
 	ap, err := a.applied()
 	a.policyMu.Lock()
@@ -107,7 +96,7 @@ func (a *Agent) currentPolicy() (*policy.Policy, PolicyView) {
 		ps.loaded = true
 		a.loadPolicyInForce(ps)
 	}
-	view := PolicyView{Path: a.cfg.PolicyPath}
+	view := localapi.PolicyView{Path: a.cfg.PolicyPath}
 	var data []byte
 	switch {
 	case err != nil:
@@ -236,7 +225,7 @@ func (a *Agent) policyInput(doc *fleet.Document, data []byte, made planned) poli
 }
 
 // policyNotes are the notes of a report made by the policy in use.
-func policyNotes(view PolicyView) []string {
+func policyNotes(view localapi.PolicyView) []string {
 	if view.Problem == "" {
 		return nil
 	}
@@ -406,8 +395,8 @@ func (a *Agent) stepPolicy(ctx context.Context, c *candidate) verdict {
 }
 
 // policyView reads the policy status the agent recorded.
-func policyView(tx *state.Tx) (*PolicyView, error) {
-	var v PolicyView
+func policyView(tx *state.Tx) (*localapi.PolicyView, error) {
+	var v localapi.PolicyView
 	found, err := tx.Get(spaceAgent, keyPolicy, &v)
 	if err != nil || !found {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/state"
@@ -115,15 +116,15 @@ func TestPlanDocumentRouteSeesTheFleet(t *testing.T) {
 	w.agent = agent.New(agent.Config{Branch: "main"}, agent.Options{Store: w.store, Repo: w.repo, Clock: w.clk, Log: zerolog.New(w.log), Live: src})
 	w.commit(t, "main", docV2, "a pool")
 	w.tick(t)
-	srv := httptest.NewServer(w.agent.Handler())
+	srv := httptest.NewServer(localapi.Handler(w.agent, w.store))
 	t.Cleanup(srv.Close)
-	body, _ := json.Marshal(agent.PlanDocumentRequest{Name: "fleet.json", Document: []byte(docV3)})
+	body, _ := json.Marshal(localapi.PlanDocumentRequest{Name: "fleet.json", Document: []byte(docV3)})
 	for range 3 {
 		resp, err := http.Post(srv.URL+"/v1/plan-document", "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var pr agent.PlanResponse
+		var pr localapi.PlanResponse
 		if err := json.NewDecoder(resp.Body).Decode(&pr); err != nil || resp.StatusCode != 200 {
 			t.Fatalf("%d %v", resp.StatusCode, err)
 		}
@@ -145,7 +146,7 @@ func TestPlanDocumentRouteSeesTheFleet(t *testing.T) {
 // over the limit are INVALID_INPUT with one error shape.
 func TestLocalAPIRefusesBadRequests(t *testing.T) {
 	w := newWorld(t, agent.Config{})
-	srv := httptest.NewServer(w.agent.Handler())
+	srv := httptest.NewServer(localapi.Handler(w.agent, w.store))
 	t.Cleanup(srv.Close)
 	for name, body := range map[string]string{
 		"unknown field": `{"commit":"abc","colour":"blue"}`,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/annotation"
 	"github.com/fleet-agent/fleet-agent/internal/gitsync"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refs"
@@ -110,7 +111,7 @@ func (a *Agent) planProposals(ctx context.Context, snap gitsync.Snapshot, prs []
 // planOne plans one head, records the plan (that record is what
 // "reviewed" means) and posts it.
 func (a *Agent) planOne(ctx context.Context, p proposal, tip, appliedCommit string) {
-	rec := storedProposal{Proposal: Proposal{Ref: p.ref, Commit: p.head, Errors: []string{}}, Tip: tip, Applied: appliedCommit, PR: p.pr}
+	rec := storedProposal{Proposal: localapi.Proposal{Ref: p.ref, Commit: p.head, Errors: []string{}}, Tip: tip, Applied: appliedCommit, PR: p.pr}
 	var posts []outbox.Post
 	status := func(state, desc string) outbox.Post { return outbox.Status(p.head, "plan", state, desc, "") }
 	comment := func(body string) outbox.Post { return outbox.Sticky(p.pr, a.Marker(commentPlan, ""), body) }
@@ -257,27 +258,19 @@ func (a *Agent) merged(tip, head string) bool {
 	return yes
 }
 
-// ProposalPage is a proposal as the page shows it: with its pull request
-// and the plan's text lines, which status leaves out (they can be long).
-type ProposalPage struct {
-	Proposal
-	PR    int
-	Lines []string
-}
-
 // ProposalPages lists the recorded proposals with their plan lines, by ref.
-func (a *Agent) ProposalPages() ([]ProposalPage, error) {
-	var out []ProposalPage
+func (a *Agent) ProposalPages() ([]localapi.ProposalPage, error) {
+	var out []localapi.ProposalPage
 	err := a.store.View(func(tx *state.Tx) error {
 		return eachRecord(tx, spaceProposals, func(p storedProposal) {
-			out = append(out, ProposalPage{Proposal: p.Proposal, PR: p.PR, Lines: p.Lines})
+			out = append(out, localapi.ProposalPage{Proposal: p.Proposal, PR: p.PR, Lines: p.Lines})
 		})
 	})
 	return out, err
 }
 
 // Proposals lists the recorded proposals for status.
-func (a *Agent) Proposals() ([]Proposal, error) {
+func (a *Agent) Proposals() ([]localapi.Proposal, error) {
 	v, err := Status(a.store, a.cfg.Tenant)
 	return v.Proposals, err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
@@ -157,7 +158,7 @@ func TestRefusalWaitsForItsPullRequest(t *testing.T) {
 	f.down = false
 	f.mu.Unlock()
 	_ = ag.Tick(t.Context())
-	var r agent.Refused
+	var r localapi.Refused
 	if err := w.store.View(func(tx *state.Tx) error { _, err := tx.Get("refused", tip, &r); return err }); err != nil {
 		t.Fatal(err)
 	}

@@ -15,16 +15,17 @@ import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 )
 
 // shortLimits are the socket's limits scaled down so that a test sees each
 // one fire: the same shape as the defaults (header < request < handler <
 // answer).
-var shortLimits = agent.SocketLimits{ReadHeader: 300 * time.Millisecond, Read: 600 * time.Millisecond,
+var shortLimits = localapi.SocketLimits{ReadHeader: 300 * time.Millisecond, Read: 600 * time.Millisecond,
 	Handler: 2 * time.Second, Write: 3 * time.Second, Idle: 2 * time.Second}
 
 // serveSocket serves h with limits on a real unix socket.
-func serveSocket(t *testing.T, h http.Handler, lim agent.SocketLimits) string {
+func serveSocket(t *testing.T, h http.Handler, lim localapi.SocketLimits) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "fa-sock")
 	if err != nil {
@@ -32,11 +33,11 @@ func serveSocket(t *testing.T, h http.Handler, lim agent.SocketLimits) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	path := filepath.Join(dir, "api.sock")
-	l, err := agent.ListenSocket(path, "")
+	l, err := localapi.ListenSocket(path, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := agent.SocketServerWith(h, lim)
+	srv := localapi.SocketServerWith(h, lim)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	t.Cleanup(func() {
@@ -69,7 +70,7 @@ func pingOK(t *testing.T, path string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	var out map[string]any
-	if err := agent.NewClient(path).Do(ctx, "GET", "/v1/ping", nil, &out); err != nil {
+	if err := localapi.NewClient(path).Do(ctx, "GET", "/v1/ping", nil, &out); err != nil {
 		t.Fatalf("a good client was not answered: %v", err)
 	}
 }
@@ -80,7 +81,7 @@ func pingOK(t *testing.T, path string) {
 func TestSocketLimitsSlowClients(t *testing.T) {
 	w := newWorld(t, agent.Config{})
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", w.agent.Handler())
+	mux.Handle("/v1/", localapi.Handler(w.agent, w.store))
 	// long works three read timeouts after reading its body, and says
 	// whether its context was cancelled meanwhile.
 	mux.HandleFunc("/long", func(rw http.ResponseWriter, r *http.Request) {
@@ -215,7 +216,7 @@ func TestSocketLimitsSlowClients(t *testing.T) {
 // The default limits leave a long apply its time: the handler's limit is the
 // command line's own bound on an apply, the answer's is longer.
 func TestSocketDefaultLimits(t *testing.T) {
-	d := agent.DefaultSocketLimits
+	d := localapi.DefaultSocketLimits
 	if d.ReadHeader <= 0 || d.ReadHeader > d.Read || d.Read >= d.Handler || d.Handler < 5*time.Minute || d.Write <= d.Handler || d.Idle <= 0 {
 		t.Fatalf("default socket limits out of shape: %+v", d)
 	}

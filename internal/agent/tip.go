@@ -6,27 +6,13 @@ import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
-
-// Refused is why a commit of the branch was not applied.
-type Refused struct {
-	Commit string `json:"commit"`
-	Code   string `json:"code"`
-	Reason string `json:"reason"`
-	PR     int    `json:"pr,omitempty"`
-	At     int64  `json:"at"`
-	// PlanHash and Adopt are set when the only fault is the review (a tip
-	// never proposed, pushed directly, or whose plan moved since review):
-	// the commit's plan hash now, and the commands that adopt it by hand,
-	// with the full commit and hash.
-	PlanHash string   `json:"planHash,omitempty"`
-	Adopt    []string `json:"adopt,omitempty"`
-}
 
 // adoptStatus is the apply status of a refused commit that can be adopted:
 // what happened in a few words, then the apply command with the real hash. A status description holds 140
@@ -72,7 +58,7 @@ func (a *Agent) applyTip(ctx context.Context, tip string) error {
 		return nil
 	}
 	var seen bool
-	if err := a.store.View(func(tx *state.Tx) (err error) { seen, err = tx.Get(spaceRefused, tip, &Refused{}); return }); err != nil {
+	if err := a.store.View(func(tx *state.Tx) (err error) { seen, err = tx.Get(spaceRefused, tip, &localapi.Refused{}); return }); err != nil {
 		return err
 	}
 	if seen {
@@ -110,7 +96,7 @@ func (a *Agent) settle(ctx context.Context, c *candidate, v verdict) error {
 		}
 	}
 	v = a.adoptableByHand(ctx, c, v)
-	r := Refused{Commit: c.commit, Code: string(v.code), Reason: v.reason, PR: pr, At: a.clock.Now().UnixMilli()}
+	r := localapi.Refused{Commit: c.commit, Code: string(v.code), Reason: v.reason, PR: pr, At: a.clock.Now().UnixMilli()}
 	desc := "not applied: " + v.reason
 	if v.adoptable && c.plan.Plan != nil {
 		r.PlanHash, r.Adopt = c.plan.PlanHash, adoptCommands(c.commit, c.plan.PlanHash)

@@ -220,7 +220,7 @@ func (a *Agent) stepPlan(ctx context.Context, c *candidate) verdict {
 	}
 	c.plan = p
 	if p.Blocked() {
-		return refused(refusal.PlanBlocked, "%s", errMessage(apply.Blocked(p.Plan)))
+		return refused(refusal.PlanBlocked, "%s", refusal.Message(apply.Blocked(p.Plan)))
 	}
 	return proceed()
 }
@@ -542,5 +542,5 @@ func verdictOf(err error) verdict {
 	if code == "" {
 		code = refusal.Internal
 	}
-	return verdict{kind: refuse, code: code, reason: errMessage(err)}
+	return verdict{kind: refuse, code: code, reason: refusal.Message(err)}
 }

@@ -179,6 +179,20 @@ func testSupport(r string) bool {
 	return under(r, "testutil") || strings.HasSuffix(last, "test")
 }
 
+// loopReaders are the packages that read the running agent (the page, the
+// doctor, the local API with its client): each declares the little it
+// needs of the loop, so none links the loop itself.
+var loopReaders = []string{"ui", "doctor", "localapi"}
+
+func readsTheLoop(r string) bool {
+	for _, p := range loopReaders {
+		if under(r, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // violations lists what a package (its path below internal/) breaks of the
 // rules of the house by reaching deps.
 func violations(r string, deps []string) []string {
@@ -205,6 +219,9 @@ func violations(r string, deps []string) []string {
 			if own == "" && !under(r, "substrate") && !under(r, "testutil") {
 				out = append(out, fmt.Sprintf("%s reaches client-go (%s): only internal/substrate, the adapters and test support may", r, d))
 			}
+		}
+		if d == module+"/internal/agent" && readsTheLoop(r) {
+			out = append(out, fmt.Sprintf("%s imports internal/agent, the loop: take the wire types and the client from internal/localapi, and what it needs of the loop as an interface it declares", r))
 		}
 		if a := adapterOf(rel(d)); strings.HasPrefix(d, module+"/internal/") && a != "" && a != own {
 			if own != "" {
@@ -262,6 +279,11 @@ func TestBoundaryRulesCatch(t *testing.T) {
 		{"release", "github.com/google/go-containerregistry/pkg/v1/remote", false},
 		{"substrate", "github.com/google/go-containerregistry/pkg/v1/remote", true},
 		{"agent", "github.com/goreleaser/nfpm/v2/deb", true},
+		{"ui", m + "agent", true},
+		{"doctor", m + "agent", true},
+		{"localapi", m + "agent", true},
+		{"ui", m + "localapi", false},
+		{"agent", m + "localapi", false},
 	} {
 		got := violations(tc.pkg, []string{"fmt", tc.dep})
 		if (len(got) > 0) != tc.fail {
@@ -405,5 +427,31 @@ func TestBoundarySubstrateUsesOnlyTheInterfaces(t *testing.T) {
 		if !contains(l.Deps, module+"/internal/providers") {
 			t.Errorf("%s does not reach internal/providers: the test is looking at the wrong package", path)
 		}
+	}
+}
+
+// TestBoundaryTheLoopStaysBehindTheLocalAPI: the page, the doctor and the
+// local API (its client included) exist and do not link internal/agent,
+// while the binary, which runs the loop, does (so the check can see it).
+func TestBoundaryTheLoopStaysBehindTheLocalAPI(t *testing.T) {
+	root := repoRoot(t)
+	var pkgs []string
+	for _, r := range loopReaders {
+		pkgs = append(pkgs, module+"/internal/"+r)
+	}
+	binary := module + "/cmd/fleet-agent"
+	listedPkgs := goList(t, root, append(pkgs, binary)...)
+	loop := module + "/internal/agent"
+	for _, p := range pkgs {
+		l, ok := listedPkgs[p]
+		if !ok {
+			t.Fatalf("%s is not listed: the test is looking in the wrong place", p)
+		}
+		if contains(l.Deps, loop) {
+			t.Errorf("%s links %s; read the loop through an interface declared in %s", p, loop, rel(p))
+		}
+	}
+	if !contains(listedPkgs[binary].Deps, loop) {
+		t.Errorf("%s does not link %s: the check is blind", binary, loop)
 	}
 }

@@ -104,7 +104,7 @@ func NewServed() *metrics.Metrics {
 	m.SubstrateStates(map[string]int{"ready": 1})
 	m.SubstrateNodes(map[string]int{"k8s": 1}, map[string]int{"k8s": 1})
 	m.WithLeadership(metrics.Leadership{Leading: func() bool { return true },
-		Transitions: func() uint64 { return 1 }, FencedRefused: func() uint64 { return 0 }})
+		Transitions: func() uint64 { return 1 }, FencedRefused: func() uint64 { return 0 }, RollForwardsLeft: func() uint64 { return 0 }})
 	m.EtcdRequest(time.Millisecond, nil)
 	return m
 }

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/webhooks"
@@ -103,13 +103,13 @@ const NotJoiningAfter = 15 * time.Minute
 
 // Fleet is what the fleet's records say, as the agent's status shows them.
 type Fleet struct {
-	Refused    []agent.Refused
-	Proposals  []agent.Proposal
+	Refused    []localapi.Refused
+	Proposals  []localapi.Proposal
 	Substrates []substrate.Status
 	// NodeDaemon says whether substrate.nodeDaemon is configured.
 	NodeDaemon bool
 	// DriftProposal is the agent's drift proposal, nil when none was made.
-	DriftProposal *agent.DriftProposal
+	DriftProposal *localapi.DriftProposal
 	// Webhooks are the events.webhooks receivers' deliveries.
 	Webhooks []webhooks.Status
 }
@@ -164,7 +164,7 @@ func CheckFleet(r *Report, f Fleet, now time.Time) {
 }
 
 // checkDriftProposal notes an open drift proposal: a person chooses.
-func checkDriftProposal(r *Report, p *agent.DriftProposal, now time.Time) {
+func checkDriftProposal(r *Report, p *localapi.DriftProposal, now time.Time) {
 	if p == nil || p.State != "open" {
 		return
 	}
@@ -203,7 +203,7 @@ func checkWebhooks(r *Report, hooks []webhooks.Status) {
 // --commit and apply --commit; a commit a policy denies, whose plan has a
 // blocked change or whose document or history is wrong stays refused
 // whatever is planned, and the way on is a new commit, proposed.
-func RefusedAdvice(t agent.Refused) string {
+func RefusedAdvice(t localapi.Refused) string {
 	plan := "fleet-agent plan --commit " + t.Commit
 	switch {
 	case len(t.Adopt) == 2:

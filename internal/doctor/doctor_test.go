@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
@@ -17,26 +17,26 @@ func TestRefusedAdvicePerCause(t *testing.T) {
 	const c = "0123456789abcdef0123456789abcdef01234567"
 	cases := []struct {
 		name      string
-		refused   agent.Refused
+		refused   localapi.Refused
 		want      []string
 		adoptable bool
 	}{
-		{"never proposed", agent.Refused{Commit: c, Code: "INVALID_STATE", Reason: "never proposed",
+		{"never proposed", localapi.Refused{Commit: c, Code: "INVALID_STATE", Reason: "never proposed",
 			Adopt: []string{"fleet-agent plan --commit " + c, "fleet-agent apply --commit " + c + " --plan-hash H"}},
 			[]string{"adopt it with fleet-agent apply --commit " + c + " --plan-hash H"}, true},
-		{"policy denies", agent.Refused{Commit: c, Code: "PLAN_BLOCKED", Reason: `policy rule "no-h100" (policy.yaml@abc) denies the plan: no H100`},
+		{"policy denies", localapi.Refused{Commit: c, Code: "PLAN_BLOCKED", Reason: `policy rule "no-h100" (policy.yaml@abc) denies the plan: no H100`},
 			[]string{"policy rule denies", "new commit", "propose it", "plan --proposal"}, false},
-		{"blocked change", agent.Refused{Commit: c, Code: "PLAN_BLOCKED", Reason: "1 change is blocked: pool gpu: quota"},
+		{"blocked change", localapi.Refused{Commit: c, Code: "PLAN_BLOCKED", Reason: "1 change is blocked: pool gpu: quota"},
 			[]string{"blocked change", "new commit", "propose it"}, false},
-		{"invalid document", agent.Refused{Commit: c, Code: "INVALID_INPUT", Reason: "the document is invalid"},
+		{"invalid document", localapi.Refused{Commit: c, Code: "INVALID_INPUT", Reason: "the document is invalid"},
 			[]string{"invalid", "new commit", "validate"}, false},
-		{"provider down", agent.Refused{Commit: c, Code: "UNAVAILABLE", Reason: "the provider did not answer"},
+		{"provider down", localapi.Refused{Commit: c, Code: "UNAVAILABLE", Reason: "the provider did not answer"},
 			[]string{"fleet-agent plan --commit " + c, "--plan-hash"}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var r Report
-			CheckFleet(&r, Fleet{Refused: []agent.Refused{tc.refused}, NodeDaemon: true}, time.Unix(0, 0))
+			CheckFleet(&r, Fleet{Refused: []localapi.Refused{tc.refused}, NodeDaemon: true}, time.Unix(0, 0))
 			if len(r.Findings) != 1 || r.Findings[0].Code != "tip-refused" {
 				t.Fatalf("findings %v", r.Codes())
 			}
@@ -57,7 +57,7 @@ func TestRefusedAdvicePerCause(t *testing.T) {
 // after: doctor says so, with the rule and the command that shows it.
 func TestProposalDeniedByPolicy(t *testing.T) {
 	var r Report
-	CheckFleet(&r, Fleet{NodeDaemon: true, Proposals: []agent.Proposal{
+	CheckFleet(&r, Fleet{NodeDaemon: true, Proposals: []localapi.Proposal{
 		{Ref: "refs/heads/more-gpus", Commit: "0123456789abcdef", Errors: []string{}, Denied: []string{"deny no-h100: H100 pools need a budget"}},
 		{Ref: "refs/heads/fine", Commit: "fedcba9876543210", Errors: []string{}},
 	}}, time.Unix(0, 0))
@@ -87,7 +87,7 @@ func TestDriftProposalAndWebhooks(t *testing.T) {
 	held := now.Add(time.Minute)
 	var r Report
 	CheckFleet(&r, Fleet{
-		DriftProposal: &agent.DriftProposal{State: "open", Branch: "fleet-agent/drift-1a2b", PR: 12, Fields: 1, OpenedAt: now.Add(-90 * time.Minute).UnixMilli()},
+		DriftProposal: &localapi.DriftProposal{State: "open", Branch: "fleet-agent/drift-1a2b", PR: 12, Fields: 1, OpenedAt: now.Add(-90 * time.Minute).UnixMilli()},
 		Webhooks: []webhooks.Status{
 			{ID: "wh-1", Receiver: "https://a.example.com", Queued: 2, HeldUntil: &held, LastError: "HTTP 500"},
 			{ID: "wh-2", Receiver: "env://SLACK_URL", Dropped: 1},
@@ -106,7 +106,7 @@ func TestDriftProposalAndWebhooks(t *testing.T) {
 	}
 	// A proposal that ended is no finding.
 	var r2 Report
-	CheckFleet(&r2, Fleet{DriftProposal: &agent.DriftProposal{State: "merged", Branch: "fleet-agent/drift-1a2b"}}, now)
+	CheckFleet(&r2, Fleet{DriftProposal: &localapi.DriftProposal{State: "merged", Branch: "fleet-agent/drift-1a2b"}}, now)
 	if c := strings.Join(r2.Codes(), " "); c != "fleet-ok" {
 		t.Fatalf("codes after merge = %q", c)
 	}

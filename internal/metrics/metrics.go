@@ -128,6 +128,9 @@ type Leadership struct {
 	Leading       func() bool
 	Transitions   func() uint64
 	FencedRefused func() uint64
+	// RollForwardsLeft counts large commits that landed but whose
+	// copying into place stopped, left to the next write or leader.
+	RollForwardsLeft func() uint64
 }
 
 // WithLeadership registers the leadership's metrics and the etcd request
@@ -146,6 +149,9 @@ func (m *Metrics) WithLeadership(l Leadership) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fleet_agent_fenced_refused_total",
 			Help: "Writes, provider calls and posts refused because this agent did not lead (or had lost its lease) when it tried."},
 			func() float64 { return float64(l.FencedRefused()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fleet_agent_etcd_rollforwards_left_total",
+			Help: "Large commits that landed (readers see them whole) but whose copying into place stopped; the leader's next write or the next leader finishes each. The log says why."},
+			func() float64 { return float64(l.RollForwardsLeft()) }),
 		m.etcdRequests)
 }
 

@@ -81,3 +81,14 @@ func Text(err error) string {
 	}
 	return err.Error()
 }
+
+// Message is err's message without its code: a refusal's own message, the
+// error's text otherwise (where the code travels beside it, as in the local
+// API's answer).
+func Message(err error) string {
+	var r *Error
+	if errors.As(err, &r) {
+		return r.Message
+	}
+	return err.Error()
+}

@@ -1,17 +1,59 @@
 package state
 
 import (
-	"bytes"
-
-	bolt "go.etcd.io/bbolt"
+	"context"
+	"io"
 )
 
 // The store's records live in nested buckets of sorted keys, the shape
 // bbolt gives. The records' code (state.go, records.go, outbox.go, ...) is
-// written against the two interfaces below, and each backend gives them:
-// bbolt directly (this file), etcd by mapping a bucket path and a key to
-// one etcd key (etcd.go). A backend's transaction is what the records see
-// as one: every reader sees all of it or none.
+// written against the interfaces below, and each backend gives them: bbolt
+// directly (bolt.go), etcd by mapping a bucket path and a key to one etcd
+// key (etcd.go, with its election in leader.go). A backend's transaction is
+// what the records see as one: every reader sees all of it or none. What
+// differs between the backends beyond that (leadership, backups, checks)
+// is a method of backend too, so the store never asks which one it has.
+
+// backend runs transactions and answers for what the two backends do
+// differently.
+type backend interface {
+	view(fn func(kvTx) error) error
+	update(fn func(kvTx) error) error
+	// updateIn is update fenced by the term l: refused once l ended. A nil
+	// l is update.
+	updateIn(l *Leadership, fn func(kvTx) error) error
+	close() error
+	// kind names the backend: "bbolt" or "etcd".
+	kind() string
+	// walk visits every record with its bucket path; a nil key carries
+	// the bucket's sequence as decimal text.
+	walk(fn func(path [][]byte, k, v []byte) error) error
+	// backup writes a bbolt file holding the store's records at path;
+	// writeBackup streams one to w. s is the store, for a backend that
+	// builds the file by copying its records.
+	backup(s *Store, path string) error
+	writeBackup(s *Store, w io.Writer) (int64, error)
+	// check checks the backend's own structure, then the records (s).
+	check(s *Store) error
+	// auditKeep is how many audit rows the store keeps (0: all).
+	auditKeep() uint64
+
+	// campaign blocks until this store leads, or ctx ends.
+	campaign(ctx context.Context) (*Leadership, error)
+	// mayWrite reports whether this store may write now.
+	mayWrite() bool
+	// fence is nil while l is this store's current term and its hold is
+	// good now; with a nil l, while this store may write.
+	fence(l *Leadership) error
+	// leaderName names the agent that leads ("" when none, or no election).
+	leaderName(ctx context.Context) (string, error)
+	// agentName is this agent's name in the election ("" without one).
+	agentName() string
+	// health asks each server of the backend for its status (nil: none).
+	health(ctx context.Context) []EndpointHealth
+	// etcdStats are the etcd backend's counters (nil on bbolt).
+	etcdStats() *EtcdStats
+}
 
 // kvTx is one transaction of a backend.
 type kvTx interface {
@@ -46,98 +88,7 @@ type kvBucket interface {
 	Len() (int, error)
 }
 
-// boltTx is a bbolt transaction as a kvTx.
-type boltTx struct{ tx *bolt.Tx }
-
-func (t boltTx) Bucket(name []byte) kvBucket { return wrapBolt(t.tx.Bucket(name)) }
-
-func (t boltTx) CreateBucketIfNotExists(name []byte) (kvBucket, error) {
-	b, err := t.tx.CreateBucketIfNotExists(name)
-	if err != nil {
-		return nil, err
-	}
-	return boltBucket{b}, nil
-}
-
-func (t boltTx) Writable() bool     { return t.tx.Writable() }
-func (t boltTx) OnCommit(fn func()) { t.tx.OnCommit(fn) }
-func (t boltTx) Revision() int64    { return int64(t.tx.ID()) }
-
-// wrapBolt keeps a missing bucket a nil interface, not an interface
-// holding a nil pointer.
-func wrapBolt(b *bolt.Bucket) kvBucket {
-	if b == nil {
-		return nil
-	}
-	return boltBucket{b}
-}
-
-type boltBucket struct{ b *bolt.Bucket }
-
-func (b boltBucket) Get(key []byte) []byte       { return b.b.Get(key) }
-func (b boltBucket) Put(key, value []byte) error { return b.b.Put(key, value) }
-func (b boltBucket) Delete(key []byte) error     { return b.b.Delete(key) }
-func (b boltBucket) Bucket(name []byte) kvBucket { return wrapBolt(b.b.Bucket(name)) }
-
-func (b boltBucket) CreateBucketIfNotExists(name []byte) (kvBucket, error) {
-	nb, err := b.b.CreateBucketIfNotExists(name)
-	if err != nil {
-		return nil, err
-	}
-	return boltBucket{nb}, nil
-}
-
-func (b boltBucket) ForEach(fn func(k, v []byte) error) error {
-	return b.b.ForEach(func(k, v []byte) error {
-		if v == nil { // a nested bucket
-			return nil
-		}
-		return fn(k, v)
-	})
-}
-
-func (b boltBucket) Scan(prefix []byte, fn func(k, v []byte) error) error {
-	c := b.b.Cursor()
-	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		if v == nil {
-			continue
-		}
-		if err := fn(k, v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (b boltBucket) Reverse(fn func(k, v []byte) (bool, error)) error {
-	c := b.b.Cursor()
-	for k, v := c.Last(); k != nil; k, v = c.Prev() {
-		if v == nil {
-			continue
-		}
-		more, err := fn(k, v)
-		if err != nil || !more {
-			return err
-		}
-	}
-	return nil
-}
-
-func (b boltBucket) First() ([]byte, []byte) {
-	c := b.b.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if v != nil {
-			return k, v
-		}
-	}
-	return nil, nil
-}
-
-func (b boltBucket) NextSequence() (uint64, error) { return b.b.NextSequence() }
-func (b boltBucket) SetSequence(n uint64) error    { return b.b.SetSequence(n) }
-
-func (b boltBucket) Len() (int, error) {
-	n := 0
-	err := b.ForEach(func(_, _ []byte) error { n++; return nil })
-	return n, err
-}
+var (
+	_ backend = boltBackend{}
+	_ backend = (*etcdBackend)(nil)
+)

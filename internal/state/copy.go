@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 )
 
@@ -17,44 +15,12 @@ import (
 // one box to etcd and back, and a backup of an etcd store into a bbolt file
 // that a restore on one box opens as it is.
 
-// walker visits every record with its bucket path; a nil key carries the
-// bucket's sequence as decimal text.
-type walker interface {
-	walk(fn func(path [][]byte, k, v []byte) error) error
-}
-
-func (b boltBackend) walk(fn func(path [][]byte, k, v []byte) error) error {
-	return b.db.View(func(tx *bolt.Tx) error {
-		return tx.ForEach(func(name []byte, root *bolt.Bucket) error {
-			return walkBolt([][]byte{bytes.Clone(name)}, root, fn)
-		})
-	})
-}
-
-func walkBolt(path [][]byte, b *bolt.Bucket, fn func(path [][]byte, k, v []byte) error) error {
-	if seq := b.Sequence(); seq > 0 {
-		if err := fn(path, nil, []byte(strconv.FormatUint(seq, 10))); err != nil {
-			return err
-		}
-	}
-	return b.ForEach(func(k, v []byte) error {
-		if v == nil {
-			inner := append(append([][]byte{}, path...), bytes.Clone(k))
-			return walkBolt(inner, b.Bucket(k), fn)
-		}
-		return fn(path, k, v)
-	})
-}
-
 // CopyTo copies every record of s into dst, which must hold no fleet yet
 // (a new file, or a prefix nothing was applied to). The installation id
 // travels: the copy is the same installation, and its names and labels
 // at the providers stay its own. It returns the number of records copied.
 func (s *Store) CopyTo(dst *Store) (int, error) {
-	src, ok := s.be.(walker)
-	if !ok {
-		return 0, refusal.New(refusal.Internal, "this store cannot be copied")
-	}
+	src := s.be
 	if err := dst.mustBeEmpty(); err != nil {
 		return 0, err
 	}
@@ -104,12 +70,8 @@ func (s *Store) CopyTo(dst *Store) (int, error) {
 // mustBeEmpty refuses a destination that holds anything beyond what
 // opening it wrote.
 func (s *Store) mustBeEmpty() error {
-	w, ok := s.be.(walker)
-	if !ok {
-		return refusal.New(refusal.Internal, "this store cannot be copied into")
-	}
 	errFull := errors.New("full")
-	err := w.walk(func(path [][]byte, k, _ []byte) error {
+	err := s.be.walk(func(path [][]byte, k, _ []byte) error {
 		if k == nil || bytes.Equal(path[0], bucketMeta) && !bytes.Equal(k, keyGeneration) {
 			return nil
 		}
@@ -121,7 +83,7 @@ func (s *Store) mustBeEmpty() error {
 	return err
 }
 
-// backupToFile writes the records of an etcd store into a new bbolt file.
+// backupToFile writes the records of a store into a new bbolt file.
 func (s *Store) backupToFile(path string) error {
 	if _, err := os.Stat(path); err == nil {
 		return refusal.New(refusal.InvalidInput, "%s exists; a backup is written to a new file", path)
@@ -138,7 +100,7 @@ func (s *Store) backupToFile(path string) error {
 	return dst.Close()
 }
 
-// streamBackup writes a bbolt file of an etcd store's records to w.
+// streamBackup writes a bbolt file of a store's records to w.
 func (s *Store) streamBackup(w io.Writer) (int64, error) {
 	dir, err := os.MkdirTemp("", "fleet-agent-backup-")
 	if err != nil {
@@ -160,10 +122,8 @@ func (s *Store) streamBackup(w io.Writer) (int64, error) {
 // CheckRecords reads every record back and decodes the fleet, the
 // substrates and the audit log: the check of a store that is not a file.
 func (s *Store) CheckRecords() error {
-	if w, ok := s.be.(walker); ok {
-		if err := w.walk(func(_ [][]byte, _, _ []byte) error { return nil }); err != nil {
-			return err
-		}
+	if err := s.be.walk(func(_ [][]byte, _, _ []byte) error { return nil }); err != nil {
+		return err
 	}
 	return s.View(func(tx *Tx) error {
 		if _, err := tx.Snapshot(); err != nil {

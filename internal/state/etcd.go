@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
@@ -73,6 +74,12 @@ type EtcdOptions struct {
 	// Observe, when set, sees every etcd request's duration and error
 	// (the metrics).
 	Observe func(took time.Duration, err error)
+	// Warn, when set, hears each failure the store rode out without
+	// failing the write it happened in: a large commit that reached its
+	// commit point but whose roll-forward stopped (readers already see it
+	// whole; the next write or the next leader finishes it). Unset, the
+	// failure is still counted (EtcdStats.RollForwardsLeft).
+	Warn func(err error)
 	// Clock, when set, replaces CLOCK_BOOTTIME as the clock the hold is
 	// measured on (tests suspend it).
 	Clock func() time.Duration
@@ -98,15 +105,16 @@ const (
 )
 
 type etcdBackend struct {
-	cli       *clientv3.Client
-	prefix    string
-	name      string
-	lease     time.Duration
-	timeout   time.Duration
-	readOnly  bool
-	observeFn func(time.Duration, error)
-	auditKeep uint64
-	clock     func() time.Duration // the hold's clock
+	cli        *clientv3.Client
+	prefix     string
+	name       string
+	lease      time.Duration
+	timeout    time.Duration
+	readOnly   bool
+	observeFn  func(time.Duration, error)
+	auditKeepN uint64
+	clock      func() time.Duration // the hold's clock
+	warn       func(error)          // EtcdOptions.Warn
 	// prepareLater is the start-up preparation put off because a commit
 	// was pending; the first term runs it (finishPending). Under writeMu.
 	prepareLater func(kvTx) error
@@ -144,6 +152,9 @@ type EtcdStats struct {
 	HoldLapses   atomic.Int64
 	Transitions  atomic.Int64
 	LargeCommits atomic.Int64
+	// RollForwardsLeft counts large commits that were committed but whose
+	// roll-forward did not finish in the commit (Warn says why each).
+	RollForwardsLeft atomic.Int64
 	// CampaignsResumed counts campaigns taken up again after a compaction
 	// cut their wait short.
 	CampaignsResumed atomic.Int64
@@ -205,11 +216,11 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*Store, error) {
 		return nil, refusal.Wrap(refusal.Unavailable, err, "cannot reach etcd at %s", strings.Join(o.Endpoints, ","))
 	}
 	be := &etcdBackend{cli: cli, prefix: o.Prefix, name: o.Name, lease: o.Lease, timeout: o.RequestTimeout, readOnly: o.ReadOnly,
-		observeFn: o.Observe, auditKeep: uint64(o.AuditKeep), clock: o.Clock}
+		observeFn: o.Observe, auditKeepN: uint64(o.AuditKeep), clock: o.Clock, warn: o.Warn}
 	if be.clock == nil {
 		be.clock = bootClock
 	}
-	s := &Store{be: be, etcd: be, path: "etcd:" + strings.Join(o.Endpoints, ",") + o.Prefix}
+	s := &Store{be: be, path: "etcd:" + strings.Join(o.Endpoints, ",") + o.Prefix}
 	// A first request tells an unreachable cluster from a slow one now,
 	// not at the first write.
 	sctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
@@ -303,21 +314,18 @@ func (be *etcdBackend) refuseOthers() error {
 	return nil
 }
 
-// Backend names the store's backend: "bbolt" or "etcd".
-func (s *Store) Backend() string {
-	if s.etcd != nil {
-		return "etcd"
-	}
-	return "bbolt"
-}
+func (be *etcdBackend) kind() string          { return "etcd" }
+func (be *etcdBackend) etcdStats() *EtcdStats { return &be.stats }
+func (be *etcdBackend) auditKeep() uint64     { return be.auditKeepN }
 
-// EtcdStats are the etcd backend's counters; nil on bbolt.
-func (s *Store) EtcdStats() *EtcdStats {
-	if s.etcd == nil {
-		return nil
-	}
-	return &s.etcd.stats
-}
+// backup and writeBackup copy the records into a bbolt file (CopyTo): a
+// restore then works on one box.
+func (be *etcdBackend) backup(s *Store, path string) error { return s.backupToFile(path) }
+
+func (be *etcdBackend) writeBackup(s *Store, w io.Writer) (int64, error) { return s.streamBackup(w) }
+
+// check reads every record back: etcd checks its own structure.
+func (be *etcdBackend) check(s *Store) error { return s.CheckRecords() }
 
 func (be *etcdBackend) close() error {
 	be.mu.Lock()
@@ -1005,7 +1013,7 @@ func toEtcdOp(op chunkOp) clientv3.Op {
 
 func (be *etcdBackend) headValue(h etcdHead) string {
 	h.By, h.At = be.name, time.Now().UnixMilli()
-	b, _ := json.Marshal(h)
+	b, _ := json.Marshal(h) // strings and integers: cannot fail
 	return string(b)
 }
 
@@ -1043,7 +1051,7 @@ func (be *etcdBackend) commitLarge(tx *etcdTx, ops []chunkOp, l *Leadership) err
 		if len(cur) == 0 {
 			return
 		}
-		b, _ := json.Marshal(cur)
+		b, _ := json.Marshal(cur) // strings, bytes and a bool: cannot fail
 		chunks = append(chunks, b)
 		cur, curSize = nil, 0
 	}
@@ -1084,6 +1092,9 @@ func (be *etcdBackend) commitLarge(tx *etcdTx, ops []chunkOp, l *Leadership) err
 		// the next term's sweep (finishPending), which a late write of
 		// this term's head can no longer pass (the fence), rather than
 		// being deleted under a head that could still come to name them.
+		// A head that cannot be read either (herr) leaves it unknown: the
+		// write's own error is returned, and it says the write may have
+		// landed and that the next read tells.
 		h, herr := be.begin(false)
 		if herr != nil || h.head.Pending != id {
 			return err
@@ -1098,22 +1109,42 @@ func (be *etcdBackend) commitLarge(tx *etcdTx, ops []chunkOp, l *Leadership) err
 	if be.crashed("head") {
 		return errCrashed
 	}
+	// Committed: from here on every reader sees the commit whole through
+	// the head, so what follows only moves its writes into the records. A
+	// failure of that is not a failure of the write (it landed); it is
+	// reported, and the commit is finished by this leader's next write or
+	// by the next leader, both of which roll a pending commit forward
+	// before anything else (commit, finishPending).
 	next, err := be.begin(true)
-	if err != nil {
-		// Committed: the next writer (or leader) rolls it forward.
+	if err == nil && next.head.Pending != id {
+		// Only a fenced writer moves the head past a pending commit, and
+		// it rolls the commit forward first: finished already.
 		return nil
 	}
-	if next.head.Pending != id {
-		return nil
+	if err == nil {
+		err = be.rollForward(next, l)
 	}
-	if err := be.rollForward(next, l); errors.Is(err, errCrashed) {
+	if errors.Is(err, errCrashed) {
 		return err
 	}
-	// Committed, finished or not: a roll-forward cut off is finished by
-	// this leader's next write or by the next leader.
+	if err != nil {
+		be.leftPending(id, err)
+	}
 	return nil
 }
 
+// leftPending reports a committed large commit whose roll-forward stopped.
+func (be *etcdBackend) leftPending(id string, err error) {
+	be.stats.RollForwardsLeft.Add(1)
+	if be.warn != nil {
+		be.warn(fmt.Errorf("the large commit %s is committed (readers see it whole) but its roll-forward stopped; the leader's next write or the next leader finishes it: %w", id, err))
+	}
+}
+
+// dropPending deletes the chunks of a commit that never reached its commit
+// point. Its error is dropped on purpose: no head names those chunks, so no
+// reader sees them, and chunks left behind are swept by the next term's
+// finishPending.
 func (be *etcdBackend) dropPending(id string) {
 	ctx, cancel := be.ctx()
 	defer cancel()

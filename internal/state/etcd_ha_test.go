@@ -562,3 +562,49 @@ func TestEtcdRefusesAPrefixThatIsNotItsOwn(t *testing.T) {
 		t.Errorf("a store was made over the one that lost its records (installation was %s)", installation)
 	}
 }
+
+// A large commit whose roll-forward fails after the commit point (the
+// leadership lost in between) is committed, so the write succeeds; the
+// failure is reported to Warn and counted, not dropped, and the next leader
+// finishes the roll-forward.
+func TestEtcdRollForwardFailureIsReported(t *testing.T) {
+	const n = 400
+	o := statetest.EtcdOptions(t)
+	o.Lease = 2 * time.Second
+	cli := rawClient(t, o)
+	var warned []error
+	wo := withName(o, "a")
+	wo.Warn = func(err error) { warned = append(warned, err) }
+	a := openEtcd(t, wo)
+	lead(t, a)
+	state.CrashAt(a, func(at string) bool {
+		if at == "head" {
+			// Another agent's view: a's election key is gone (its lease
+			// expired at etcd) just after its commit point.
+			if _, err := cli.Delete(context.Background(), o.Prefix+"/leader/", clientv3.WithPrefix()); err != nil {
+				t.Error(err)
+			}
+		}
+		return false
+	})
+	if err := bigCommit(a, n, 1); err != nil {
+		t.Fatalf("a commit past its commit point failed: %v (it is committed)", err)
+	}
+	if len(warned) != 1 || !errors.Is(warned[0], state.ErrNotLeader) {
+		t.Fatalf("warned %v, want the roll-forward's refusal (not the leader) once", warned)
+	}
+	if got := a.EtcdStats().RollForwardsLeft.Load(); got != 1 {
+		t.Errorf("roll-forwards left = %d, want 1", got)
+	}
+	b := openEtcd(t, withName(o, "b"))
+	if got := generations(t, b); got != fmt.Sprintf("%dx1", n) {
+		t.Fatalf("a reader sees %s before the roll-forward is finished", got)
+	}
+	lead(t, b)
+	if err := bigCommit(b, n, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := generations(t, b); got != fmt.Sprintf("%dx2", n) {
+		t.Fatalf("after the next leader's write: %s", got)
+	}
+}

@@ -4,14 +4,15 @@ import "time"
 
 // CrashAt makes the store's large commits stop after the step where at
 // says true ("chunk N", "head", "roll N"), as a process killed there.
-func CrashAt(s *Store, at func(step string) bool) { s.etcd.crash = at }
+func CrashAt(s *Store, at func(step string) bool) { s.be.(*etcdBackend).crash = at }
 
 // Die drops the store's connection to etcd without resigning or revoking:
 // what a SIGKILL leaves behind (the lease runs out at etcd on its own).
 func Die(s *Store) {
-	s.etcd.mu.Lock()
-	l := s.etcd.lead
-	s.etcd.mu.Unlock()
+	be := s.be.(*etcdBackend)
+	be.mu.Lock()
+	l := be.lead
+	be.mu.Unlock()
 	if l != nil {
 		// lose would revoke; a killed process does not.
 		l.mu.Lock()
@@ -20,7 +21,7 @@ func Die(s *Store) {
 		l.mu.Unlock()
 		l.cancel()
 	}
-	_ = s.etcd.cli.Close()
+	_ = be.cli.Close()
 }
 
 // ErrCrashed is what a commit stopped by CrashAt returns.

@@ -58,7 +58,7 @@ func TestOldFileGetsAnInstallationAndKeepsItsNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Make it an old file: no installation id.
-	if err := s.db.Update(func(tx *bolt.Tx) error {
+	if err := s.be.(boltBackend).db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketMeta).Delete(keyOwnedNames); err != nil {
 			return err
 		}

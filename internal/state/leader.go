@@ -47,35 +47,20 @@ type Leadership struct {
 
 // Lead blocks until this store leads its prefix, or ctx ends. On bbolt it
 // returns at once (one process holds the file: it leads).
-func (s *Store) Lead(ctx context.Context) (*Leadership, error) {
-	if s.etcd == nil {
-		return &Leadership{lost: make(chan struct{})}, nil
-	}
-	return s.etcd.campaign(ctx)
-}
+func (s *Store) Lead(ctx context.Context) (*Leadership, error) { return s.be.campaign(ctx) }
 
 // Leading reports whether this store may write now.
-func (s *Store) Leading() bool {
-	if s.etcd == nil {
-		return true
-	}
-	l := s.etcd.leading()
+func (s *Store) Leading() bool { return s.be.mayWrite() }
+
+func (be *etcdBackend) mayWrite() bool {
+	l := be.leading()
 	return l != nil && l.valid()
 }
 
 // Fenced is nil while this store leads with a lease that holds now: the
 // check before an action outside the store made outside a term (FencedIn
 // is the check inside one).
-func (s *Store) Fenced() error {
-	if s.Leading() {
-		return nil
-	}
-	if s.etcd != nil {
-		s.etcd.stats.FencedRefused.Add(1)
-		return s.etcd.notLeader()
-	}
-	return nil
-}
+func (s *Store) Fenced() error { return s.be.fence(nil) }
 
 type termKey struct{}
 
@@ -89,16 +74,20 @@ func WithTerm(ctx context.Context, l *Leadership) context.Context {
 // FencedIn is nil while the term ctx carries (WithTerm) is this store's
 // current term and its hold is good now. Without a term in ctx it is
 // Fenced.
-func (s *Store) FencedIn(ctx context.Context) error {
+func (s *Store) FencedIn(ctx context.Context) error { return s.be.fence(termOf(ctx)) }
+
+// termOf is the term ctx carries (WithTerm); nil when none.
+func termOf(ctx context.Context) *Leadership {
 	l, _ := ctx.Value(termKey{}).(*Leadership)
-	if l == nil || s.etcd == nil {
-		return s.Fenced()
-	}
-	if s.etcd.leading() == l && l.valid() {
+	return l
+}
+
+func (be *etcdBackend) fence(l *Leadership) error {
+	if l == nil && be.mayWrite() || l != nil && be.leading() == l && l.valid() {
 		return nil
 	}
-	s.etcd.stats.FencedRefused.Add(1)
-	return s.etcd.notLeader()
+	be.stats.FencedRefused.Add(1)
+	return be.notLeader()
 }
 
 // Term is the term's number: the election key's create revision, which
@@ -107,11 +96,10 @@ func (l *Leadership) Term() int64 { return l.rev }
 
 // Leader names the agent that leads the store's prefix ("" when none); on
 // bbolt, "".
-func (s *Store) Leader(ctx context.Context) (string, error) {
-	if s.etcd == nil {
-		return "", nil
-	}
-	r, err := s.etcd.get(s.etcd.leaderPfx(), clientv3.WithFirstCreate()...)
+func (s *Store) Leader(ctx context.Context) (string, error) { return s.be.leaderName(ctx) }
+
+func (be *etcdBackend) leaderName(context.Context) (string, error) {
+	r, err := be.get(be.leaderPfx(), clientv3.WithFirstCreate()...)
 	if err != nil {
 		return "", err
 	}
@@ -122,12 +110,9 @@ func (s *Store) Leader(ctx context.Context) (string, error) {
 }
 
 // Name is this agent's name in the election ("" on bbolt).
-func (s *Store) Name() string {
-	if s.etcd == nil {
-		return ""
-	}
-	return s.etcd.name
-}
+func (s *Store) Name() string { return s.be.agentName() }
+
+func (be *etcdBackend) agentName() string { return be.name }
 
 func (be *etcdBackend) leading() *Leadership {
 	be.mu.Lock()
@@ -537,15 +522,14 @@ type EndpointHealth struct {
 
 // EtcdHealth asks each endpoint of an etcd store for its status (doctor);
 // nil on bbolt.
-func (s *Store) EtcdHealth(ctx context.Context) []EndpointHealth {
-	if s.etcd == nil {
-		return nil
-	}
+func (s *Store) EtcdHealth(ctx context.Context) []EndpointHealth { return s.be.health(ctx) }
+
+func (be *etcdBackend) health(ctx context.Context) []EndpointHealth {
 	var out []EndpointHealth
-	for _, ep := range s.etcd.cli.Endpoints() {
+	for _, ep := range be.cli.Endpoints() {
 		h := EndpointHealth{Endpoint: ep}
-		sctx, cancel := context.WithTimeout(ctx, s.etcd.timeout)
-		st, err := s.etcd.cli.Status(sctx, ep)
+		sctx, cancel := context.WithTimeout(ctx, be.timeout)
+		st, err := be.cli.Status(sctx, ep)
 		cancel()
 		if err != nil {
 			h.Err = err.Error()
@@ -563,11 +547,13 @@ func (s *Store) EtcdHealth(ctx context.Context) []EndpointHealth {
 // started in one term never lands in another. Without a term in ctx, and
 // on bbolt, it is Update.
 func (s *Store) UpdateIn(ctx context.Context, fn func(*Tx) error) error {
-	l, _ := ctx.Value(termKey{}).(*Leadership)
-	if l == nil || s.etcd == nil {
-		return s.Update(fn)
+	return s.be.updateIn(termOf(ctx), func(tx kvTx) error { return fn(s.tx(tx)) })
+}
+
+func (be *etcdBackend) updateIn(l *Leadership, fn func(kvTx) error) error {
+	if l == nil {
+		return be.update(fn)
 	}
-	be := s.etcd
 	if be.readOnly {
 		return refusal.New(refusal.InvalidState, "the store was opened read-only")
 	}
@@ -577,5 +563,5 @@ func (s *Store) UpdateIn(ctx context.Context, fn func(*Tx) error) error {
 		be.stats.FencedRefused.Add(1)
 		return be.notLeader()
 	}
-	return be.commit(func(tx kvTx) error { return fn(s.tx(tx)) }, l)
+	return be.commit(fn, l)
 }

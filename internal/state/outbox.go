@@ -25,26 +25,6 @@ type OutboxEntry struct {
 	Data []byte
 }
 
-// outboxBuckets returns the queue and the index, creating them in a write
-// transaction; in a read transaction on a file that never queued anything
-// they are nil.
-func (t *Tx) outboxBuckets() (queue, index kvBucket, err error) {
-	root := t.tx.Bucket(bucketOutbox)
-	if root == nil {
-		return nil, nil, fmt.Errorf("the state file has no outbox bucket")
-	}
-	if !t.tx.Writable() {
-		return root.Bucket(outboxQueue), root.Bucket(outboxIndex), nil
-	}
-	if queue, err = root.CreateBucketIfNotExists(outboxQueue); err != nil {
-		return nil, nil, err
-	}
-	if index, err = root.CreateBucketIfNotExists(outboxIndex); err != nil {
-		return nil, nil, err
-	}
-	return queue, index, nil
-}
-
 // A stored entry is the key's length as a uvarint, the key, then the data.
 func encodeOutbox(key string, data []byte) []byte {
 	out := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(key)+len(data)), uint64(len(key)))
@@ -61,19 +41,77 @@ func decodeOutbox(seq uint64, v []byte) (OutboxEntry, error) {
 	return OutboxEntry{Seq: seq, Key: key, Data: bytes.Clone(v[w+int(n):])}, nil
 }
 
-// OutboxAppend puts a new entry at the end of the queue and, when key is not
-// "", indexes it by key (replacing what the index held for key). It returns
-// the entry's sequence number.
-func (t *Tx) OutboxAppend(key string, data []byte) (uint64, error) {
-	queue, index, err := t.outboxBuckets()
+// queue is one durable queue with its coalescing index, in a bucket below
+// the outbox bucket: the GitHub outbox's is the outbox bucket itself, each
+// events webhook's its own (eventqueue.go). Both are this one shape.
+type queue struct {
+	t *Tx
+	// path is the queue's bucket below the outbox bucket (none: the
+	// outbox bucket itself).
+	path [][]byte
+	// label names the queue in errors ("outbox", "event queue hook:").
+	label string
+}
+
+// outbox is the GitHub outbox's queue.
+func (t *Tx) outbox() queue { return queue{t: t, label: "outbox"} }
+
+// bucket returns the queue's own bucket, creating its path in a write
+// transaction; in a read transaction it is nil when nothing was queued
+// there yet.
+func (q queue) bucket() (kvBucket, error) {
+	b := q.t.tx.Bucket(bucketOutbox)
+	if b == nil {
+		return nil, fmt.Errorf("the state file has no outbox bucket")
+	}
+	for _, name := range q.path {
+		if !q.t.tx.Writable() {
+			if b = b.Bucket(name); b == nil {
+				return nil, nil
+			}
+			continue
+		}
+		var err error
+		if b, err = b.CreateBucketIfNotExists(name); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// buckets returns the queue and the index, creating them in a write
+// transaction; in a read transaction on a store that never queued anything
+// there they are nil.
+func (q queue) buckets() (entries, index kvBucket, err error) {
+	b, err := q.bucket()
+	if err != nil || b == nil {
+		return nil, nil, err
+	}
+	if !q.t.tx.Writable() {
+		return b.Bucket(outboxQueue), b.Bucket(outboxIndex), nil
+	}
+	if entries, err = b.CreateBucketIfNotExists(outboxQueue); err != nil {
+		return nil, nil, err
+	}
+	if index, err = b.CreateBucketIfNotExists(outboxIndex); err != nil {
+		return nil, nil, err
+	}
+	return entries, index, nil
+}
+
+// append puts a new entry at the end of the queue and, when key is not "",
+// indexes it by key (replacing what the index held for key). It returns the
+// entry's sequence number.
+func (q queue) append(key string, data []byte) (uint64, error) {
+	entries, index, err := q.buckets()
 	if err != nil {
 		return 0, err
 	}
-	seq, err := queue.NextSequence()
+	seq, err := entries.NextSequence()
 	if err != nil {
 		return 0, err
 	}
-	if err := queue.Put(u64(seq), encodeOutbox(key, data)); err != nil {
+	if err := entries.Put(u64(seq), encodeOutbox(key, data)); err != nil {
 		return 0, err
 	}
 	if key != "" {
@@ -84,9 +122,9 @@ func (t *Tx) OutboxAppend(key string, data []byte) (uint64, error) {
 	return seq, nil
 }
 
-// OutboxLookup returns the entry that holds key, if one is queued.
-func (t *Tx) OutboxLookup(key string) (OutboxEntry, bool, error) {
-	queue, index, err := t.outboxBuckets()
+// lookup returns the entry that holds key, if one is queued.
+func (q queue) lookup(key string) (OutboxEntry, bool, error) {
+	entries, index, err := q.buckets()
 	if err != nil || index == nil {
 		return OutboxEntry{}, false, err
 	}
@@ -94,20 +132,20 @@ func (t *Tx) OutboxLookup(key string) (OutboxEntry, bool, error) {
 	if len(v) != 8 {
 		return OutboxEntry{}, false, nil
 	}
-	return t.outboxGet(queue, binary.BigEndian.Uint64(v))
+	return getEntry(entries, binary.BigEndian.Uint64(v))
 }
 
-// OutboxGet returns the entry seq, if it is still queued.
-func (t *Tx) OutboxGet(seq uint64) (OutboxEntry, bool, error) {
-	queue, _, err := t.outboxBuckets()
-	if err != nil || queue == nil {
+// get returns the entry seq, if it is still queued.
+func (q queue) get(seq uint64) (OutboxEntry, bool, error) {
+	entries, _, err := q.buckets()
+	if err != nil || entries == nil {
 		return OutboxEntry{}, false, err
 	}
-	return t.outboxGet(queue, seq)
+	return getEntry(entries, seq)
 }
 
-func (t *Tx) outboxGet(queue kvBucket, seq uint64) (OutboxEntry, bool, error) {
-	v := queue.Get(u64(seq))
+func getEntry(entries kvBucket, seq uint64) (OutboxEntry, bool, error) {
+	v := entries.Get(u64(seq))
 	if v == nil {
 		return OutboxEntry{}, false, nil
 	}
@@ -115,31 +153,31 @@ func (t *Tx) outboxGet(queue kvBucket, seq uint64) (OutboxEntry, bool, error) {
 	return e, err == nil, err
 }
 
-// OutboxReplace rewrites the data of entry seq in place: it keeps its place
-// in the queue and its key.
-func (t *Tx) OutboxReplace(seq uint64, data []byte) error {
-	queue, _, err := t.outboxBuckets()
+// replace rewrites the data of entry seq in place: it keeps its place in
+// the queue and its key.
+func (q queue) replace(seq uint64, data []byte) error {
+	entries, _, err := q.buckets()
 	if err != nil {
 		return err
 	}
-	old, ok, err := t.outboxGet(queue, seq)
+	old, ok, err := getEntry(entries, seq)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("outbox entry %d is not queued", seq)
+		return fmt.Errorf("%s entry %d is not queued", q.label, seq)
 	}
-	return queue.Put(u64(seq), encodeOutbox(old.Key, data))
+	return entries.Put(u64(seq), encodeOutbox(old.Key, data))
 }
 
-// OutboxDelete removes entry seq and its index key (when the index still
-// points at it). Removing an entry that is gone is not an error.
-func (t *Tx) OutboxDelete(seq uint64) error {
-	queue, index, err := t.outboxBuckets()
+// remove removes entry seq and its index key (when the index still points
+// at it). Removing an entry that is gone is not an error.
+func (q queue) remove(seq uint64) error {
+	entries, index, err := q.buckets()
 	if err != nil {
 		return err
 	}
-	old, ok, err := t.outboxGet(queue, seq)
+	old, ok, err := getEntry(entries, seq)
 	if err != nil || !ok {
 		return err
 	}
@@ -150,16 +188,16 @@ func (t *Tx) OutboxDelete(seq uint64) error {
 			}
 		}
 	}
-	return queue.Delete(u64(seq))
+	return entries.Delete(u64(seq))
 }
 
-// OutboxFirst returns the oldest queued entry.
-func (t *Tx) OutboxFirst() (OutboxEntry, bool, error) {
-	queue, _, err := t.outboxBuckets()
-	if err != nil || queue == nil {
+// first returns the oldest queued entry.
+func (q queue) first() (OutboxEntry, bool, error) {
+	entries, _, err := q.buckets()
+	if err != nil || entries == nil {
 		return OutboxEntry{}, false, err
 	}
-	k, v := queue.First()
+	k, v := entries.First()
 	if k == nil {
 		return OutboxEntry{}, false, nil
 	}
@@ -167,13 +205,13 @@ func (t *Tx) OutboxFirst() (OutboxEntry, bool, error) {
 	return e, err == nil, err
 }
 
-// OutboxEntries visits the queued entries oldest first.
-func (t *Tx) OutboxEntries(fn func(OutboxEntry) error) error {
-	queue, _, err := t.outboxBuckets()
-	if err != nil || queue == nil {
+// each visits the queued entries oldest first.
+func (q queue) each(fn func(OutboxEntry) error) error {
+	entries, _, err := q.buckets()
+	if err != nil || entries == nil {
 		return err
 	}
-	return queue.ForEach(func(k, v []byte) error {
+	return entries.ForEach(func(k, v []byte) error {
 		e, err := decodeOutbox(binary.BigEndian.Uint64(k), v)
 		if err != nil {
 			return err
@@ -182,14 +220,44 @@ func (t *Tx) OutboxEntries(fn func(OutboxEntry) error) error {
 	})
 }
 
-// OutboxLen counts the queued entries.
-func (t *Tx) OutboxLen() (int, error) {
-	queue, _, err := t.outboxBuckets()
-	if err != nil || queue == nil {
+// len counts the queued entries.
+func (q queue) len() (int, error) {
+	entries, _, err := q.buckets()
+	if err != nil || entries == nil {
 		return 0, err
 	}
-	return queue.Len()
+	return entries.Len()
 }
+
+// OutboxAppend puts a new entry at the end of the queue and, when key is not
+// "", indexes it by key (replacing what the index held for key). It returns
+// the entry's sequence number.
+func (t *Tx) OutboxAppend(key string, data []byte) (uint64, error) {
+	return t.outbox().append(key, data)
+}
+
+// OutboxLookup returns the entry that holds key, if one is queued.
+func (t *Tx) OutboxLookup(key string) (OutboxEntry, bool, error) { return t.outbox().lookup(key) }
+
+// OutboxGet returns the entry seq, if it is still queued.
+func (t *Tx) OutboxGet(seq uint64) (OutboxEntry, bool, error) { return t.outbox().get(seq) }
+
+// OutboxReplace rewrites the data of entry seq in place: it keeps its place
+// in the queue and its key.
+func (t *Tx) OutboxReplace(seq uint64, data []byte) error { return t.outbox().replace(seq, data) }
+
+// OutboxDelete removes entry seq and its index key (when the index still
+// points at it). Removing an entry that is gone is not an error.
+func (t *Tx) OutboxDelete(seq uint64) error { return t.outbox().remove(seq) }
+
+// OutboxFirst returns the oldest queued entry.
+func (t *Tx) OutboxFirst() (OutboxEntry, bool, error) { return t.outbox().first() }
+
+// OutboxEntries visits the queued entries oldest first.
+func (t *Tx) OutboxEntries(fn func(OutboxEntry) error) error { return t.outbox().each(fn) }
+
+// OutboxLen counts the queued entries.
+func (t *Tx) OutboxLen() (int, error) { return t.outbox().len() }
 
 // OnCommit runs fn after the transaction commits (never when it rolls back):
 // the outbox wakes its deliverer there, once the entry can be read. Only a

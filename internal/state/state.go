@@ -1,9 +1,12 @@
-// Package state is the store: one bbolt file that holds the fleet's objects,
-// the names fleet gave them, the applied document, drift, the audit log and
-// the agent's own records (reviewed plans, proposals, the outbox, the
-// substrates and the journal of their provider operations, the hashed join
-// tokens and joined nodes). bbolt has one writer: every change is one transaction, so a kill
-// at any moment leaves either the old fleet or the new one.
+// Package state is the store: the fleet's objects, the names fleet gave
+// them, the applied document, drift, the audit log and the agent's own
+// records (reviewed plans, proposals, the outbox, the substrates and the
+// journal of their provider operations, the hashed join tokens and joined
+// nodes), in one bbolt file (bolt.go) or under a prefix of an etcd cluster
+// (etcd.go, leader.go). The records are written against one interface of
+// the backend (backend.go) and never ask which backend they are on. A store
+// has one writer: every change is one transaction, so a kill at any moment
+// leaves either the old fleet or the new one.
 package state
 
 import (
@@ -12,17 +15,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
-	"unicode/utf8"
-
-	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
@@ -64,33 +60,12 @@ var (
 var allBuckets = [][]byte{bucketMeta, bucketObjects, bucketNames, bucketApplied, bucketDrift, bucketAudit,
 	bucketReviewed, bucketProposals, bucketOutbox, bucketJournal, bucketKV, bucketSubstrates, bucketJoins}
 
-// Store is an open store: a bbolt file, or a prefix of an etcd cluster
-// (etcd.go).
+// Store is an open store: a bbolt file (bolt.go), or a prefix of an etcd
+// cluster (etcd.go).
 type Store struct {
 	be   backend
-	db   *bolt.DB // nil on etcd
-	etcd *etcdBackend
 	path string
 }
-
-// backend runs transactions; bbolt's and etcd's.
-type backend interface {
-	view(fn func(kvTx) error) error
-	update(fn func(kvTx) error) error
-	close() error
-}
-
-type boltBackend struct{ db *bolt.DB }
-
-func (b boltBackend) view(fn func(kvTx) error) error {
-	return b.db.View(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
-}
-
-func (b boltBackend) update(fn func(kvTx) error) error {
-	return b.db.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
-}
-
-func (b boltBackend) close() error { return b.db.Close() }
 
 // Options tune Open.
 type Options struct {
@@ -110,68 +85,6 @@ type Options struct {
 	// random one: tests that compare names with fixed ones set it. An
 	// existing file keeps its own. Never set in production.
 	Installation string
-}
-
-// ErrInUse is the cause of Open's refusal when another process holds the
-// file's lock, so that a caller tells a busy file from a broken one
-// without reading the message.
-var ErrInUse = errors.New("the state file is locked by another process")
-
-// ErrNotAStateFile is the cause of a refusal to open a file that is text a
-// person wrote (a fleet document, a config) given where the state file
-// belongs: the path is wrong, the file is not damaged.
-var ErrNotAStateFile = errors.New("the file is not a state file")
-
-// Open opens (or creates, mode 0600) the state file at path.
-func Open(path string, opts Options) (*Store, error) {
-	if opts.LockTimeout == 0 {
-		opts.LockTimeout = 200 * time.Millisecond
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if dir := filepath.Dir(path); !opts.ReadOnly {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, refusal.Wrap(refusal.InvalidState, err, "cannot create the state directory %s", dir)
-		}
-	}
-	if opts.ReadOnly {
-		if _, err := os.Stat(path); err != nil {
-			return nil, refusal.Wrap(refusal.InvalidState, err, "cannot open the state file %s", path)
-		}
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, ReadOnly: opts.ReadOnly, NoSync: opts.NoSync})
-	if err != nil {
-		if errors.Is(err, bolterrors.ErrTimeout) {
-			r := refusal.New(refusal.InvalidState,
-				"the state file %s is in use by another process (a running fleet-agent holds it); use the command through the running agent, or stop it first", path)
-			r.Err = ErrInUse
-			return nil, r
-		}
-		if guess := notAStateFile(path); guess != "" {
-			r := refusal.New(refusal.InvalidState, "cannot open the state file %s (%v): %s", path, err, guess)
-			r.Err = fmt.Errorf("%w: %w", ErrNotAStateFile, err)
-			return nil, r
-		}
-		return nil, refusal.Wrap(refusal.InvalidState, err, "cannot open the state file %s", path)
-	}
-	s := &Store{be: boltBackend{db}, db: db, path: path}
-	if opts.ReadOnly {
-		if err := s.checkFormat(); err != nil {
-			db.Close()
-			return nil, err
-		}
-		return s, nil
-	}
-	if err := s.be.update(func(tx kvTx) error { return prepare(tx, opts) }); err != nil {
-		db.Close()
-		return nil, refusal.Wrap(refusal.InvalidState, err, "cannot prepare the state file %s", path)
-	}
-	if err := s.checkFormat(); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return s, nil
 }
 
 // prepare makes the buckets and the meta records of a new store, and
@@ -259,11 +172,7 @@ func (s *Store) View(fn func(*Tx) error) error {
 }
 
 func (s *Store) tx(tx kvTx) *Tx {
-	t := &Tx{tx: tx}
-	if s.etcd != nil {
-		t.auditKeep = s.etcd.auditKeep
-	}
-	return t
+	return &Tx{tx: tx, auditKeep: s.be.auditKeep()}
 }
 
 // Update runs fn in the one write transaction; an error rolls it all back.
@@ -291,31 +200,15 @@ func (s *Store) SnapshotAt() (*inventory.Snapshot, uint64, error) {
 	return snap, gen, err
 }
 
-// Backup writes a consistent copy of the file to w while others read and
-// write (bbolt copies inside a read transaction).
-// On etcd it writes a bbolt file holding the same records (CopyTo), so a
+// Backup writes a consistent copy of the store to a new bbolt file at path
+// while others read and write: bbolt copies its file inside a read
+// transaction; etcd writes a file holding the same records (CopyTo), so a
 // restore works on one box.
-func (s *Store) Backup(path string) error {
-	if s.db == nil {
-		return s.backupToFile(path)
-	}
-	return s.db.View(func(tx *bolt.Tx) error { return tx.CopyFile(path, 0o600) })
-}
+func (s *Store) Backup(path string) error { return s.be.backup(s, path) }
 
-// Check runs bbolt's consistency check over the whole file.
-// On etcd it reads every record back (CheckRecords).
-func (s *Store) Check() error {
-	if s.db == nil {
-		return s.CheckRecords()
-	}
-	return s.db.View(func(tx *bolt.Tx) error {
-		var errs []error
-		for err := range tx.Check() {
-			errs = append(errs, err)
-		}
-		return errors.Join(errs...)
-	})
-}
+// Check checks the store: bbolt's consistency check over the whole file;
+// on etcd, every record read back (CheckRecords).
+func (s *Store) Check() error { return s.be.check(s) }
 
 // Tx is a transaction on the store.
 type Tx struct {
@@ -493,45 +386,12 @@ func u64(n uint64) []byte {
 	return b[:]
 }
 
-// WriteBackup streams a consistent copy of the file to w (a read
-// transaction: writers go on meanwhile).
-func (s *Store) WriteBackup(w io.Writer) (int64, error) {
-	if s.db == nil {
-		return s.streamBackup(w)
-	}
-	var n int64
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var err error
-		n, err = tx.WriteTo(w)
-		return err
-	})
-	return n, err
-}
+// WriteBackup streams a consistent copy of the store to w, as a bbolt file
+// (a read transaction: writers go on meanwhile).
+func (s *Store) WriteBackup(w io.Writer) (int64, error) { return s.be.writeBackup(s, w) }
 
-// notAStateFile guesses, from its first bytes, what a file that bbolt
-// cannot open is when it is text a person wrote: a fleet document or a
-// config given where the state file belongs (--state fleet.json). It says
-// what the file looks like and where it goes, or nothing for other files (a
-// damaged state file gets no guess).
-func notAStateFile(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	head := make([]byte, 4096)
-	n, _ := io.ReadFull(f, head)
-	head = bytes.TrimLeft(head[:n], "\ufeff \t\r\n")
-	if len(head) == 0 || !utf8.Valid(head[:len(head)-min(len(head), utf8.UTFMax)]) || bytes.IndexByte(head, 0) >= 0 {
-		return ""
-	}
-	const where = "--state names the agent's state file (a database such as fleet.db, made by apply or the agent)"
-	switch {
-	case head[0] == '{' && (bytes.Contains(head, []byte(`"sites"`)) || bytes.Contains(head, []byte(`"pools"`)) || bytes.Contains(head, []byte(`"version"`))):
-		return "it looks like a fleet document (JSON), not a state file; " + where + ", and a document is the command's FILE argument (fleet-agent plan FILE, apply FILE)"
-	case head[0] == '{' || head[0] == '[':
-		return "it looks like a JSON document, not a state file; " + where
-	default:
-		return "it is text (a config or a document?), not a state file; " + where + "; a config is given with --config"
-	}
-}
+// Backend names the store's backend: "bbolt" or "etcd".
+func (s *Store) Backend() string { return s.be.kind() }
+
+// EtcdStats are the etcd backend's counters; nil on bbolt.
+func (s *Store) EtcdStats() *EtcdStats { return s.be.etcdStats() }

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/clock"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/testutil/golden"
@@ -37,8 +37,8 @@ func base() *Fleet {
 }
 
 func applied(f *Fleet) *Fleet {
-	f.Applied = &agent.AppliedView{PlanHash: hashA, Commit: commitA, AppliedBy: "agent", AppliedAt: ms(3 * time.Hour), CheckedAt: ms(4 * time.Minute)}
-	f.Drift = &agent.DriftView{Changes: json.RawMessage("[]"), Summary: json.RawMessage("{}"), PlanHash: hashA}
+	f.Applied = &localapi.AppliedView{PlanHash: hashA, Commit: commitA, AppliedBy: "agent", AppliedAt: ms(3 * time.Hour), CheckedAt: ms(4 * time.Minute)}
+	f.Drift = &localapi.DriftView{Changes: json.RawMessage("[]"), Summary: json.RawMessage("{}"), PlanHash: hashA}
 	f.Outbox = &Outbox{LastDelivery: now.Add(-3 * time.Hour)}
 	f.Audit = []state.AuditRow{
 		{Seq: 1, At: ms(3*time.Hour + time.Second), Who: "agent", Action: "call", Method: "pools.create", Params: json.RawMessage(`{"name":"vps"}`), PlanHash: hashA, Commit: commitA},
@@ -80,7 +80,7 @@ func situations() map[string]*Fleet {
 
 	// In sync: applied after a merge, one applicable pull request open.
 	f := applied(base())
-	f.Proposals = []agent.ProposalPage{{PR: 7, Proposal: agent.Proposal{Ref: "refs/pull/7/head", Commit: commitB, PlanHash: hashA,
+	f.Proposals = []localapi.ProposalPage{{PR: 7, Proposal: localapi.Proposal{Ref: "refs/pull/7/head", Commit: commitB, PlanHash: hashA,
 		Summary: plan.Summary{Create: 1, Update: 0, Delete: 0, Unchanged: 3}, Errors: []string{}},
 		Lines: []string{"+ pool gpu", "1 to create, 0 to update, 0 to delete, 3 unchanged."}}}
 	out["insync"] = f
@@ -94,7 +94,7 @@ func situations() map[string]*Fleet {
 	f.Audit = append(f.Audit, state.AuditRow{Seq: 3, At: ms(5 * time.Minute), Who: "ops@box", Action: "edit", Method: "flavors.update", Params: json.RawMessage(`{"name":"gpu/small","vcpu":8}`)})
 	// The drift is proposed as a pull request, and two webhooks hear of
 	// it: one delivers, one fails (hostile text escaped).
-	f.Drift.Proposal = &agent.DriftProposal{State: "open", Branch: "fleet-agent/drift-1a2b3c4d", PR: 12, Fields: 3, Unwritten: 1}
+	f.Drift.Proposal = &localapi.DriftProposal{State: "open", Branch: "fleet-agent/drift-1a2b3c4d", PR: 12, Fields: 3, Unwritten: 1}
 	held := now.Add(2 * time.Minute)
 	f.Webhooks = []webhooks.Status{
 		{ID: "wh-3d31bacb7186", Receiver: "https://hooks.example.com", Format: "cloudevents", Delivered: 4,
@@ -111,14 +111,14 @@ func situations() map[string]*Fleet {
 	f = applied(base())
 	f.Drift.Blocked = true
 	f.Drift.Changes = changes(plan.Change{Kind: "pool", Name: "vps", Action: "update", Fields: []string{"site"}, Blocked: "the site of a pool cannot change"})
-	f.Refused = []agent.Refused{
+	f.Refused = []localapi.Refused{
 		{Commit: commitB, Code: "INVALID_STATE", Reason: "9e26dfeeb6e6 was never proposed: no one reviewed its plan", At: ms(time.Minute),
 			PlanHash: hashA, Adopt: []string{"fleet-agent plan --commit " + commitB, "fleet-agent apply --commit " + commitB + " --plan-hash " + hashA}},
 		{Commit: commitA, Code: "UNREVIEWED", Reason: "not applied: no proposal with this plan <b>was reviewed</b>", At: ms(2 * time.Minute)},
 	}
-	f.Proposals = []agent.ProposalPage{
-		{Proposal: agent.Proposal{Ref: "refs/heads/bad-doc", Commit: commitB, Errors: []string{`/pools/0/site: unknown site "<script>alert(1)</script>"`}}},
-		{PR: 9, Proposal: agent.Proposal{Ref: "refs/pull/9/head", Commit: commitA, PlanHash: hashA, Blocked: true,
+	f.Proposals = []localapi.ProposalPage{
+		{Proposal: localapi.Proposal{Ref: "refs/heads/bad-doc", Commit: commitB, Errors: []string{`/pools/0/site: unknown site "<script>alert(1)</script>"`}}},
+		{PR: 9, Proposal: localapi.Proposal{Ref: "refs/pull/9/head", Commit: commitA, PlanHash: hashA, Blocked: true,
 			Summary: plan.Summary{Update: 1, Unchanged: 2, Blocked: 1}, Errors: []string{}},
 			Lines: []string{"! pool vps (site): the site of a pool cannot change", "0 to create, 1 to update, 0 to delete, 2 unchanged.", "1 blocked."}},
 	}
@@ -144,7 +144,7 @@ func situations() map[string]*Fleet {
 
 	// A standby on an etcd store: it says who leads (escaped like every field).
 	standby := applied(base())
-	standby.Store = &agent.StoreView{Backend: "etcd", Agent: "ops-2", Leader: "<i>ops-1</i>"}
+	standby.Store = &localapi.StoreView{Backend: "etcd", Agent: "ops-2", Leader: "<i>ops-1</i>"}
 	out["standby"] = standby
 	return out
 }
@@ -290,11 +290,11 @@ func TestAttentionAgreesWithDoctor(t *testing.T) {
 	f := situations()["substrates"]
 	f.Now = now
 	f.NoNodeDaemon = true
-	f.Refused = []agent.Refused{{Commit: "0123456789abcdef0123456789abcdef01234567", Code: "PLAN_BLOCKED",
+	f.Refused = []localapi.Refused{{Commit: "0123456789abcdef0123456789abcdef01234567", Code: "PLAN_BLOCKED",
 		Reason: `policy rule "no-h100" (policy.yaml@abc) denies the plan: no H100`}}
-	f.Proposals = []agent.ProposalPage{
-		{Proposal: agent.Proposal{Ref: "refs/heads/broken", Commit: "1111111111111111", Errors: []string{"fleet.json:/pools/0/gpus: must be at least 0"}}},
-		{Proposal: agent.Proposal{Ref: "refs/heads/more-h100", Commit: "2222222222222222", Errors: []string{}, Denied: []string{"deny no-h100: H100 pools need a budget"}}},
+	f.Proposals = []localapi.ProposalPage{
+		{Proposal: localapi.Proposal{Ref: "refs/heads/broken", Commit: "1111111111111111", Errors: []string{"fleet.json:/pools/0/gpus: must be at least 0"}}},
+		{Proposal: localapi.Proposal{Ref: "refs/heads/more-h100", Commit: "2222222222222222", Errors: []string{}, Denied: []string{"deny no-h100: H100 pools need a budget"}}},
 	}
 	var what, do []string
 	for _, a := range f.Attention() {

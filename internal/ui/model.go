@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/doctor"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/webhooks"
@@ -31,16 +31,16 @@ type Fleet struct {
 	Repository, CommitURL, Branch string
 	LastPoll                      time.Time
 	PollError                     string
-	Applied                       *agent.AppliedView
-	Drift                         *agent.DriftView
+	Applied                       *localapi.AppliedView
+	Drift                         *localapi.DriftView
 	// Outbox is nil without GitHub (nothing is posted).
 	Outbox     *Outbox
-	Refused    []agent.Refused
-	Proposals  []agent.ProposalPage
+	Refused    []localapi.Refused
+	Proposals  []localapi.ProposalPage
 	Substrates []Substrate
 	Audit      []state.AuditRow
 	// Store is the etcd store's leadership; nil on a bbolt file.
-	Store *agent.StoreView
+	Store *localapi.StoreView
 	// NoNodeDaemon: substrate.nodeDaemon is not configured, so the Nodes
 	// of a Kubernetes substrate never join (doctor's
 	// substrate-agent-missing).
@@ -233,7 +233,7 @@ func (f *Fleet) AuditOf(kind string, limit int) []state.AuditRow {
 	return out
 }
 
-func proposalName(p agent.ProposalPage) string {
+func proposalName(p localapi.ProposalPage) string {
 	if p.PR > 0 {
 		return "pull request #" + itoa(p.PR)
 	}

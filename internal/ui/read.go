@@ -4,17 +4,33 @@ import (
 	"context"
 	"sort"
 	"strings"
+	"time"
 
-	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
 // RecentOps is how many of a substrate's journal operations the page shows.
 const RecentOps = 12
 
+// Agent is what the page reads from the running agent's loop.
+type Agent interface {
+	// LastPoll is when the last poll succeeded (zero before one did).
+	LastPoll() time.Time
+	// PollError is the last poll's failure, nil after a good poll.
+	PollError() error
+	// Following is the tenant, the repository as people may see it and
+	// the branch the agent applies.
+	Following() (tenant, repository, branch string)
+	// StatusView is the status the agent serves.
+	StatusView() (localapi.StatusView, error)
+	// ProposalPages are the recorded proposals with their plan lines.
+	ProposalPages() ([]localapi.ProposalPage, error)
+}
+
 // Source is where a running agent's page reads the fleet.
 type Source struct {
-	Agent *agent.Agent
+	Agent Agent
 	Store *state.Store
 	// Outbox reports the posts waiting; nil without GitHub.
 	Outbox func() (*Outbox, error)
