@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/imagepin"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
@@ -48,6 +49,10 @@ type StatusView struct {
 	// Webhooks are the events.webhooks receivers, each with its last
 	// deliveries and failures; absent when none is configured.
 	Webhooks []webhooks.Status `json:"webhooks,omitempty"`
+	// NodeDaemonImage is the image the node daemon's DaemonSet names: the
+	// configured tag pinned to its digest, or why it is not; absent until
+	// an agent applied a DaemonSet.
+	NodeDaemonImage *imagepin.Pin `json:"nodeDaemonImage,omitempty"`
 }
 
 // StoreView is the store of an agent on etcd: several agents share it and
@@ -130,6 +135,9 @@ func statusAt(s *state.Store, tenant string, now time.Time) (StatusView, error) 
 			}
 		}
 		if v.Policy, err = policyView(tx); err != nil {
+			return err
+		}
+		if v.NodeDaemonImage, err = imagepin.Read(tx); err != nil {
 			return err
 		}
 		if err := eachRecord(tx, spaceRefused, func(r Refused) {
