@@ -107,7 +107,7 @@ func (p *Pinner) Image(ctx context.Context) Pin {
 	switch {
 	case p.pin != nil && (p.pin.Pinned && p.pin.Source != "record" || p.pin.Reason == ReasonOff):
 		return *p.pin
-	case p.pin != nil && now.Sub(p.failedAt) < RetryAfter:
+	case p.pin != nil && !p.failedAt.IsZero() && now.Sub(p.failedAt) < RetryAfter:
 		return *p.pin
 	}
 	p.pin = p.resolve(ctx, now)
@@ -161,6 +161,17 @@ func (p *Pinner) resolve(ctx context.Context, now time.Time) *Pin {
 		ev.Str("image", got).Msg(msg)
 		p.record(ctx, *pin)
 		return pin
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// The caller gave up (the agent stops, a term ended): that is no
+		// answer of the registry's, so nothing is logged or kept, and the
+		// next call asks.
+		if last != nil && last.Ref == p.Ref && last.Pinned {
+			kept := *last
+			kept.Source = "record"
+			return &kept
+		}
+		return &Pin{Ref: p.Ref, Image: p.Ref, Reason: ReasonUnreachable, Detail: "not asked: " + err.Error()}
 	}
 	p.failedAt = now
 	reason, detail := ReasonBadAnswer, err.Error()

@@ -176,3 +176,26 @@ func TestPinOffAndConfiguredDigestAskNobody(t *testing.T) {
 		t.Fatalf("configured digest: %+v", got)
 	}
 }
+
+// A caller that gives up (the agent stopping) is no answer of the
+// registry's: nothing is recorded, and the next call asks.
+func TestPinCancelledIsNotAnAnswer(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/team/fleet-agent:v1"
+	want := pushTo(t, ref)
+	st := statetest.Open(t)
+	p := &imagepin.Pinner{Ref: ref, Resolve: imageref.Resolver{Timeout: 5 * time.Second}.Resolve,
+		Records: imagepin.StoreRecords{Store: st}, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)), Log: zerolog.Nop()}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if got := p.Image(ctx); got.Pinned || got.Image != ref {
+		t.Fatalf("cancelled: %+v", got)
+	}
+	if r := recorded(t, st); r != nil {
+		t.Fatalf("a cancelled ask was recorded: %+v", r)
+	}
+	if got := p.Image(t.Context()); got.Image != want {
+		t.Fatalf("the next call: %+v, want %s", got, want)
+	}
+}
