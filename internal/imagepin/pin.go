@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -174,7 +176,7 @@ func (p *Pinner) resolve(ctx context.Context, now time.Time) *Pin {
 		return &Pin{Ref: p.Ref, Image: p.Ref, Reason: ReasonUnreachable, Detail: "not asked: " + err.Error()}
 	}
 	p.failedAt = now
-	reason, detail := ReasonBadAnswer, err.Error()
+	reason, detail := ReasonBadAnswer, clean(err.Error())
 	var ie *Error
 	if errors.As(err, &ie) {
 		reason = ie.Reason
@@ -220,4 +222,27 @@ func (p *Pinner) record(ctx context.Context, pin Pin) {
 	if err := p.Records.RecordPin(ctx, pin); err != nil {
 		p.Log.Warn().Err(err).Msg("recording the pin of the node daemon's image; a restart asks the registry again")
 	}
+}
+
+// MaxDetail bounds the detail status, doctor and the log show: it may carry
+// the registry's own words, which are not ours to print at any length.
+const MaxDetail = 400
+
+// clean keeps a detail printable: a registry's control characters (a
+// terminal's escape sequences) become spaces, and it is cut at MaxDetail.
+func clean(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > MaxDetail {
+		cut := MaxDetail
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
+	}
+	return s
 }

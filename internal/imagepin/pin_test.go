@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -197,5 +199,29 @@ func TestPinCancelledIsNotAnAnswer(t *testing.T) {
 	}
 	if got := p.Image(t.Context()); got.Image != want {
 		t.Fatalf("the next call: %+v, want %s", got, want)
+	}
+}
+
+// A registry's words in the detail are printable and bounded: its error
+// text with a terminal escape and far over MaxDetail is cut and cleaned.
+func TestPinDetailFromAHostileRegistry(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The first request, GET /v2/, is refused with a body (a HEAD's
+		// answer has none to carry words).
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintf(w, `{"errors":[{"code":"DENIED","message":"\u001b]0;owned\u0007\u001b[2J%s"}]}`, strings.Repeat("x", 5000))
+	}))
+	t.Cleanup(srv.Close)
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/a/b:v1"
+	p := &imagepin.Pinner{Ref: ref, Resolve: imageref.Resolver{Timeout: 5 * time.Second}.Resolve, Log: zerolog.Nop()}
+	got := p.Image(t.Context())
+	if got.Pinned || got.Reason != imagepin.ReasonRefused {
+		t.Fatalf("%+v", got)
+	}
+	if strings.ContainsAny(got.Detail, "\x1b\x07") || len(got.Detail) > imagepin.MaxDetail+3 {
+		t.Fatalf("detail not cleaned (%d bytes): %q", len(got.Detail), got.Detail)
+	}
+	if !strings.Contains(got.Detail, "refused to show") || !strings.Contains(got.Detail, "owned") {
+		t.Fatalf("detail lost what to fix: %q", got.Detail)
 	}
 }
