@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"log"
+	"net"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,7 +19,9 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/config"
+	"github.com/fleet-agent/fleet-agent/internal/doctor"
 	"github.com/fleet-agent/fleet-agent/internal/imagepin"
+	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/state/statetest"
 )
 
@@ -55,5 +61,46 @@ func TestNodeDaemonPinnerFollowsTheConfig(t *testing.T) {
 		if v.NodeDaemonImage == nil || *v.NodeDaemonImage != got {
 			t.Fatalf("resolveDigest %v: status shows %+v, want %+v", resolve, v.NodeDaemonImage, got)
 		}
+	}
+}
+
+// doctor, on the state file an agent left, says the node daemon's image is
+// not pinned and why, when its registry could not be reached.
+func TestDoctorNodeDaemonNotPinned(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := ln.Addr().String() + "/team/fleet-agent:v1.2.3"
+	ln.Close()
+	stPath := filepath.Join(dir, "fleet.db")
+	st, err := state.Open(stPath, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd := &config.NodeDaemon{Image: ref, JoinURL: "https://ops.example.com:9465/", ResolveDigest: true}
+	if got := nodeDaemonPinner(st, nd, zerolog.Nop()).Image(t.Context()); got.Pinned {
+		t.Fatalf("pinned at an address nothing listens at: %+v", got)
+	}
+	st.Close()
+	cfg := filepath.Join(dir, "config.yaml")
+	text := "git:\n  url: http://127.0.0.1:1/fleet.git\nsubstrate:\n  nodeDaemon: { image: '" + ref + "', joinURL: 'https://ops.example.com:9465/' }\n  join: { listen: '127.0.0.1:0', insecure: true }\n"
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := cli(t, map[string]string{}, "doctor", "-o", "json", "--config", cfg, "--state", stPath)
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err, out)
+	}
+	var found *doctor.Finding
+	for i, f := range rep.Findings {
+		if f.Code == "node-daemon-not-pinned" {
+			found = &rep.Findings[i]
+		}
+	}
+	if code != 1 || found == nil || found.Severity != doctor.Fail || !strings.Contains(found.Found, imagepin.ReasonUnreachable) || found.Do == "" {
+		t.Fatalf("exit %d, finding %+v\n%s", code, found, out)
 	}
 }
