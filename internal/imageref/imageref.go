@@ -81,11 +81,28 @@ func (r Resolver) Resolve(ctx context.Context, ref string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	digest, err := r.head(ctx, tag)
-	if err != nil {
-		return "", classify(tag, timeout, err)
+	// The credential chain may run a credential helper, which the library
+	// runs without the deadline: the answer is awaited no longer than the
+	// deadline, and a helper that hangs is left to end by itself.
+	type answer struct {
+		digest string
+		err    error
 	}
-	return ref + "@" + digest, nil
+	done := make(chan answer, 1)
+	go func() {
+		d, err := r.head(ctx, tag)
+		done <- answer{d, err}
+	}()
+	var a answer
+	select {
+	case a = <-done:
+	case <-ctx.Done():
+		a.err = ctx.Err()
+	}
+	if a.err != nil {
+		return "", classify(tag, timeout, a.err)
+	}
+	return ref + "@" + a.digest, nil
 }
 
 // head makes the one request: the token handshake (transport), then HEAD

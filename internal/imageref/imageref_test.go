@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -261,5 +262,43 @@ func TestResolveHostileRegistry(t *testing.T) {
 	}
 	if errors.Is(t.Context().Err(), context.Canceled) {
 		t.Fatal("the test's context ended")
+	}
+}
+
+// A credential helper that never answers (the chain runs it without a
+// deadline) does not hold the resolution past its deadline.
+func TestResolveHungCredentialHelper(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "never")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Held open for writing until the test ends: the helper's read of it
+	// blocks until then, and ends with it.
+	hold, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hold.Close() })
+	helper := filepath.Join(dir, "docker-credential-hang")
+	if err := os.WriteFile(helper, []byte("#!/bin/sh\nexec cat "+fifo+" >/dev/null\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	host, _ := guard(t, "", "", "")
+	b, _ := json.Marshal(map[string]any{"credHelpers": map[string]string{host: "hang"}})
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_CONFIG", dir)
+	const deadline = 300 * time.Millisecond
+	start := time.Now()
+	_, err = Resolver{Timeout: deadline}.Resolve(t.Context(), host+"/a/b:v1")
+	took := time.Since(start)
+	if err == nil || reasonOf(t, err) != imagepin.ReasonUnreachable || !strings.Contains(err.Error(), "did not answer") {
+		t.Fatalf("a hung credential helper: %v", err)
+	}
+	if took > 10*deadline {
+		t.Fatalf("a hung credential helper held the resolution %s with a deadline of %s", took, deadline)
 	}
 }
