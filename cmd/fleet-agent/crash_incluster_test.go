@@ -60,8 +60,10 @@ func inClusterWorld(t *testing.T, plane *kubeplane.Plane, ca, token string) *tri
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No registry serves fleet-agent:test: resolveDigest is off so that no
+	// restart of the campaign asks Docker Hub for it.
 	cfg := strings.Replace(string(b), "substrate:\n  every: 1s\n",
-		"substrate:\n  every: 1s\n  nodeDaemon:\n    image: fleet-agent:test\n    joinURL: http://127.0.0.1:9/\n", 1)
+		"substrate:\n  every: 1s\n  nodeDaemon:\n    image: fleet-agent:test\n    joinURL: http://127.0.0.1:9/\n    resolveDigest: false\n", 1)
 	// providers.fake is the file's last block: its keys are indented four.
 	cfg += fmt.Sprintf("    kube:\n      url: %s\n      caFile: %s\n      tokenFile: %s\n", plane.URL(), ca, token)
 	if err := os.WriteFile(w.config, []byte(cfg), 0o600); err != nil {

@@ -136,6 +136,10 @@ func (a *app) doctorReport(ctx context.Context, cfg *config.Config, cfgPath stri
 		var v localapi.StatusView
 		if v, err = agent.Status(st, cfg.Tenant); err == nil {
 			f.Refused, f.Proposals, f.Substrates = v.Refused, v.Proposals, v.Substrates
+			f.NodeDaemonPin = v.NodeDaemonImage
+			if nd := cfg.Substrate.NodeDaemon; nd != nil {
+				f.NodeDaemonImage = nd.Image
+			}
 			if v.Drift != nil {
 				f.DriftProposal = v.Drift.Proposal
 			}

@@ -169,6 +169,16 @@ func (a *app) statusText(v localapi.StatusView) {
 			fmt.Fprintln(w, lead+c)
 		}
 	}
+	if im := v.NodeDaemonImage; im != nil {
+		switch {
+		case im.Pinned && im.Reason == "":
+			fmt.Fprintf(w, "node daemon image: %s (pinned, from the %s)\n", im.Image, im.Source)
+		case im.Pinned:
+			fmt.Fprintf(w, "node daemon image: %s (pinned by the recorded digest; the registry could not be asked: %s)\n", im.Image, im.Reason)
+		default:
+			fmt.Fprintf(w, "node daemon image: %s (not pinned: %s: %s)\n", im.Image, im.Reason, im.Detail)
+		}
+	}
 	for _, l := range v.Substrates {
 		fmt.Fprintf(w, "substrate %s: %s", l.Pool, l.State)
 		if l.Message != "" {

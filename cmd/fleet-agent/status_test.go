@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
+	"github.com/fleet-agent/fleet-agent/internal/imagepin"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/testutil/golden"
 )
@@ -125,4 +126,32 @@ func TestStatusShowsTheDriftProposalsDescription(t *testing.T) {
 	var out bytes.Buffer
 	(&app{stdout: &out}).statusText(v)
 	golden.Check(t, "testdata/status-drift-proposal.golden", out.Bytes())
+}
+
+// status says whether the node daemon's image is pinned, and why not.
+func TestStatusTextNodeDaemonImage(t *testing.T) {
+	const tag = "r.example/a/b:v1"
+	d := tag + "@sha256:" + strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		pin  imagepin.Pin
+		want string
+	}{
+		{imagepin.Pin{Ref: tag, Image: d, Pinned: true, Source: "registry"}, "node daemon image: " + d + " (pinned, from the registry)\n"},
+		{imagepin.Pin{Ref: tag, Image: d, Pinned: true, Source: "record", Reason: imagepin.ReasonUnreachable},
+			"node daemon image: " + d + " (pinned by the recorded digest; the registry could not be asked: registryUnreachable)\n"},
+		{imagepin.Pin{Ref: tag, Image: tag, Reason: imagepin.ReasonRefused, Detail: "run docker login"},
+			"node daemon image: " + tag + " (not pinned: registryRefused: run docker login)\n"},
+	} {
+		pin := tc.pin
+		var out bytes.Buffer
+		(&app{stdout: &out}).statusText(localapi.StatusView{TenantID: "root", Proposals: []localapi.Proposal{}, NodeDaemonImage: &pin})
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("status text:\n%s\nwant the line %q", out.String(), tc.want)
+		}
+	}
+	var out bytes.Buffer
+	(&app{stdout: &out}).statusText(localapi.StatusView{TenantID: "root", Proposals: []localapi.Proposal{}})
+	if strings.Contains(out.String(), "node daemon image") {
+		t.Errorf("an image line with nothing pinned: %s", out.String())
+	}
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/fleet-agent/fleet-agent/internal/config"
+	"github.com/fleet-agent/fleet-agent/internal/imagepin"
+	"github.com/fleet-agent/fleet-agent/internal/imageref"
 	"github.com/fleet-agent/fleet-agent/internal/metrics"
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/state"
@@ -45,9 +48,19 @@ func reconcilerOptions(store *state.Store, opened map[string]providers.Kubernete
 		// the fallback where no review can be made.
 		pods := incluster.NewPodTokens(nil)
 		joins.SetReviewer(pods)
-		opts.InCluster = incluster.New(incluster.Options{Daemon: cfg.Substrate.NodeDaemon, Joins: joins, Tenant: cfg.Tenant, Log: lg, PodTokens: pods})
+		pin := nodeDaemonPinner(store, cfg.Substrate.NodeDaemon, lg)
+		opts.InCluster = incluster.New(incluster.Options{Daemon: cfg.Substrate.NodeDaemon, Joins: joins, Tenant: cfg.Tenant, Log: lg, PodTokens: pods,
+			Image: func(ctx context.Context) string { return pin.Image(ctx).Image }})
 	}
 	return opts
+}
+
+// nodeDaemonPinner pins the node daemon's configured tag to its digest at
+// the registry, at the first apply of the DaemonSet after a start (the
+// image takes a restart to change), and records the answer in the store.
+func nodeDaemonPinner(store *state.Store, nd *config.NodeDaemon, log zerolog.Logger) *imagepin.Pinner {
+	return &imagepin.Pinner{Ref: nd.Image, Off: !nd.ResolveDigest, Resolve: imageref.Resolver{}.Resolve,
+		Records: imagepin.StoreRecords{Store: store}, Log: log}
 }
 
 func (a *app) substratesCommand() *cobra.Command {

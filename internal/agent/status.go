@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/imagepin"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
@@ -63,6 +64,9 @@ func statusAt(s *state.Store, tenant string, now time.Time) (localapi.StatusView
 			}
 		}
 		if v.Policy, err = policyView(tx); err != nil {
+			return err
+		}
+		if v.NodeDaemonImage, err = imagepin.Read(tx); err != nil {
 			return err
 		}
 		if err := eachRecord(tx, spaceRefused, func(r localapi.Refused) {

@@ -164,6 +164,7 @@ func flatten(c *Config) map[string]flat {
 		put("substrate.nodeDaemon.joinURL", d.JoinURL)
 		put("substrate.nodeDaemon.caPins", strings.Join(d.CAPins, ","))
 		put("substrate.nodeDaemon.runtimeClass", d.RuntimeClass)
+		put("substrate.nodeDaemon.resolveDigest", strconv.FormatBool(d.ResolveDigest))
 	}
 	if j := c.Substrate.Join; j != nil {
 		put("substrate.join.listen", j.Listen)

@@ -800,7 +800,7 @@ func TestSubstrate(t *testing.T) {
 	c := mustParse(t, substrateExample)
 	want := Substrate{Every: time.Minute,
 		NodeDaemon: &NodeDaemon{Image: "registry.example.com/fleet-agent:1.2.0", JoinURL: "https://ops.example.com:9465/",
-			CAPins: []string{"sha256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="}, RuntimeClass: "nvidia"},
+			CAPins: []string{"sha256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="}, RuntimeClass: "nvidia", ResolveDigest: true},
 		Join: &Join{Listen: "0.0.0.0:9465", TLSCert: "/etc/fleet-agent/join.crt", TLSKey: "/etc/fleet-agent/join.key"}}
 	if !reflect.DeepEqual(c.Substrate, want) {
 		t.Fatalf("got %+v %+v %+v", c.Substrate, c.Substrate.NodeDaemon, c.Substrate.Join)
@@ -816,7 +816,10 @@ func TestSubstrate(t *testing.T) {
 		{"substrate:", func(s Substrate) bool { return s.Every == time.Minute }},
 		{"substrate: { join: { listen: '127.0.0.1:0', insecure: true } }", func(s Substrate) bool { return s.Join.Insecure }},
 		{"substrate: { nodeDaemon: { image: 'r:5000/a/b@sha256:" + strings.Repeat("a", 64) + "', joinURL: 'http://10.0.0.1:9465/' } }", func(s Substrate) bool {
-			return s.NodeDaemon.RuntimeClass == "" && s.NodeDaemon.CAPins == nil
+			return s.NodeDaemon.RuntimeClass == "" && s.NodeDaemon.CAPins == nil && s.NodeDaemon.ResolveDigest
+		}},
+		{"substrate: { nodeDaemon: { image: 'r/a:v1', joinURL: 'http://10.0.0.1:9465/', resolveDigest: false } }", func(s Substrate) bool {
+			return !s.NodeDaemon.ResolveDigest
 		}},
 	} {
 		if got := mustParse(t, good.text).Substrate; !good.ok(got) {
@@ -838,6 +841,7 @@ func TestSubstrate(t *testing.T) {
 		{"substrate:\n  nodeDaemon:\n    image: a\n    joinURL: https://h/\n    caPins: [sha1/abc]", 5, "caPins[0]: \"sha1/abc\" is not a pin"},
 		{"substrate:\n  nodeDaemon:\n    image: a\n    joinURL: https://h/\n    caPins: pin", 5, "caPins must be a list of strings"},
 		{"substrate:\n  nodeDaemon:\n    image: a\n    joinURL: https://h/\n    runtimeClass: NV_1", 5, "is not a RuntimeClass name"},
+		{"substrate:\n  nodeDaemon:\n    image: a\n    joinURL: https://h/\n    resolveDigest: 'no'", 5, "substrate.nodeDaemon.resolveDigest must be true or false"},
 		{"substrate:\n  join:\n    tlsCert: /c\n    tlsKey: /k", 2, "substrate.join needs listen"},
 		{"substrate:\n  join:\n    listen: ':9465'", 2, "needs tlsCert and tlsKey"},
 		{"substrate:\n  join:\n    listen: ':9465'\n    insecure: true\n    tlsKey: /k", 2, "remove tlsCert and tlsKey, or insecure"},

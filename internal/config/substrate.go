@@ -30,6 +30,9 @@ type NodeDaemon struct {
 	JoinURL      string   // where node daemons reach the join listener
 	CAPins       []string // sha256/<base64> pins of the join listener's certificate
 	RuntimeClass string   // "" for none
+	// ResolveDigest: the agent pins a tag to the digest the registry
+	// names for it (default true; docs/substrates.md).
+	ResolveDigest bool
 }
 
 // Join is the listener node daemons join through.
@@ -42,7 +45,7 @@ type Join struct {
 
 var (
 	substrateKeys  = []string{"every", "nodeDaemon", "join"}
-	nodeDaemonKeys = []string{"image", "joinURL", "caPins", "runtimeClass"}
+	nodeDaemonKeys = []string{"image", "joinURL", "caPins", "runtimeClass", "resolveDigest"}
 	joinKeys       = []string{"listen", "tlsCert", "tlsKey", "insecure"}
 
 	// An image reference: [registry[:port]/]path[:tag][@digest], lower case
@@ -56,7 +59,7 @@ func (p *parser) substrate(m map[string]entry) {
 	s := &p.c.Substrate
 	p.duration(m, "substrate", "every", &s.Every, time.Second)
 	if nd := p.section(m, "substrate", "nodeDaemon", nodeDaemonKeys); nd != nil {
-		s.NodeDaemon = &NodeDaemon{}
+		s.NodeDaemon = &NodeDaemon{ResolveDigest: true}
 		line := m["nodeDaemon"].key.Line
 		for _, k := range []string{"image", "joinURL"} {
 			if _, ok := nd[k]; !ok {
@@ -67,6 +70,7 @@ func (p *parser) substrate(m map[string]entry) {
 		p.str(nd, "substrate.nodeDaemon", "joinURL", &s.NodeDaemon.JoinURL, checkJoinURL)
 		p.strList(nd, "substrate.nodeDaemon", "caPins", &s.NodeDaemon.CAPins, checkPin)
 		p.str(nd, "substrate.nodeDaemon", "runtimeClass", &s.NodeDaemon.RuntimeClass, checkRuntimeClass)
+		p.boolean(nd, "substrate.nodeDaemon", "resolveDigest", &s.NodeDaemon.ResolveDigest)
 	}
 	if j := p.section(m, "substrate", "join", joinKeys); j != nil {
 		s.Join = &Join{}

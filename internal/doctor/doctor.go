@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
+	"github.com/fleet-agent/fleet-agent/internal/imagepin"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/webhooks"
@@ -108,6 +109,10 @@ type Fleet struct {
 	Substrates []substrate.Status
 	// NodeDaemon says whether substrate.nodeDaemon is configured.
 	NodeDaemon bool
+	// NodeDaemonImage is substrate.nodeDaemon.image as configured, and
+	// NodeDaemonPin what the agent last made of it (nil: nothing yet).
+	NodeDaemonImage string
+	NodeDaemonPin   *imagepin.Pin
 	// DriftProposal is the agent's drift proposal, nil when none was made.
 	DriftProposal *localapi.DriftProposal
 	// Webhooks are the events.webhooks receivers' deliveries.
@@ -159,8 +164,35 @@ func CheckFleet(r *Report, f Fleet, now time.Time) {
 		r.Add("fleet", "fleet-ok", OK, fmt.Sprintf("no refused tip, %d proposals, %d substrates, none needing a person",
 			len(f.Proposals), len(f.Substrates)), "")
 	}
+	checkNodeDaemonImage(r, f)
 	checkDriftProposal(r, f.DriftProposal, now)
 	checkWebhooks(r, f.Webhooks)
+}
+
+// checkNodeDaemonImage says whether the node daemon's DaemonSet names a
+// digest. A record of another image than the configured one is an agent
+// not restarted since the config changed: it says nothing of the new one.
+func checkNodeDaemonImage(r *Report, f Fleet) {
+	p := f.NodeDaemonPin
+	if !f.NodeDaemon || p == nil || p.Ref != f.NodeDaemonImage {
+		return
+	}
+	switch {
+	case p.Pinned && p.Reason == "":
+		r.Add("fleet", "node-daemon-pinned", OK, "the node daemon's DaemonSet names "+p.Image+" (from the "+p.Source+")", "")
+	case p.Pinned:
+		r.Add("fleet", "node-daemon-pinned-from-record", Note,
+			fmt.Sprintf("the node daemon's DaemonSet keeps the digest recorded for its tag, %s; the registry could not be asked (%s): %s", p.Image, p.Reason, p.Detail),
+			"nothing moves meanwhile; fix the registry's reach to follow the tag again")
+	case p.Reason == imagepin.ReasonOff:
+		r.Add("fleet", "node-daemon-not-pinned", Note,
+			"the node daemon's DaemonSet names the tag "+p.Image+" (substrate.nodeDaemon.resolveDigest is false): Nodes may run different images under it",
+			"configure the digest form name:tag@sha256:..., or let the agent resolve it (remove resolveDigest: false)")
+	default:
+		r.Add("fleet", "node-daemon-not-pinned", Fail,
+			fmt.Sprintf("the node daemon's DaemonSet names the tag %s, not a digest (%s): %s", p.Image, p.Reason, p.Detail),
+			"fix what the message names, then restart the agent (it asks again every 10 minutes by itself); or configure the digest form name:tag@sha256:...")
+	}
 }
 
 // checkDriftProposal notes an open drift proposal: a person chooses.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
+	"github.com/fleet-agent/fleet-agent/internal/imagepin"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
@@ -109,5 +110,46 @@ func TestDriftProposalAndWebhooks(t *testing.T) {
 	CheckFleet(&r2, Fleet{DriftProposal: &localapi.DriftProposal{State: "merged", Branch: "fleet-agent/drift-1a2b"}}, now)
 	if c := strings.Join(r2.Codes(), " "); c != "fleet-ok" {
 		t.Fatalf("codes after merge = %q", c)
+	}
+}
+
+// The node daemon's image: pinned is ok; the recorded digest kept while
+// the registry cannot be asked is a note; the tag by choice a note; the
+// tag because the registry failed needs a person and names the reason; a
+// record of another image than the configured one says nothing.
+func TestNodeDaemonImagePinned(t *testing.T) {
+	const tag = "registry.example/team/fleet-agent:v1"
+	digest := tag + "@sha256:" + strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		name string
+		pin  *imagepin.Pin
+		code string
+		sev  Severity
+		says string
+	}{
+		{"pinned", &imagepin.Pin{Ref: tag, Image: digest, Pinned: true, Source: "registry"}, "node-daemon-pinned", OK, digest},
+		{"record", &imagepin.Pin{Ref: tag, Image: digest, Pinned: true, Source: "record", Reason: imagepin.ReasonUnreachable, Detail: "cannot be reached"}, "node-daemon-pinned-from-record", Note, imagepin.ReasonUnreachable},
+		{"off", &imagepin.Pin{Ref: tag, Image: tag, Reason: imagepin.ReasonOff}, "node-daemon-not-pinned", Note, "resolveDigest is false"},
+		{"refused", &imagepin.Pin{Ref: tag, Image: tag, Reason: imagepin.ReasonRefused, Detail: "docker login registry.example"}, "node-daemon-not-pinned", Fail, "registryRefused): docker login"},
+		{"another image", &imagepin.Pin{Ref: "registry.example/team/old:v0", Image: "registry.example/team/old:v0", Reason: imagepin.ReasonRefused}, "", "", ""},
+		{"none", nil, "", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r Report
+			CheckFleet(&r, Fleet{NodeDaemon: true, NodeDaemonImage: tag, NodeDaemonPin: tc.pin}, time.Unix(0, 0))
+			var got *Finding
+			for i, f := range r.Findings {
+				if strings.HasPrefix(f.Code, "node-daemon-") {
+					got = &r.Findings[i]
+				}
+			}
+			switch {
+			case tc.code == "" && got != nil:
+				t.Fatalf("a finding where none is due: %+v", *got)
+			case tc.code == "":
+			case got == nil || got.Code != tc.code || got.Severity != tc.sev || !strings.Contains(got.Found, tc.says):
+				t.Fatalf("findings %+v, want %s %s saying %q", r.Findings, tc.code, tc.sev, tc.says)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package localapi
 
 import (
 	"encoding/json"
+	"github.com/fleet-agent/fleet-agent/internal/imagepin"
 
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
@@ -121,6 +122,10 @@ type StatusView struct {
 	// Webhooks are the events.webhooks receivers, each with its last
 	// deliveries and failures; absent when none is configured.
 	Webhooks []webhooks.Status `json:"webhooks,omitempty"`
+	// NodeDaemonImage is the image the node daemon's DaemonSet names: the
+	// configured tag pinned to its digest, or why it is not; absent until
+	// an agent applied a DaemonSet.
+	NodeDaemonImage *imagepin.Pin `json:"nodeDaemonImage,omitempty"`
 }
 
 // StoreView is the store of an agent on etcd: several agents share it and

@@ -67,6 +67,10 @@ type Options struct {
 	// the credential's endpoint, CA and token. Tests pass a fake
 	// clientset.
 	NewClient func(providers.Credential) (kubernetes.Interface, error)
+	// Image is the image the DaemonSet names, asked at each apply of it
+	// (internal/imagepin pins the configured tag to its digest and
+	// answers from memory after the first); nil: Daemon.Image as it is.
+	Image func(ctx context.Context) string
 	// PodTokens, when set, is told each pool's target once its claim is
 	// held, so that node daemons' Pod tokens are reviewed at its cluster.
 	PodTokens *PodTokens
@@ -136,6 +140,14 @@ func applyOpts() metav1.ApplyOptions {
 	// Force: the agent owns these objects; a field someone changed by hand
 	// is taken back, which is what re-applying the daemon means.
 	return metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+}
+
+// image is what the DaemonSet names.
+func (ic *InCluster) image(ctx context.Context) string {
+	if ic.o.Image == nil {
+		return ic.o.Daemon.Image
+	}
+	return ic.o.Image(ctx)
 }
 
 // claim makes sure the cluster is the pool's: it creates the claim, never
@@ -216,7 +228,7 @@ func (ic *InCluster) Apply(ctx context.Context, t substrate.Target) (substrate.N
 	if _, err := kc.CoreV1().ConfigMaps(Namespace).Apply(ctx, configMapApply(t.PoolID, ic.o.Daemon).WithLabels(ownerOf(t).Labels()), applyOpts()); err != nil {
 		return substrate.Nodes{}, apiErr("applying the ConfigMap "+Namespace+"/"+ConfigMapName, err)
 	}
-	if _, err := kc.AppsV1().DaemonSets(Namespace).Apply(ctx, daemonSetApply(t.PoolID, ic.o.Daemon).WithLabels(ownerOf(t).Labels()), applyOpts()); err != nil {
+	if _, err := kc.AppsV1().DaemonSets(Namespace).Apply(ctx, daemonSetApply(t.PoolID, ic.o.Daemon, ic.image(ctx)).WithLabels(ownerOf(t).Labels()), applyOpts()); err != nil {
 		return substrate.Nodes{}, apiErr("applying the DaemonSet "+Namespace+"/"+DaemonSetName, err)
 	}
 	return ic.nodes(ctx, kc, t, claim.CreationTimestamp.Time)

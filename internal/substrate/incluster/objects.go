@@ -145,7 +145,9 @@ func secretApply(poolID, token string, serial uint64) *corev1ac.SecretApplyConfi
 //     host's other files are not mounted. A runtime with user namespaces
 //     (hostUsers: false) would map it to an unprivileged host user; it is
 //     not set because not every provider's node image supports it yet.
-func daemonSetApply(poolID string, d *config.NodeDaemon) *appsv1ac.DaemonSetApplyConfiguration {
+//
+// image is d.Image, or its digest form once resolved (internal/imagepin).
+func daemonSetApply(poolID string, d *config.NodeDaemon, image string) *appsv1ac.DaemonSetApplyConfiguration {
 	var tolerations []*corev1ac.TolerationApplyConfiguration
 	for _, r := range GPUResources {
 		tolerations = append(tolerations, corev1ac.Toleration().WithKey(string(r)).WithOperator(corev1.TolerationOpExists))
@@ -159,7 +161,7 @@ func daemonSetApply(poolID string, d *config.NodeDaemon) *appsv1ac.DaemonSetAppl
 		WithAutomountServiceAccountToken(false).
 		WithContainers(corev1ac.Container().
 			WithName("fleet-node").
-			WithImage(d.Image).
+			WithImage(image).
 			WithSecurityContext(corev1ac.SecurityContext().
 				WithRunAsUser(0). // said, not left to the image: see above
 				WithPrivileged(false).
