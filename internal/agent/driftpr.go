@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -262,6 +263,11 @@ func (a *Agent) writeProposal(ctx context.Context, rec *DriftProposal, made plan
 		rec.DriftHash, rec.Unwritten = hash, len(rw.Unwritten)
 		rec.Values, rec.NotWritten = summarize(rw)
 		return a.saveProposal(rec)
+	}
+	if bytes.Equal(rw.File, file) {
+		// The tip already says every value that can be written: a commit
+		// would be empty, and pushed at each check it would loop.
+		rw.Fields = nil
 	}
 	if len(rw.Fields) == 0 {
 		a.log.Warn().Str("driftHash", hash).Int("unwritten", len(rw.Unwritten)).Msg("the drift cannot be written into the document; no drift proposal (it stays reported)")

@@ -439,3 +439,50 @@ func TestForeignCommitOnTheDriftBranchIsRefused(t *testing.T) {
 		t.Fatalf("refused %+v, want the merge refused as a drift branch with a foreign head", st.Refused)
 	}
 }
+
+// Removing a whole nested object by hand (edit pool gpu-fra policy=null)
+// is written as the removal of the member, not as an emptied object the
+// plan still reads as a change: the proposal's document plans no call,
+// and a poll with nothing new never moves the branch (no empty commit).
+func TestDriftRemovingANestedObjectRemovesTheMember(t *testing.T) {
+	w, tip, _ := driftWorld(t, false)
+	w.edit(t, inventory.Pool, "gpu-fra", map[string]any{"policy": nil})
+	rec := w.driftCheck(t)
+	if rec == nil || rec.State != "open" || rec.Fields != 1 {
+		t.Fatalf("drift proposal %+v\n%s", rec, w.log)
+	}
+	after := w.remo.Git(t, "show", rec.Head+":fleet.json")
+	if strings.Contains(after, `"policy"`) {
+		t.Fatalf("the removed object is still in the proposal:\n%s", after)
+	}
+	doc, errs := fleet.Validate("proposal", []byte(after))
+	if errs != nil {
+		t.Fatalf("the proposal does not validate: %v\n%s", errs, after)
+	}
+	snap, err := w.store.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := plan.Make(doc, snap, plan.Options{}); !p.Empty() || p.Blocked() {
+		t.Fatalf("the proposal's document still plans %s: %s", p.Summary.Counts(), strings.Join(p.TextLines(false), " | "))
+	}
+	if n := strings.Count(w.remo.Git(t, "log", "--format=%H", tip+".."+rec.Head), "\n") + 1; n != 1 {
+		t.Fatalf("%d commits on the proposal", n)
+	}
+	// Nothing new: the branch head stays where it is, check after check.
+	w.tick(t)
+	for range 3 {
+		w.clk.Advance(time.Minute)
+		if again := w.driftCheck(t); again.Head != rec.Head || w.remo.Rev(t, "refs/heads/"+rec.Branch) != rec.Head {
+			t.Fatalf("the branch moved with nothing new: %s -> %+v", rec.Head, again)
+		}
+		w.tick(t)
+	}
+	// Merged, it applies with no call.
+	calls := w.audit(t, "call")
+	w.remo.UpdateRef(t, "refs/heads/main", rec.Head)
+	w.tick(t)
+	if ap := w.applied(t); ap == nil || ap.Commit != rec.Head || w.audit(t, "call") != calls {
+		t.Fatalf("the merge was not applied without a call: %+v\n%s", ap, w.log)
+	}
+}

@@ -110,6 +110,10 @@ func Write(file []byte, p *plan.Plan, live *inventory.Snapshot, liveDoc []byte, 
 		}
 		fi, fobj := find(fileTree, arr, c.Kind, c.Name)
 		_, lobj := find(liveTree, arr, c.Kind, c.Name)
+		var spec map[string]any
+		if o, ok := live.ByName(c.Kind, c.Name); ok {
+			spec = o.Spec
+		}
 		if fobj == nil || lobj == nil {
 			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "the object cannot be found by name in " + arr + " of the file at the tip of the branch", src, false})
 			continue
@@ -117,6 +121,9 @@ func Write(file []byte, p *plan.Plan, live *inventory.Snapshot, liveDoc []byte, 
 		for _, f := range c.Fields {
 			before, hasBefore := fobj[f]
 			after, hasAfter := lobj[f]
+			if hasAfter && (absent(after, spec, f) || inventory.EmptyWhenLeftOut(c.Kind, f) && isEmptyObject(after)) {
+				hasAfter = false
+			}
 			base := fmt.Sprintf("/%s/%d", arr, fi)
 			fld := Field{Kind: c.Kind, Name: c.Name, Source: source(audit, live, tenant, c.Kind, c.Name, f)}
 			if err := out.write(base, f, f, fld, before, hasBefore, after, hasAfter); err != nil {
@@ -179,6 +186,35 @@ func (out *Rewrite) write(base, key, path string, fld Field, before any, hasBefo
 	out.File = next
 	out.Fields = append(out.Fields, fld)
 	return nil
+}
+
+// absent reports whether the export's empty object at path stands for a
+// value the fleet does not hold: the export writes a nested object the
+// fleet lacks as {}. Written member by member, a removed policy would stay
+// in the file as an emptied object; removed whole, the member is gone, as
+// the fleet has it. (A field the document reads as {} when left out is
+// removed whole too: the two say the same, and the removal is the smaller
+// diff a reviewer reads.)
+func absent(after any, spec map[string]any, path ...string) bool {
+	if m, ok := after.(map[string]any); !ok || len(m) != 0 || spec == nil {
+		return false
+	}
+	var cur any = spec
+	for _, k := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return true
+		}
+		if cur, ok = m[k]; !ok || cur == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func isEmptyObject(v any) bool {
+	m, ok := v.(map[string]any)
+	return ok && len(m) == 0
 }
 
 func decode(b []byte, v any) error {
