@@ -568,11 +568,10 @@ func TestDriftProposalWaitsOnARefusedTipWithOtherFiles(t *testing.T) {
 	}
 }
 
-// The policy's denial is per field: the allowed fields of an object are
-// written, the denied one is listed as blocked with the rule's message.
-// When the drift comes to hold only denied values, the open proposal is
-// closed (its branch deleted) and status says why, with the denial.
-func TestDriftDeniedFieldLeavesTheObjectsOtherFields(t *testing.T) {
+// policyDriftWorld is driftWorld with a policy that denies flavors of
+// more than 20 vCPUs.
+func policyDriftWorld(t *testing.T) *world {
+	t.Helper()
 	w := newWorld(t, agent.Config{DriftPullRequests: true, RequireReviewedPlan: true, PolicyPath: "policy.yaml"})
 	file, err := os.ReadFile("testdata/drift/fleet.json")
 	if err != nil {
@@ -588,6 +587,15 @@ func TestDriftDeniedFieldLeavesTheObjectsOtherFields(t *testing.T) {
 	if ap := w.applied(t); ap == nil || ap.Commit != tip {
 		t.Fatalf("not applied: %+v\n%s", ap, w.log)
 	}
+	return w
+}
+
+// The policy's denial is per field: the allowed fields of an object are
+// written, the denied one is listed as blocked with the rule's message.
+// When the drift comes to hold only denied values, the open proposal is
+// closed (its branch deleted) and status says why, with the denial.
+func TestDriftDeniedFieldLeavesTheObjectsOtherFields(t *testing.T) {
+	w := policyDriftWorld(t)
 	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24, "memoryGiB": 256})
 	rec := w.driftCheck(t)
 	if rec == nil || rec.State != "open" || rec.Fields != 1 || len(rec.NotWritten) != 1 {
@@ -615,5 +623,35 @@ func TestDriftDeniedFieldLeavesTheObjectsOtherFields(t *testing.T) {
 	}
 	if p := st.Drift.Proposal; p == nil || p.State != "none" || !strings.Contains(p.Waiting, "at most 20 vCPUs") {
 		t.Fatalf("status: %+v", p)
+	}
+}
+
+// A proposal that writes part of the drift and lists the rest as denied
+// is not a keep: its plan puts the denied part back. Merged, it is
+// refused for that (not as a proposal that moved), and nothing is called.
+// (A part the plan blocks is refused as a blocked plan.)
+func TestPartlyWrittenDriftProposalIsRefusedForWhatItLeavesOut(t *testing.T) {
+	w := policyDriftWorld(t)
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24, "memoryGiB": 256})
+	rec := w.driftCheck(t)
+	if rec == nil || rec.State != "open" || rec.Unwritten != 1 || rec.Fields != 1 {
+		t.Fatalf("drift proposal %+v", rec)
+	}
+	w.tick(t)
+	calls := w.audit(t, "call")
+	w.remo.UpdateRef(t, "refs/heads/main", rec.Head)
+	w.tick(t)
+	if ap := w.applied(t); ap != nil && ap.Commit == rec.Head {
+		t.Fatalf("a partly written keep was applied\n%s", w.log)
+	}
+	if got := w.audit(t, "call"); got != calls {
+		t.Fatalf("%d calls", got-calls)
+	}
+	st, err := agent.Status(w.store, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Refused) != 1 || st.Refused[0].Commit != rec.Head || !strings.Contains(st.Refused[0].Reason, "leaves out 1 drift(s) it cannot write") {
+		t.Fatalf("refused %+v", st.Refused)
 	}
 }
