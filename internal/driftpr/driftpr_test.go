@@ -172,4 +172,3 @@ func TestRemovedPolicyRemovesTheMember(t *testing.T) {
 		t.Fatalf("fields: %+v", rw.Fields)
 	}
 }
-
