@@ -192,6 +192,9 @@ func (a *Agent) proposeDrift(ctx context.Context, ap *state.Applied, doc *fleet.
 			if a.driftForge != nil {
 				rec.PR = 0 // a merged pull request cannot be reopened: a new one follows
 			}
+			if !drifted {
+				return a.endProposal(ctx, rec, proposalCleared, "")
+			}
 		case st == proposalClosed:
 			if a.cfg.RevertOnClose && drifted && !made.Blocked() {
 				if err := a.heal(ctx, ap, doc, made); err != nil {
@@ -205,6 +208,11 @@ func (a *Agent) proposeDrift(ctx context.Context, ap *state.Applied, doc *fleet.
 			return a.endProposal(ctx, rec, proposalCleared, "The fleet matches the applied document again (the drift cleared, or the document was applied again): nothing left to keep. Closed by fleet-agent.")
 		}
 		return a.writeProposal(ctx, ap, rec, made)
+	}
+	if !drifted && rec != nil && rec.State == proposalNone {
+		// The drift no proposal could stand for is gone.
+		rec.State, rec.Waiting = proposalCleared, ""
+		return a.saveProposal(rec)
 	}
 	if !drifted || (rec != nil && rec.Dismissed == made.DriftHash()) {
 		return nil
@@ -276,9 +284,10 @@ func (a *Agent) proposalBase(ap *state.Applied, tip string) (file []byte, undoes
 	}
 	// The tip with the applied fleet.json holds the applied commit's files
 	// exactly when fleet.json is all the tip changed.
+	otherFiles := fmt.Sprintf("the tip %s of %s was refused and changes files other than %s: a drift proposal on it would carry that change unreviewed; revert %s on %s (or merge a reviewed change) and the proposal follows", refs.Short(tip), a.cfg.Branch, a.cfg.Path, refs.Short(tip), a.cfg.Branch)
 	probe, err := a.repo.CommitFile(tip, a.cfg.Path, file, "probe", gitsync.Person{Name: "fleet-agent", Email: "fleet-agent@localhost"}, time.Unix(0, 0))
 	if err != nil {
-		return nil, "", "", err
+		return nil, "", otherFiles, nil // the tip has no such file to rewrite
 	}
 	pi, err1 := a.repo.Commit(probe)
 	ai, err2 := a.repo.Commit(ap.Commit)
@@ -286,7 +295,7 @@ func (a *Agent) proposalBase(ap *state.Applied, tip string) (file []byte, undoes
 		return nil, "", "", err
 	}
 	if pi.Tree != ai.Tree {
-		return nil, "", fmt.Sprintf("the tip %s of %s was refused and changes files other than %s: a drift proposal on it would carry that change unreviewed; revert %s on %s (or merge a reviewed change) and the proposal follows", refs.Short(tip), a.cfg.Branch, a.cfg.Path, refs.Short(tip), a.cfg.Branch), nil
+		return nil, "", otherFiles, nil
 	}
 	tipFile, err := a.repo.ReadFile(tip, a.cfg.Path)
 	if err != nil {

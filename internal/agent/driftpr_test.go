@@ -624,6 +624,11 @@ func TestDriftDeniedFieldLeavesTheObjectsOtherFields(t *testing.T) {
 	if p := st.Drift.Proposal; p == nil || p.State != "none" || !strings.Contains(p.Waiting, "at most 20 vCPUs") {
 		t.Fatalf("status: %+v", p)
 	}
+	// The denied value put back: no drift, and nothing waits any more.
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 16})
+	if rec3 := w.driftCheck(t); rec3.State != "cleared" || rec3.Waiting != "" {
+		t.Fatalf("after the drift cleared: %+v", rec3)
+	}
 }
 
 // A proposal that writes part of the drift and lists the rest as denied
