@@ -228,4 +228,54 @@ func TestDriftPullRequestStaleMergeRefused(t *testing.T) {
 	if ap := w.applied(); ap != nil && ap.Commit == rec.Head {
 		t.Fatalf("a stale drift pull request was applied\n%s", w.log)
 	}
+	// Refused, the merge kept nothing: the proposal is not merged, its
+	// branch stays, and a new pull request writes the fleet as it now is.
+	rec2 := w.driftCheck()
+	if rec2.State != "open" || rec2.PR == rec.PR || rec2.PR == 0 || rec2.MergeRefused == "" || w.remo.Git(t, "for-each-ref", "refs/heads/"+rec.Branch) == "" {
+		t.Fatalf("after the refused merge: %+v\n%s", rec2, w.log)
+	}
+	if w.remo.Rev(t, rec2.Head+"^") != rec.Head || !strings.Contains(w.gh.Body(rec2.PR), "`40`") {
+		t.Fatalf("the new pull request is not the fleet now on the refused tip: %+v\n%s", rec2, w.gh.Body(rec2.PR))
+	}
+	w.clk.Advance(time.Minute)
+	if again := w.driftCheck(); again.Head != rec2.Head || again.PR != rec2.PR {
+		t.Fatalf("a check with nothing new moved the proposal: %+v", again)
+	}
+	w.mirror(rec2)
+	w.step()
+	w.mergeHead(rec2.PR, rec2.Head)
+	w.step()
+	if ap := w.applied(); ap == nil || ap.Commit != rec2.Head {
+		t.Fatalf("the rewritten drift pull request was not applied: %+v\n%s", ap, w.log)
+	}
+	if rec3 := w.driftCheck(); rec3.State != "merged" {
+		t.Fatalf("after the second merge: %+v", rec3)
+	}
+}
+
+// A drift that comes to hold nothing the document can say (a fixed field
+// changed, the written value put back) closes the pull request with a
+// comment that says why, and status says so.
+func TestDriftPullRequestClosedWhenNothingCanBeWritten(t *testing.T) {
+	w, _ := driftGHWorld(t, false)
+	w.editVcpu(24)
+	rec := w.driftCheck()
+	if err := apply.ApplyEdit(w.store, apply.Edit{Kind: inventory.Pool, Name: "gpu-fra", Set: map[string]any{"sharing": "exclusive"}, Who: "ops@box (uid 1000)"}); err != nil {
+		t.Fatal(err)
+	}
+	w.editVcpu(16)
+	rec2 := w.driftCheck()
+	if pr := w.gh.Pull(rec.PR); rec2.State != "none" || pr.State != "closed" || pr.Merged {
+		t.Fatalf("after the drift became unwritable: %+v, pull request %+v\n%s", rec2, pr, w.log)
+	}
+	found := false
+	for _, c := range w.gh.Comments(rec.PR) {
+		found = found || (strings.Contains(c.Body, "nothing in the drift can be written") && strings.Contains(c.Body, "sharing cannot change once created"))
+	}
+	if !found || w.remo.Git(t, "for-each-ref", "refs/heads/"+rec.Branch) != "" {
+		t.Fatalf("no closing comment that says why, or the branch kept: %+v", w.gh.Comments(rec.PR))
+	}
+	if !strings.Contains(rec2.Waiting, "sharing cannot change once created") || len(rec2.Values) != 0 {
+		t.Fatalf("the record does not say why: %+v", rec2)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -14,11 +15,6 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/agent"
 	"github.com/fleet-agent/fleet-agent/internal/config"
 )
-
-// reloadable are the keys a reload changes in a running agent; every other
-// key needs a restart, and the log says which. Secrets are read at each use,
-// so a changed secret needs nothing.
-var reloadable = map[string]bool{"apply.prune": true, "apply.requireReviewedPlan": true, "apply.maxTeardowns": true, "drift.every": true, "drift.heal": true}
 
 // maxTeardowns is the config's apply.maxTeardowns for the agent: a copy,
 // so that a reload never writes under a plan that reads it.
@@ -72,9 +68,14 @@ func (a *app) watchReload(ctx context.Context, path string, log zerolog.Logger) 
 	}
 }
 
+// reconfigurable is the running agent as a reload sees it.
+type reconfigurable interface {
+	Reconfigure(func(*agent.Config))
+}
+
 // reconfigureAgent is how a reload reaches the running agent: the keys
-// reloadable names, and nothing else.
-func reconfigureAgent(ag *agent.Agent) func(*config.Config) {
+// config.Reloadable names, and nothing else.
+func reconfigureAgent(ag reconfigurable) func(*config.Config) {
 	return func(next *config.Config) {
 		ag.Reconfigure(func(c *agent.Config) {
 			c.Prune, c.RequireReviewedPlan = next.Apply.Prune, next.Apply.RequireReviewedPlan
@@ -102,22 +103,19 @@ func (a *app) reload(path string, log zerolog.Logger, why string) {
 	}
 	restart := []string{}
 	for _, c := range changes {
-		if !reloadable[c.Key] {
+		if c.NeedsRestart() {
 			restart = append(restart, c.Key)
 		}
 		log.Info().Str("why", why).Msg("config: " + c.String())
 	}
-	if a.reconfigure != nil {
-		a.reconfigure(next)
-	}
 	// The running config takes only what a reload changes: the local API
 	// answers with it, and the next reload compares against it.
-	kept := *running
-	kept.Apply.Prune, kept.Apply.RequireReviewedPlan = next.Apply.Prune, next.Apply.RequireReviewedPlan
-	kept.Apply.MaxTeardowns = next.Apply.MaxTeardowns
-	kept.Drift.Every, kept.Drift.Heal = next.Drift.Every, next.Drift.Heal
-	a.running.Store(&kept)
+	kept := running.Reloaded(next)
+	if a.reconfigure != nil {
+		a.reconfigure(kept)
+	}
+	a.running.Store(kept)
 	if len(restart) > 0 {
-		log.Warn().Strs("keys", restart).Msg("these changes take effect after a restart (systemctl restart fleet-agent); a reload changes apply.prune, apply.requireReviewedPlan, apply.maxTeardowns, drift.every and drift.heal")
+		log.Warn().Strs("keys", restart).Msg("these changes take effect after a restart (systemctl restart fleet-agent); a reload changes " + strings.Join(config.Reloadable, ", "))
 	}
 }

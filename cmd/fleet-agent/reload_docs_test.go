@@ -4,8 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fleet-agent/fleet-agent/internal/config"
 )
 
 // TestConfigurationReloadColumnIsTrue holds the last column of every key
@@ -29,7 +32,7 @@ func TestConfigurationReloadColumnIsTrue(t *testing.T) {
 		key, when := m[1], m[2]
 		if when == "reloaded" {
 			seen[key] = true
-			if !reloadable[key] {
+			if !slices.Contains(config.Reloadable, key) {
 				t.Errorf("docs/configuration.md says %s is reloaded; the agent needs a restart for it", key)
 			}
 		}
@@ -37,7 +40,7 @@ func TestConfigurationReloadColumnIsTrue(t *testing.T) {
 	if rows < 20 {
 		t.Fatalf("only %d key rows read: has the table's shape changed?", rows)
 	}
-	for key := range reloadable {
+	for _, key := range config.Reloadable {
 		if !seen[key] {
 			t.Errorf("a reload changes %s; docs/configuration.md does not say so", key)
 		}

@@ -139,16 +139,26 @@ func (a *app) statusText(v localapi.StatusView) {
 			pr = fmt.Sprintf(", pull request #%d", p.PR)
 		}
 		fmt.Fprintf(w, "drift proposal: branch %s%s, %s (%d value(s) written, %d the document cannot hold)\n", p.Branch, pr, p.State, p.Fields, p.Unwritten)
-		// The description in short, while it stands: without GitHub
-		// nothing else shows it.
-		if p.State != "open" {
+		if p.MergeRefused != "" && p.State == "open" {
+			fmt.Fprintf(w, "  its merge was refused, so it stays open: %s\n", p.MergeRefused)
+		}
+		if p.Waiting != "" && (p.State == "open" || p.State == "none") {
+			fmt.Fprintf(w, "  waiting: %s\n", p.Waiting)
+		}
+		// The description in short, while it stands (or, with none, why
+		// none does): without GitHub nothing else shows it.
+		if p.State != "open" && p.State != "none" {
 			p = &localapi.DriftProposal{}
 		}
 		for _, d := range p.Values {
 			fmt.Fprintf(w, "  writes %s %s: %s -> %s (%s)\n", d.Object, d.Field, valueOrNone(d.Document), valueOrNone(d.Fleet), strings.ReplaceAll(d.Source, "`", ""))
 		}
 		for _, d := range p.NotWritten {
-			fmt.Fprintf(w, "  not written: %s: %s (%s)\n", d.Object, d.Reason, strings.ReplaceAll(d.Source, "`", ""))
+			obj := d.Object
+			if d.Field != "" {
+				obj += " " + d.Field
+			}
+			fmt.Fprintf(w, "  not written: %s: %s (%s)\n", obj, d.Reason, strings.ReplaceAll(d.Source, "`", ""))
 		}
 	}
 	if pv := v.Policy; pv != nil {

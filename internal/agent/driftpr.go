@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/policy"
+	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -38,6 +41,11 @@ const (
 	proposalClosed   = "closed"   // closed by a person; the drift stays reported
 	proposalReverted = "reverted" // closed by a person; the document applied again
 	proposalCleared  = "cleared"  // the drift went away (or the document was applied)
+	// proposalNone: there is drift but no proposal stands for it; Waiting
+	// says why (nothing in it can be written, or git.branch's tip carries a
+	// change that is not applied). An open proposal that comes to this is
+	// closed with a comment that says so.
+	proposalNone = "none"
 )
 
 const keyDriftProposal = "drift-proposal"
@@ -60,7 +68,7 @@ func summarize(rw *driftpr.Rewrite) ([]localapi.DriftValue, []localapi.DriftNotW
 	}
 	var not []localapi.DriftNotWritten
 	for _, u := range rw.Unwritten {
-		not = append(not, localapi.DriftNotWritten{Object: string(u.Kind) + " " + u.Name, Reason: u.Reason, Blocked: u.Blocked, Source: u.Source})
+		not = append(not, localapi.DriftNotWritten{Object: string(u.Kind) + " " + u.Name, Field: u.Field, Reason: u.Reason, Blocked: u.Blocked, Source: u.Source})
 	}
 	return vals, not
 }
@@ -112,7 +120,25 @@ func (a *Agent) proposeDrift(ctx context.Context, ap *state.Applied, doc *fleet.
 		case err != nil:
 			return err
 		case st == proposalMerged:
-			return a.endProposal(ctx, rec, proposalMerged, "")
+			// Merged is kept only once the merge is applied: a refused
+			// merge leaves the fleet as it was, so the proposal stands,
+			// its branch kept and rewritten to be merged again.
+			applied, why, err := a.mergeOutcome(ap, rec)
+			switch {
+			case err != nil:
+				return err
+			case applied:
+				return a.endProposal(ctx, rec, proposalMerged, "")
+			case why == "":
+				return a.setWaiting(rec, "merged into "+a.cfg.Branch+"; the merge is not applied yet")
+			}
+			rec.MergeRefused = why
+			if a.driftForge != nil {
+				rec.PR = 0 // a merged pull request cannot be reopened: a new one follows
+			}
+			if !drifted {
+				return a.endProposal(ctx, rec, proposalCleared, "")
+			}
 		case st == proposalClosed:
 			if a.cfg.RevertOnClose && drifted && !made.Blocked() {
 				if err := a.heal(ctx, ap, doc, made); err != nil {
@@ -125,13 +151,104 @@ func (a *Agent) proposeDrift(ctx context.Context, ap *state.Applied, doc *fleet.
 		case !drifted:
 			return a.endProposal(ctx, rec, proposalCleared, "The fleet matches the applied document again (the drift cleared, or the document was applied again): nothing left to keep. Closed by fleet-agent.")
 		}
-		return a.writeProposal(ctx, rec, made)
+		return a.writeProposal(ctx, ap, rec, made)
+	}
+	if !drifted && rec != nil && rec.State == proposalNone {
+		// The drift no proposal could stand for is gone.
+		rec.State, rec.Waiting = proposalCleared, ""
+		return a.saveProposal(rec)
 	}
 	if !drifted || (rec != nil && rec.Dismissed == made.DriftHash()) {
 		return nil
 	}
 	first := a.clock.Now().UnixMilli()
-	return a.writeProposal(ctx, &localapi.DriftProposal{Branch: driftpr.Branch(made.DriftHash()), FirstSeen: first}, made)
+	if rec != nil && rec.State == proposalNone && rec.Branch == driftpr.Branch(made.DriftHash()) {
+		// Still the drift no proposal could stand for: one may now (the
+		// tip was applied, the policy changed); a closed pull request is
+		// not reused.
+		rec.PR = 0
+		return a.writeProposal(ctx, ap, rec, made)
+	}
+	return a.writeProposal(ctx, ap, &localapi.DriftProposal{Branch: driftpr.Branch(made.DriftHash()), FirstSeen: first}, made)
+}
+
+// mergeOutcome says whether the proposal's merge is applied (the applied
+// commit holds its head), or else why it was refused ("" while the tip
+// that merged it waits for its apply).
+func (a *Agent) mergeOutcome(ap *state.Applied, rec *localapi.DriftProposal) (bool, string, error) {
+	if ap.Commit != "" && rec.Head != "" {
+		if in, err := a.repo.Descends(ap.Commit, rec.Head); err == nil && in {
+			return true, "", nil
+		}
+	}
+	tip := a.repo.Last().Tip
+	if tip == "" {
+		return false, "", nil
+	}
+	var r localapi.Refused
+	var ok bool
+	if err := a.store.View(func(tx *state.Tx) (err error) { ok, err = tx.Get(spaceRefused, tip, &r); return }); err != nil || !ok {
+		return false, "", err
+	}
+	return false, fmt.Sprintf("merged into %s at %s, but the merge was refused (%s): %s", a.cfg.Branch, refs.Short(tip), r.Code, r.Reason), nil
+}
+
+// setWaiting records why the proposal does not follow the drift now.
+func (a *Agent) setWaiting(rec *localapi.DriftProposal, why string) error {
+	if rec.Waiting == why {
+		return nil
+	}
+	rec.Waiting = why
+	a.log.Info().Str("branch", rec.Branch).Msg("drift proposal waits: " + why)
+	return a.saveProposal(rec)
+}
+
+// proposalBase chooses the commit a proposal goes on and the file it
+// rewrites: the applied commit's own fleet.json, so a proposal never
+// carries a change nobody applied. On the tip of git.branch when the tip is
+// applied; on a refused tip only when it differs from the applied commit in
+// fleet.json alone (the proposal's diff then undoes that change, and says
+// so); else why not. A tip not yet applied nor refused is waited for.
+func (a *Agent) proposalBase(ap *state.Applied, tip string) (file []byte, undoes, why string, err error) {
+	if ap.Commit == "" {
+		return nil, "", "the applied document came from the command line, not from a commit of " + a.cfg.Branch + ": a drift proposal is written only on an applied commit; apply a commit of " + a.cfg.Branch + " first", nil
+	}
+	if file, err = a.repo.ReadFile(ap.Commit, a.cfg.Path); err != nil {
+		return nil, "", "", err
+	}
+	if tip == ap.Commit {
+		return file, "", "", nil
+	}
+	var refused bool
+	if err := a.store.View(func(tx *state.Tx) (err error) { refused, err = tx.Get(spaceRefused, tip, &localapi.Refused{}); return }); err != nil {
+		return nil, "", "", err
+	}
+	if !refused {
+		return nil, "", fmt.Sprintf("the tip %s of %s is not applied yet: the proposal follows it once it is applied or refused", refs.Short(tip), a.cfg.Branch), nil
+	}
+	// The tip with the applied fleet.json holds the applied commit's files
+	// exactly when fleet.json is all the tip changed.
+	otherFiles := fmt.Sprintf("the tip %s of %s was refused and changes files other than %s: a drift proposal on it would carry that change unreviewed; revert %s on %s (or merge a reviewed change) and the proposal follows", refs.Short(tip), a.cfg.Branch, a.cfg.Path, refs.Short(tip), a.cfg.Branch)
+	probe, err := a.repo.CommitFile(tip, a.cfg.Path, file, "probe", gitsync.Person{Name: "fleet-agent", Email: "fleet-agent@localhost"}, time.Unix(0, 0))
+	if err != nil {
+		return nil, "", otherFiles, nil // the tip has no such file to rewrite
+	}
+	pi, err1 := a.repo.Commit(probe)
+	ai, err2 := a.repo.Commit(ap.Commit)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, "", "", err
+	}
+	if pi.Tree != ai.Tree {
+		return nil, "", otherFiles, nil
+	}
+	tipFile, err := a.repo.ReadFile(tip, a.cfg.Path)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if !bytes.Equal(tipFile, file) {
+		undoes = refs.Short(tip)
+	}
+	return file, undoes, "", nil
 }
 
 // proposalState asks GitHub, or without it reads the branch from the last
@@ -167,16 +284,22 @@ func (a *Agent) proposalState(ctx context.Context, rec *localapi.DriftProposal) 
 // writeProposal writes the drift onto the tip of git.branch and pushes it,
 // then opens the pull request or edits its text. Nothing is pushed when
 // the branch already says it.
-func (a *Agent) writeProposal(ctx context.Context, rec *localapi.DriftProposal, made planned) error {
+func (a *Agent) writeProposal(ctx context.Context, ap *state.Applied, rec *localapi.DriftProposal, made planned) error {
 	tip := a.repo.Last().Tip
 	if tip == "" {
 		return nil
 	}
 	hash := made.DriftHash()
 	start := time.Now()
-	file, err := a.repo.ReadFile(tip, a.cfg.Path)
+	file, undoes, why, err := a.proposalBase(ap, tip)
 	if err != nil {
 		return err
+	}
+	if why != "" {
+		if rec.State == "" {
+			rec.State = proposalNone
+		}
+		return a.setWaiting(rec, why)
 	}
 	liveDoc, err := plan.Export(made.snap)
 	if err != nil {
@@ -190,14 +313,9 @@ func (a *Agent) writeProposal(ctx context.Context, rec *localapi.DriftProposal, 
 	if err := a.store.View(func(tx *state.Tx) (err error) { audit, err = tx.Audit(); return }); err != nil {
 		return err
 	}
-	rw, err := driftpr.Write(file, made.Plan, made.snap, liveBytes, audit, a.cfg.Tenant)
+	rw, err := a.rewriteAllowed(ctx, file, made, liveBytes, audit)
 	if err != nil {
 		return err
-	}
-	if denied := a.deniedDrift(ctx, rw.File, made); len(denied) > 0 {
-		if rw, err = driftpr.Write(file, withBlocked(made.Plan, denied), made.snap, liveBytes, audit, a.cfg.Tenant); err != nil {
-			return err
-		}
 	}
 	// The branch already says it when it holds this file on this tip.
 	sum := sha256.Sum256(rw.File)
@@ -205,21 +323,30 @@ func (a *Agent) writeProposal(ctx context.Context, rec *localapi.DriftProposal, 
 	opened := a.driftForge == nil || rec.PR > 0 // a pull request that failed to open is tried again
 	title := fmt.Sprintf("fleet-agent: keep %d drifted value(s) (%s)", len(rw.Fields), rec.Branch)
 	body := driftpr.Body(rw, driftpr.Choices{Branch: a.cfg.Branch, RevertOnClose: a.cfg.RevertOnClose,
-		FirstSeen: time.UnixMilli(rec.FirstSeen), DriftHash: hash, Marker: "<!-- " + a.cfg.Prefix + ":drift-proposal " + rec.Branch + " -->"})
+		FirstSeen: time.UnixMilli(rec.FirstSeen), DriftHash: hash, Marker: "<!-- " + a.cfg.Prefix + ":drift-proposal " + rec.Branch + " -->", Undoes: undoes})
+	if bytes.Equal(rw.File, file) {
+		rw.Fields = nil // nothing written: a commit would only undo the tip
+	}
+	if len(rw.Fields) == 0 {
+		return a.unwritable(ctx, rec, rw, hash)
+	}
 	if rec.State == proposalOpen && rec.Base == tip && rec.Written == written && opened {
-		if rec.DriftHash == hash {
+		if rec.DriftHash == hash && rec.Waiting == "" {
 			return nil
 		}
 		// The file is the same but the drift is not (a blocked change came
 		// or went): only the description moves.
 		a.editProposalText(ctx, rec, title, body)
-		rec.DriftHash, rec.Unwritten = hash, len(rw.Unwritten)
+		rec.DriftHash, rec.Fields, rec.Unwritten, rec.Waiting = hash, len(rw.Fields), len(rw.Unwritten), ""
 		rec.Values, rec.NotWritten = summarize(rw)
 		return a.saveProposal(rec)
 	}
-	if len(rw.Fields) == 0 {
-		a.log.Warn().Str("driftHash", hash).Int("unwritten", len(rw.Unwritten)).Msg("the drift cannot be written into the document; no drift proposal (it stays reported)")
-		return nil
+	if tipFile, err := a.repo.ReadFile(tip, a.cfg.Path); err != nil {
+		return err
+	} else if bytes.Equal(tipFile, rw.File) {
+		// The tip already holds this file: a commit would be empty, and
+		// pushed at each check it would loop.
+		return a.setWaiting(rec, fmt.Sprintf("the tip %s of %s already holds the file this proposal would write, and is not applied: see why it was refused", refs.Short(tip), a.cfg.Branch))
 	}
 	msg := fmt.Sprintf("Keep the fleet's drift in %s\n\nWritten by fleet-agent: %d value(s) changed outside the document.\nDrift hash: %s\n", a.cfg.Path, len(rw.Fields), hash)
 	now := a.clock.Now()
@@ -235,7 +362,7 @@ func (a *Agent) writeProposal(ctx context.Context, rec *localapi.DriftProposal, 
 	if opening {
 		rec.OpenedAt = now.UnixMilli()
 	}
-	rec.State, rec.Base, rec.Head, rec.DriftHash, rec.Written = proposalOpen, tip, head, hash, written
+	rec.State, rec.Base, rec.Head, rec.DriftHash, rec.Written, rec.Waiting = proposalOpen, tip, head, hash, written, ""
 	rec.PushedAt = now.UnixMilli()
 	rec.Fields, rec.Unwritten = len(rw.Fields), len(rw.Unwritten)
 	rec.Values, rec.NotWritten = summarize(rw)
@@ -250,6 +377,83 @@ func (a *Agent) writeProposal(ctx context.Context, rec *localapi.DriftProposal, 
 		Int("bytesChanged", rw.Changed).Int("bytesDrifted", rw.Drifted).Dur("took", time.Since(start)).
 		Msg(map[bool]string{true: "drift proposal opened", false: "drift proposal rewritten"}[opening])
 	return nil
+}
+
+// unwritable is the drift no proposal can stand for: nothing in it can be
+// written. An open proposal is closed with a comment that says why (and its
+// branch deleted); the record keeps the reasons, for status.
+func (a *Agent) unwritable(ctx context.Context, rec *localapi.DriftProposal, rw *driftpr.Rewrite, hash string) error {
+	var reasons []string
+	for _, u := range rw.Unwritten {
+		what := string(u.Kind) + " " + u.Name
+		if u.Field != "" {
+			what += " " + u.Field
+		}
+		reasons = append(reasons, what+": "+u.Reason)
+	}
+	why := "nothing in the drift can be written into the document: " + strings.Join(reasons, "; ") + "; it stays reported"
+	a.log.Warn().Str("driftHash", hash).Int("unwritten", len(rw.Unwritten)).Str("branch", rec.Branch).Msg("no drift proposal: " + why)
+	rec.Values, rec.NotWritten = summarize(rw)
+	rec.DriftHash, rec.Fields, rec.Unwritten, rec.Waiting = hash, 0, len(rw.Unwritten), why
+	if rec.State == proposalOpen {
+		return a.endProposal(ctx, rec, proposalNone, "The drift changed: "+why+". The values this pull request wrote no longer stand for it, so it is closed by fleet-agent.")
+	}
+	rec.State = proposalNone
+	return a.saveProposal(rec)
+}
+
+// rewriteAllowed writes the drift, leaving out what the policy would deny
+// were it proposed, field by field: a field a deny rule breaks alone is
+// listed as blocked with the rule's message and the object's other fields
+// are written. An object still denied with its allowed fields together
+// (a rule over two fields) is left out whole.
+func (a *Agent) rewriteAllowed(ctx context.Context, file []byte, made planned, liveBytes []byte, audit []state.AuditRow) (*driftpr.Rewrite, error) {
+	write := func(p *plan.Plan, skip map[string]string) (*driftpr.Rewrite, error) {
+		return driftpr.WriteExcept(file, p, made.snap, liveBytes, audit, a.cfg.Tenant, skip)
+	}
+	rw, err := write(made.Plan, nil)
+	if err != nil {
+		return nil, err
+	}
+	denied := a.deniedDrift(ctx, rw.File, made)
+	if len(denied) == 0 {
+		return rw, nil
+	}
+	// Each field of a denied object judged alone: the object's other
+	// fields left as the document has them, other denied objects left out.
+	skip := map[string]string{}
+	for _, c := range made.Plan.Doing() {
+		if denied[string(c.Kind)+"\x00"+c.Name] == "" || c.Blocked != "" {
+			continue
+		}
+		for _, f := range c.Fields {
+			alone := map[string]string{}
+			for _, o := range made.Plan.Doing() {
+				if denied[string(o.Kind)+"\x00"+o.Name] == "" {
+					continue
+				}
+				for _, g := range o.Fields {
+					if o.Kind != c.Kind || o.Name != c.Name || g != f {
+						alone[driftpr.FieldKey(o.Kind, o.Name, g)] = ""
+					}
+				}
+			}
+			try, err := write(made.Plan, alone)
+			if err != nil {
+				return nil, err
+			}
+			if why := a.deniedDrift(ctx, try.File, made)[string(c.Kind)+"\x00"+c.Name]; why != "" {
+				skip[driftpr.FieldKey(c.Kind, c.Name, f)] = why
+			}
+		}
+	}
+	if rw, err = write(made.Plan, skip); err != nil {
+		return nil, err
+	}
+	if still := a.deniedDrift(ctx, rw.File, made); len(still) > 0 {
+		return write(withBlocked(made.Plan, still), skip)
+	}
+	return rw, nil
 }
 
 // deniedDrift judges the drift as if a person had proposed it: the kept

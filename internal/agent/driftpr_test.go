@@ -205,8 +205,11 @@ func TestDriftProposalFollowsMainAndClosesWhenDriftClears(t *testing.T) {
 	if rec2.Branch != rec.Branch || rec2.Base != tip2 || w.remo.Rev(t, rec2.Head+"^") != tip2 {
 		t.Fatalf("not rewritten onto the new tip: %+v", rec2)
 	}
-	if diff := w.remo.Git(t, "diff", "--numstat", tip2, rec2.Head); !strings.HasPrefix(diff, "1\t1\tfleet.json") {
-		t.Fatalf("diff: %q", diff)
+	// Written on the applied document, not on the refused tip's: the
+	// proposal carries no change nobody reviewed (it undoes the second
+	// site, in plain sight of its diff).
+	if got, want := w.remo.Git(t, "show", rec2.Head+":fleet.json")+"\n", strings.Replace(string(file), `"vcpu": 16`, `"vcpu": 24`, 1); got != want {
+		t.Fatalf("the proposal on a refused tip is not the applied file with the drift:\n%s", got)
 	}
 	// The drift clears by itself: the value is edited back.
 	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 16})
@@ -438,5 +441,223 @@ func TestForeignCommitOnTheDriftBranchIsRefused(t *testing.T) {
 	}
 	if len(st.Refused) != 1 || st.Refused[0].Commit != foreign || !strings.Contains(st.Refused[0].Reason, "the agent did not write") {
 		t.Fatalf("refused %+v, want the merge refused as a drift branch with a foreign head", st.Refused)
+	}
+}
+
+// Removing a whole nested object by hand (edit pool gpu-fra policy=null)
+// is written as the removal of the member, not as an emptied object the
+// plan still reads as a change: the proposal's document plans no call,
+// and a poll with nothing new never moves the branch (no empty commit).
+func TestDriftRemovingANestedObjectRemovesTheMember(t *testing.T) {
+	w, tip, _ := driftWorld(t, false)
+	w.edit(t, inventory.Pool, "gpu-fra", map[string]any{"policy": nil})
+	rec := w.driftCheck(t)
+	if rec == nil || rec.State != "open" || rec.Fields != 1 {
+		t.Fatalf("drift proposal %+v\n%s", rec, w.log)
+	}
+	after := w.remo.Git(t, "show", rec.Head+":fleet.json")
+	if strings.Contains(after, `"policy"`) {
+		t.Fatalf("the removed object is still in the proposal:\n%s", after)
+	}
+	doc, errs := fleet.Validate("proposal", []byte(after))
+	if errs != nil {
+		t.Fatalf("the proposal does not validate: %v\n%s", errs, after)
+	}
+	snap, err := w.store.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := plan.Make(doc, snap, plan.Options{}); !p.Empty() || p.Blocked() {
+		t.Fatalf("the proposal's document still plans %s: %s", p.Summary.Counts(), strings.Join(p.TextLines(false), " | "))
+	}
+	if n := strings.Count(w.remo.Git(t, "log", "--format=%H", tip+".."+rec.Head), "\n") + 1; n != 1 {
+		t.Fatalf("%d commits on the proposal", n)
+	}
+	// Nothing new: the branch head stays where it is, check after check.
+	w.tick(t)
+	for range 3 {
+		w.clk.Advance(time.Minute)
+		if again := w.driftCheck(t); again.Head != rec.Head || w.remo.Rev(t, "refs/heads/"+rec.Branch) != rec.Head {
+			t.Fatalf("the branch moved with nothing new: %s -> %+v", rec.Head, again)
+		}
+		w.tick(t)
+	}
+	// Merged, it applies with no call.
+	calls := w.audit(t, "call")
+	w.remo.UpdateRef(t, "refs/heads/main", rec.Head)
+	w.tick(t)
+	if ap := w.applied(t); ap == nil || ap.Commit != rec.Head || w.audit(t, "call") != calls {
+		t.Fatalf("the merge was not applied without a call: %+v\n%s", ap, w.log)
+	}
+}
+
+// A merge of the proposal that is refused (the fleet moved again before
+// it) applies nothing, so the proposal is not merged: it stays open, its
+// branch kept, status says the merge was refused, and the next check
+// rewrites it on the refused tip with the fleet as it now is; merged
+// again, it applies without a call. A check with nothing new moves nothing.
+func TestRefusedKeepMergeLeavesTheProposalOpen(t *testing.T) {
+	w, _, file := driftWorld(t, false)
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	w.tick(t)
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 12})
+	w.tick(t)
+	w.remo.UpdateRef(t, "refs/heads/main", rec.Head)
+	w.tick(t)
+	if ap := w.applied(t); ap != nil && ap.Commit == rec.Head {
+		t.Fatalf("the stale keep was applied\n%s", w.log)
+	}
+	rec2 := w.driftCheck(t)
+	if rec2.State != "open" || !w.branchExists(t, rec.Branch) || !strings.Contains(rec2.MergeRefused, "refused") {
+		t.Fatalf("a refused merge ended the proposal: %+v\n%s", rec2, w.log)
+	}
+	if rec2.Head == rec.Head || w.remo.Rev(t, rec2.Head+"^") != rec.Head || w.remo.Rev(t, "refs/heads/"+rec.Branch) != rec2.Head {
+		t.Fatalf("not rewritten on the refused tip: %+v (was %s)", rec2, rec.Head)
+	}
+	if got, want := w.remo.Git(t, "show", rec2.Head+":fleet.json")+"\n", strings.Replace(string(file), `"vcpu": 16`, `"vcpu": 12`, 1); got != want {
+		t.Fatalf("the rewritten proposal:\n%s", got)
+	}
+	st, err := agent.Status(w.store, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := st.Drift.Proposal; p == nil || p.State != "open" || !strings.Contains(p.MergeRefused, rec.Head[:12]) {
+		t.Fatalf("status does not say the merge was refused: %+v", p)
+	}
+	w.tick(t)
+	for range 2 {
+		if again := w.driftCheck(t); again.Head != rec2.Head {
+			t.Fatalf("the branch moved with nothing new: %+v", again)
+		}
+		w.tick(t)
+	}
+	calls := w.audit(t, "call")
+	w.remo.UpdateRef(t, "refs/heads/main", rec2.Head)
+	w.tick(t)
+	if ap := w.applied(t); ap == nil || ap.Commit != rec2.Head || w.audit(t, "call") != calls {
+		t.Fatalf("the rewritten keep was not applied without a call: %+v\n%s", ap, w.log)
+	}
+	if rec3 := w.driftCheck(t); rec3.State != "merged" || w.branchExists(t, rec.Branch) || w.drifted(t) {
+		t.Fatalf("after the merge: %+v", rec3)
+	}
+}
+
+// A refused tip that changes more than fleet.json (here a file beside it)
+// is not built on: the proposal would carry that change. The proposal
+// stays where it is and status says why.
+func TestDriftProposalWaitsOnARefusedTipWithOtherFiles(t *testing.T) {
+	w, tip, file := driftWorld(t, false)
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
+	rec := w.driftCheck(t)
+	w.work.Git(t, "checkout", "-B", "main", tip)
+	w.work.Write(t, "fleet.json", strings.Replace(string(file), `"memoryGiB":128`, `"memoryGiB":256`, 1))
+	w.work.Write(t, "notes.txt", "a change nobody reviewed\n")
+	tip2 := w.work.CommitAll(t, "two files")
+	w.work.Push(t, "HEAD:refs/heads/main")
+	w.tick(t)
+	rec2 := w.driftCheck(t)
+	if rec2.Head != rec.Head || w.remo.Rev(t, "refs/heads/"+rec.Branch) != rec.Head {
+		t.Fatalf("the proposal was rebuilt on a refused tip with other files: %+v", rec2)
+	}
+	st, err := agent.Status(w.store, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := st.Drift.Proposal; p == nil || !strings.Contains(p.Waiting, tip2[:12]) || !strings.Contains(p.Waiting, "other than fleet.json") {
+		t.Fatalf("status does not say why the proposal waits: %+v", p)
+	}
+}
+
+// policyDriftWorld is driftWorld with a policy that denies flavors of
+// more than 20 vCPUs.
+func policyDriftWorld(t *testing.T) *world {
+	t.Helper()
+	w := newWorld(t, agent.Config{DriftPullRequests: true, RequireReviewedPlan: true, PolicyPath: "policy.yaml"})
+	file, err := os.ReadFile("testdata/drift/fleet.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.commit(t, "main", `{"version":1}`, "empty")
+	w.tick(t)
+	w.work.Write(t, "policy.yaml", "rules:\n  - {name: small-flavors, match: {kinds: [flavor]}, expression: \"change.after.vcpu > 20\", action: deny, message: \"'at most 20 vCPUs'\"}\n")
+	tip := w.commit(t, "boot", string(file), "bootstrap")
+	w.tick(t)
+	w.remo.UpdateRef(t, "refs/heads/main", tip)
+	w.tick(t)
+	if ap := w.applied(t); ap == nil || ap.Commit != tip {
+		t.Fatalf("not applied: %+v\n%s", ap, w.log)
+	}
+	return w
+}
+
+// The policy's denial is per field: the allowed fields of an object are
+// written, the denied one is listed as blocked with the rule's message.
+// When the drift comes to hold only denied values, the open proposal is
+// closed (its branch deleted) and status says why, with the denial.
+func TestDriftDeniedFieldLeavesTheObjectsOtherFields(t *testing.T) {
+	w := policyDriftWorld(t)
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24, "memoryGiB": 256})
+	rec := w.driftCheck(t)
+	if rec == nil || rec.State != "open" || rec.Fields != 1 || len(rec.NotWritten) != 1 {
+		t.Fatalf("drift proposal %+v, want memoryGiB written and vcpu not\n%s", rec, w.log)
+	}
+	if got := w.remo.Git(t, "show", rec.Head+":fleet.json"); strings.Contains(got, `"vcpu": 24`) || !strings.Contains(got, `"memoryGiB":256`) {
+		t.Fatalf("the proposal's file:\n%s", got)
+	}
+	if n := rec.NotWritten[0]; !n.Blocked || n.Field != "vcpu" || !strings.Contains(n.Reason, "at most 20 vCPUs") {
+		t.Fatalf("not written: %+v", n)
+	}
+	// Only the denied value is left: nothing can be written.
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"memoryGiB": 128})
+	rec2 := w.driftCheck(t)
+	if rec2.State != "none" || w.branchExists(t, rec.Branch) || len(rec2.Values) != 0 ||
+		!strings.Contains(rec2.Waiting, "at most 20 vCPUs") || len(rec2.NotWritten) != 1 {
+		t.Fatalf("a wholly unwritable drift left the proposal: %+v\n%s", rec2, w.log)
+	}
+	if !strings.Contains(w.log.String(), "at most 20 vCPUs") {
+		t.Fatalf("the log does not say why no proposal stands\n%s", w.log)
+	}
+	st, err := agent.Status(w.store, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := st.Drift.Proposal; p == nil || p.State != "none" || !strings.Contains(p.Waiting, "at most 20 vCPUs") {
+		t.Fatalf("status: %+v", p)
+	}
+	// The denied value put back: no drift, and nothing waits any more.
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 16})
+	if rec3 := w.driftCheck(t); rec3.State != "cleared" || rec3.Waiting != "" {
+		t.Fatalf("after the drift cleared: %+v", rec3)
+	}
+}
+
+// A proposal that writes part of the drift and lists the rest as denied
+// is not a keep: its plan puts the denied part back. Merged, it is
+// refused for that (not as a proposal that moved), and nothing is called.
+// (A part the plan blocks is refused as a blocked plan.)
+func TestPartlyWrittenDriftProposalIsRefusedForWhatItLeavesOut(t *testing.T) {
+	w := policyDriftWorld(t)
+	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24, "memoryGiB": 256})
+	rec := w.driftCheck(t)
+	if rec == nil || rec.State != "open" || rec.Unwritten != 1 || rec.Fields != 1 {
+		t.Fatalf("drift proposal %+v", rec)
+	}
+	w.tick(t)
+	calls := w.audit(t, "call")
+	w.remo.UpdateRef(t, "refs/heads/main", rec.Head)
+	w.tick(t)
+	if ap := w.applied(t); ap != nil && ap.Commit == rec.Head {
+		t.Fatalf("a partly written keep was applied\n%s", w.log)
+	}
+	if got := w.audit(t, "call"); got != calls {
+		t.Fatalf("%d calls", got-calls)
+	}
+	st, err := agent.Status(w.store, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Refused) != 1 || st.Refused[0].Commit != rec.Head || !strings.Contains(st.Refused[0].Reason, "leaves out 1 drift(s) it cannot write") {
+		t.Fatalf("refused %+v", st.Refused)
 	}
 }

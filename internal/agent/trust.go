@@ -369,8 +369,21 @@ func (a *Agent) driftForeignRefused(c *candidate, what string, rv Reviewed) verd
 // carry a change nobody proposed. The agent rewrites the proposal at its
 // next drift check.
 func (a *Agent) driftKeepMoved(c *candidate, what string) verdict {
+	if rec, err := a.DriftProposalNow(); err == nil && rec != nil && rec.Unwritten > 0 && a.holds(c.commit, rec.Head) {
+		// Not moved: the proposal never stood for the whole drift. What it
+		// could not write (blocked, denied, not in the document) is still
+		// as the document has it, and the plan puts the fleet back there.
+		return unreviewed("drift partly written", "%s merges %s, a drift proposal that leaves out %d drift(s) it cannot write (listed in its description): its plan makes %d call(s) that put those back as the document has them, so it is not a keep and is not applied; write the rest by hand on a branch of your own, or read the plan and adopt it by hand",
+			refs.Short(c.commit), what, rec.Unwritten, len(c.plan.Calls))
+	}
 	return unreviewed("drift moved", "%s merges %s, a drift proposal, which keeps the fleet as it is, but its plan now makes %d call(s): the fleet or %s moved since it was written; merge it again once the agent has rewritten it (at the next drift check), or read the plan and adopt it by hand",
 		refs.Short(c.commit), what, len(c.plan.Calls), a.cfg.Branch)
+}
+
+// holds reports whether commit holds head (descends from it).
+func (a *Agent) holds(commit, head string) bool {
+	in, err := a.repo.Descends(commit, head)
+	return head != "" && err == nil && in
 }
 
 // stepMergeLinked finds the pull request that merged the commit. Where

@@ -128,6 +128,11 @@ func ApplyEdit(store *state.Store, e Edit) error {
 					return err
 				}
 			}
+			if v == nil && inventory.EmptyWhenLeftOut(e.Kind, f) {
+				// The document cannot say "none" here, only {}: stored
+				// as absent, no document would ever plan without a call.
+				v = map[string]any{}
+			}
 			params[f] = v
 			if v == nil {
 				delete(o.Spec, f)

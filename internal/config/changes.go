@@ -39,17 +39,26 @@ func (c Change) String() string {
 	return fmt.Sprintf("%s: %s -> %s", c.Key, show(c.Old), show(c.New))
 }
 
+// Reloadable are the keys a reload (SIGHUP, or the config file changing)
+// applies to a running agent. Every other key is read once, at start: its
+// identity, files and sockets, listeners, git remote and GitHub, adapters,
+// webhooks. The reload, its log line and the "on reload" column of the
+// configuration page all follow this one list.
+var Reloadable = []string{"apply.maxTeardowns", "apply.prune", "apply.requireReviewedPlan", "drift.every", "drift.heal", "policy.path"}
+
 // NeedsRestart reports whether the agent must restart to take the change:
-// its identity, its files and sockets, its listener and its adapters are
-// set up once. Everything else can be read again at the next poll.
-func (c Change) NeedsRestart() bool {
-	switch c.Key {
-	case "tenant", "state", "socket", "socketGroup", "listen", "pprof", "exposeOps", "exposeInsecureJoin":
-		return true
-	}
-	// The join listener is set up once, as the ops listener is, and so
-	// are the webhooks' queues and senders.
-	return strings.HasPrefix(c.Key, "providers.") || strings.HasPrefix(c.Key, "substrate.join.") || strings.HasPrefix(c.Key, "events.")
+// every key Reloadable does not name.
+func (c Change) NeedsRestart() bool { return !slices.Contains(Reloadable, c.Key) }
+
+// Reloaded is c (the running config) with the keys of Reloadable taken
+// from next: what a reload makes of it. The rest waits for a restart, so a
+// later reload still sees it as a change.
+func (c *Config) Reloaded(next *Config) *Config {
+	kept := *c
+	kept.Apply.Prune, kept.Apply.RequireReviewedPlan, kept.Apply.MaxTeardowns = next.Apply.Prune, next.Apply.RequireReviewedPlan, next.Apply.MaxTeardowns
+	kept.Policy.Path = next.Policy.Path
+	kept.Drift.Every, kept.Drift.Heal = next.Drift.Every, next.Drift.Heal
+	return &kept
 }
 
 // Changes lists the keys whose values differ from old, sorted by key. A nil

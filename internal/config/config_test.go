@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -759,7 +760,8 @@ providers:
 	for _, c := range next.Changes(old) {
 		restart[c.Key] = c.NeedsRestart()
 	}
-	if !restart["listen"] || restart["git.interval"] || !restart["providers.fake"] {
+	// git.interval is read once, when the agent starts polling.
+	if !restart["listen"] || !restart["git.interval"] || !restart["providers.fake"] {
 		t.Errorf("NeedsRestart: %v", restart)
 	}
 	if ch := next.Changes(nil); len(ch) == 0 || ch[0].Old != "" {
@@ -856,13 +858,14 @@ func TestSubstrate(t *testing.T) {
 			t.Errorf("%q:\n got %v\nwant line %d: %s", bad.text, ps, bad.line, bad.want)
 		}
 	}
-	// A change of the join listener needs a restart; of every, not.
+	// A change of the join listener needs a restart, and so does one of
+	// every: both are read once, at start.
 	next := mustParse(t, strings.Replace(strings.Replace(substrateExample, "every: 1m", "every: 2m", 1), "0.0.0.0:9465", "0.0.0.0:9466", 1))
 	restart := map[string]bool{}
 	for _, ch := range next.Changes(c) {
 		restart[ch.Key] = ch.NeedsRestart()
 	}
-	if len(restart) != 2 || restart["substrate.every"] || !restart["substrate.join.listen"] {
+	if len(restart) != 2 || !restart["substrate.every"] || !restart["substrate.join.listen"] {
 		t.Errorf("changes: %v", restart)
 	}
 }
@@ -890,5 +893,40 @@ func TestChangesOfWebhooks(t *testing.T) {
 		if s := ch[0].String(); strings.Contains(s, "T0K3N") || strings.Contains(s, "OTHER") || s != "events.webhooks changed" {
 			t.Errorf("%s: the change is logged as %q", name, s)
 		}
+	}
+}
+
+// Reloadable is the one list of what a reload applies: Reloaded takes
+// exactly those keys from the new config (a config that changes every key
+// keeps every other as it was), and NeedsRestart names every other key.
+func TestReloadedTakesExactlyTheReloadableKeys(t *testing.T) {
+	old := mustParse(t, "git: { url: https://h/r }\n")
+	next := mustParse(t, "tenant: acme\ngit: { url: https://h/other, interval: 30s, branch: prod }\nlisten: 127.0.0.1:9999\n"+
+		"apply: { prune: true, requireReviewedPlan: false, maxTeardowns: 3 }\npolicy: { path: policy.yaml }\ndrift: { every: 5m, heal: true, pullRequests: true }\nsubstrate: { every: 2m }\n")
+	changed := map[string]bool{}
+	for _, c := range next.Changes(old) {
+		changed[c.Key] = true
+		if c.NeedsRestart() == slices.Contains(Reloadable, c.Key) {
+			t.Errorf("%s: NeedsRestart %v disagrees with Reloadable", c.Key, c.NeedsRestart())
+		}
+	}
+	for _, k := range Reloadable {
+		if !changed[k] {
+			t.Fatalf("the test's config does not change %s", k)
+		}
+	}
+	kept := old.Reloaded(next)
+	for _, c := range kept.Changes(old) {
+		if c.NeedsRestart() {
+			t.Errorf("a reload took %s, which needs a restart", c.Key)
+		}
+	}
+	for _, c := range next.Changes(kept) {
+		if !c.NeedsRestart() {
+			t.Errorf("a reload did not take %s, which Reloadable names", c.Key)
+		}
+	}
+	if n := len(kept.Changes(old)); n != len(Reloadable) {
+		t.Errorf("a reload took %d keys, Reloadable names %d", n, len(Reloadable))
 	}
 }

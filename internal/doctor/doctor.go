@@ -195,8 +195,14 @@ func checkNodeDaemonImage(r *Report, f Fleet) {
 	}
 }
 
-// checkDriftProposal notes an open drift proposal: a person chooses.
+// checkDriftProposal notes an open drift proposal (a person chooses), or
+// a drift no proposal can stand for, and why.
 func checkDriftProposal(r *Report, p *localapi.DriftProposal, now time.Time) {
+	if p != nil && p.State == "none" {
+		r.Add("fleet", "drift-proposal-none", Note, "no drift proposal stands for the drift: "+p.Waiting,
+			"fleet-agent status lists what is not written and why; keep it by writing it into the document by hand, or undo it by applying the document again (docs/drift.md)")
+		return
+	}
 	if p == nil || p.State != "open" {
 		return
 	}
@@ -209,8 +215,20 @@ func checkDriftProposal(r *Report, p *localapi.DriftProposal, now time.Time) {
 		since = " for " + now.Sub(time.UnixMilli(p.OpenedAt)).Round(time.Minute).String()
 	}
 	r.Add("fleet", "drift-proposal-open", Note,
-		fmt.Sprintf("the drift is proposed as %s, open%s: %d value(s) written, %d the document cannot hold", where, since, p.Fields, p.Unwritten),
+		fmt.Sprintf("the drift is proposed as %s, open%s: %d value(s) written, %d the document cannot hold%s", where, since, p.Fields, p.Unwritten, proposalNotes(p)),
 		"merge it to keep the fleet as it is; close it (without GitHub: delete the branch) to revert with drift.revertOnClose, or to leave the drift reported (docs/drift.md)")
+}
+
+// proposalNotes says why an open proposal waits, and a refusal of its merge.
+func proposalNotes(p *localapi.DriftProposal) string {
+	out := ""
+	if p.MergeRefused != "" {
+		out += "; its merge was refused: " + p.MergeRefused
+	}
+	if p.Waiting != "" {
+		out += "; waiting: " + p.Waiting
+	}
+	return out
 }
 
 // checkWebhooks notes a webhook whose receiver fails or dropped events.

@@ -105,6 +105,12 @@ func TestDriftProposalAndWebhooks(t *testing.T) {
 	if r.NeedsPerson() {
 		t.Fatal("notes made the report fail")
 	}
+	// A drift no proposal can stand for is a note that says why.
+	var r3 Report
+	CheckFleet(&r3, Fleet{DriftProposal: &localapi.DriftProposal{State: "none", Branch: "fleet-agent/drift-1a2b", Waiting: "nothing in the drift can be written into the document: flavor gpu/x vcpu: denied"}}, now)
+	if c := strings.Join(r3.Codes(), " "); c != "fleet-ok drift-proposal-none" || !strings.Contains(r3.Findings[1].Found, "vcpu: denied") {
+		t.Fatalf("codes = %q, findings %+v", c, r3.Findings)
+	}
 	// A proposal that ended is no finding.
 	var r2 Report
 	CheckFleet(&r2, Fleet{DriftProposal: &localapi.DriftProposal{State: "merged", Branch: "fleet-agent/drift-1a2b"}}, now)

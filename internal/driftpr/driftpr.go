@@ -46,8 +46,11 @@ type Field struct {
 
 // Unwritten is a drift the proposal does not write, with the reason.
 type Unwritten struct {
-	Kind   inventory.Kind
-	Name   string
+	Kind inventory.Kind
+	Name string
+	// Field is the one field left out when the rest of the object is
+	// written ("" when the whole object's drift is).
+	Field  string
 	Reason string
 	Source string
 	// Blocked: the plan blocks the change, so the document must not say
@@ -79,6 +82,18 @@ var arrays = map[inventory.Kind]string{
 // byte alone. live is the document exported from the fleet as it is; audit
 // is the audit log (newest last), read for who changed each value.
 func Write(file []byte, p *plan.Plan, live *inventory.Snapshot, liveDoc []byte, audit []state.AuditRow, tenant string) (*Rewrite, error) {
+	return WriteExcept(file, p, live, liveDoc, audit, tenant, nil)
+}
+
+// FieldKey names one field of one object, for WriteExcept.
+func FieldKey(k inventory.Kind, name, field string) string {
+	return string(k) + "\x00" + name + "\x00" + field
+}
+
+// WriteExcept is Write leaving out the fields that skip names (by
+// FieldKey), each listed as blocked with its reason: the rest of the
+// object is written.
+func WriteExcept(file []byte, p *plan.Plan, live *inventory.Snapshot, liveDoc []byte, audit []state.AuditRow, tenant string, skip map[string]string) (*Rewrite, error) {
 	var fileTree, liveTree map[string]any
 	if err := decode(file, &fileTree); err != nil {
 		return nil, err
@@ -94,29 +109,40 @@ func Write(file []byte, p *plan.Plan, live *inventory.Snapshot, liveDoc []byte, 
 		// would claim what the plan refuses, so it is listed whatever it is.
 		switch {
 		case c.Blocked != "":
-			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "blocked: " + c.Blocked, src, true})
+			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "", "blocked: " + c.Blocked, src, true})
 			continue
 		case !ok:
-			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "this drift pull request writes fields of sites, provider accounts, pools, flavors and sandbox templates; write this " + string(c.Kind) + " into the document by hand", src, false})
+			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "", "this drift pull request writes fields of sites, provider accounts, pools, flavors and sandbox templates; write this " + string(c.Kind) + " into the document by hand", src, false})
 			continue
 		case c.Action == plan.Create:
-			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "the document holds this object but the fleet no longer does; removing it from the document is left to a person", src, false})
+			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "", "the document holds this object but the fleet no longer does; removing it from the document is left to a person", src, false})
 			continue
 		case c.Action == plan.Delete:
-			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "the fleet holds this object but the document does not; adding it is left to a person (fleet-agent export shows it)", src, false})
+			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "", "the fleet holds this object but the document does not; adding it is left to a person (fleet-agent export shows it)", src, false})
 			continue
 		case c.Action != plan.Update:
 			continue
 		}
 		fi, fobj := find(fileTree, arr, c.Kind, c.Name)
 		_, lobj := find(liveTree, arr, c.Kind, c.Name)
+		var spec map[string]any
+		if o, ok := live.ByName(c.Kind, c.Name); ok {
+			spec = o.Spec
+		}
 		if fobj == nil || lobj == nil {
-			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "the object cannot be found by name in " + arr + " of the file at the tip of the branch", src, false})
+			out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, "", "the object cannot be found by name in " + arr + " of the file at the tip of the branch", src, false})
 			continue
 		}
 		for _, f := range c.Fields {
+			if why, ok := skip[FieldKey(c.Kind, c.Name, f)]; ok {
+				out.Unwritten = append(out.Unwritten, Unwritten{c.Kind, c.Name, f, why, source(audit, live, tenant, c.Kind, c.Name, f), true})
+				continue
+			}
 			before, hasBefore := fobj[f]
 			after, hasAfter := lobj[f]
+			if hasAfter && (absent(after, spec, f) || inventory.EmptyWhenLeftOut(c.Kind, f) && isEmptyObject(after)) {
+				hasAfter = false
+			}
 			base := fmt.Sprintf("/%s/%d", arr, fi)
 			fld := Field{Kind: c.Kind, Name: c.Name, Source: source(audit, live, tenant, c.Kind, c.Name, f)}
 			if err := out.write(base, f, f, fld, before, hasBefore, after, hasAfter); err != nil {
@@ -179,6 +205,35 @@ func (out *Rewrite) write(base, key, path string, fld Field, before any, hasBefo
 	out.File = next
 	out.Fields = append(out.Fields, fld)
 	return nil
+}
+
+// absent reports whether the export's empty object at path stands for a
+// value the fleet does not hold: the export writes a nested object the
+// fleet lacks as {}. Written member by member, a removed policy would stay
+// in the file as an emptied object; removed whole, the member is gone, as
+// the fleet has it. (A field the document reads as {} when left out is
+// removed whole too: the two say the same, and the removal is the smaller
+// diff a reviewer reads.)
+func absent(after any, spec map[string]any, path ...string) bool {
+	if m, ok := after.(map[string]any); !ok || len(m) != 0 || spec == nil {
+		return false
+	}
+	var cur any = spec
+	for _, k := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return true
+		}
+		if cur, ok = m[k]; !ok || cur == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func isEmptyObject(v any) bool {
+	m, ok := v.(map[string]any)
+	return ok && len(m) == 0
 }
 
 func decode(b []byte, v any) error {
@@ -260,6 +315,9 @@ type Choices struct {
 	FirstSeen     time.Time
 	DriftHash     string
 	Marker        string // the hidden marker that ties the text to this drift
+	// Undoes is the refused tip of Branch whose change of the file the
+	// proposal undoes ("" when it is built on the applied tip).
+	Undoes string
 }
 
 // Body is the text of a drift proposal.
@@ -274,10 +332,17 @@ func Body(rw *Rewrite, ch Choices) string {
 		}
 		b.WriteString("\n")
 	}
+	if ch.Undoes != "" {
+		fmt.Fprintf(&b, "The tip `%s` of `%s` was refused and is not applied. This pull request is written on the document that is applied, so merging it also **undoes that commit's change of the file** (it shows in the diff).\n\n", ch.Undoes, ch.Branch)
+	}
 	if len(rw.Unwritten) > 0 {
-		b.WriteString("Not written into the document (a blocked change never is):\n\n")
+		b.WriteString("Not written into the document (a blocked change never is). The plan of this pull request still makes the calls that put these back as the document has them, so it cannot be merged as a keep while any is listed: merged, it is refused; keep the rest by writing these by hand, or close it:\n\n")
 		for _, u := range rw.Unwritten {
-			fmt.Fprintf(&b, "- %s `%s`: %s (%s)\n", u.Kind, cell(u.Name), u.Reason, row(u.Source))
+			what := ""
+			if u.Field != "" {
+				what = " `" + cell(u.Field) + "`"
+			}
+			fmt.Fprintf(&b, "- %s `%s`%s: %s (%s)\n", u.Kind, cell(u.Name), what, u.Reason, row(u.Source))
 		}
 		b.WriteString("\n")
 	}

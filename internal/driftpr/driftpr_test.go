@@ -156,3 +156,19 @@ func TestBlockedDriftIsListedNotWritten(t *testing.T) {
 		t.Fatalf("body:\n%s", body)
 	}
 }
+
+// A pool's policy removed by hand is removed from the file as one member
+// (with its separator), not emptied member by member: `"policy": {  }`
+// would plan as a change again.
+func TestRemovedPolicyRemovesTheMember(t *testing.T) {
+	rw, file := drifted(t, apply.Edit{Kind: inventory.Pool, Name: "gpu-fra", Set: map[string]any{"policy": nil}, Who: "ops@box"})
+	want := strings.Replace(string(file), `,
+	  "policy": { "disruptionBudget": 0.25,
+	              "maxNodes" :  2.0 }`, "", 1)
+	if string(rw.File) != want {
+		t.Fatalf("the rewritten file:\n%s", rw.File)
+	}
+	if len(rw.Fields) != 1 || rw.Fields[0].Field != "policy" || rw.Fields[0].After != "" {
+		t.Fatalf("fields: %+v", rw.Fields)
+	}
+}

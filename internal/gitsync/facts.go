@@ -26,6 +26,9 @@ type CommitInfo struct {
 	Committer Person
 	Message   string
 	Parents   []string
+	// Tree is the hash of the commit's tree: two commits with the same
+	// tree hold the same files.
+	Tree string
 	// Signed says whether the commit carries a signature (of any kind); use
 	// Verify to know whether it is trusted.
 	Signed bool
@@ -160,6 +163,7 @@ func (r *Repo) Commit(commit string) (CommitInfo, error) {
 		Committer: Person{Name: c.Committer.Name, Email: c.Committer.Email, When: c.Committer.When},
 		Message:   c.Message,
 		Signed:    c.PGPSignature != "",
+		Tree:      c.TreeHash.String(),
 	}
 	for _, p := range c.ParentHashes {
 		info.Parents = append(info.Parents, p.String())

@@ -31,6 +31,15 @@ const (
 	SandboxTemplate Kind = "sandboxTemplate"
 )
 
+// emptyWhenLeftOut are the object fields a document always holds as an
+// object: left out (or null), the document means an empty one, and the
+// stored spec holds {} as an apply of such a document would.
+var emptyWhenLeftOut = map[Kind]string{Pool: "policy", ProviderAccount: "config"}
+
+// EmptyWhenLeftOut reports whether a kind's field, left out of the
+// document, means an empty object rather than no value.
+func EmptyWhenLeftOut(k Kind, field string) bool { return emptyWhenLeftOut[k] == field }
+
 // Kinds lists every kind.
 var Kinds = []Kind{ProviderAccount, Site, Pool, OwnerQuota, Offer, Flavor, SandboxTemplate}
 

@@ -244,6 +244,13 @@ type DriftProposal struct {
 	// status: without GitHub nobody else shows it.
 	Values     []DriftValue      `json:"values,omitempty"`
 	NotWritten []DriftNotWritten `json:"notWritten,omitempty"`
+	// Waiting says why the proposal does not follow the drift now: its
+	// merge is not applied yet, git.branch's tip carries a change nobody
+	// applied, nothing in the drift can be written. Empty while it does.
+	Waiting string `json:"waiting,omitempty"`
+	// MergeRefused is the refusal of a merge of this proposal: the branch
+	// is kept and rewritten, to be merged again.
+	MergeRefused string `json:"mergeRefused,omitempty"`
 }
 
 // DriftValue is one value a drift proposal writes.
@@ -257,7 +264,10 @@ type DriftValue struct {
 
 // DriftNotWritten is a drift a drift proposal leaves to a person, and why.
 type DriftNotWritten struct {
-	Object  string `json:"object"`
+	Object string `json:"object"`
+	// Field is the one field left out when the object's others are
+	// written; absent when the whole object's drift is.
+	Field   string `json:"field,omitempty"`
 	Reason  string `json:"reason"`
 	Blocked bool   `json:"blocked,omitempty"`
 	Source  string `json:"source"`

@@ -94,7 +94,9 @@ func situations() map[string]*Fleet {
 	f.Audit = append(f.Audit, state.AuditRow{Seq: 3, At: ms(5 * time.Minute), Who: "ops@box", Action: "edit", Method: "flavors.update", Params: json.RawMessage(`{"name":"gpu/small","vcpu":8}`)})
 	// The drift is proposed as a pull request, and two webhooks hear of
 	// it: one delivers, one fails (hostile text escaped).
-	f.Drift.Proposal = &localapi.DriftProposal{State: "open", Branch: "fleet-agent/drift-1a2b3c4d", PR: 12, Fields: 3, Unwritten: 1}
+	f.Drift.Proposal = &localapi.DriftProposal{State: "open", Branch: "fleet-agent/drift-1a2b3c4d", PR: 12, Fields: 3, Unwritten: 1,
+		MergeRefused: "merged into main at 9f8e7d6c5b4a, but the merge was refused (UNREVIEWED): its plan now makes 1 call(s)",
+		Waiting:      "the tip 9f8e7d6c5b4a of main is not applied yet <script>alert(1)</script>"}
 	held := now.Add(2 * time.Minute)
 	f.Webhooks = []webhooks.Status{
 		{ID: "wh-3d31bacb7186", Receiver: "https://hooks.example.com", Format: "cloudevents", Delivered: 4,
