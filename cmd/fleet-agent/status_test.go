@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/imagepin"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/testutil/golden"
 )

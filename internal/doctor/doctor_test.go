@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/imagepin"
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
