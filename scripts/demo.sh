@@ -188,6 +188,8 @@ if "$ROOT/scripts/kube-cache.sh" --check >/dev/null 2>&1; then
   fi
   grep '^demoplane: ' "$DEMO/kube.log" | show
   JOIN_PORT=$(cat "$DEMO/kube/joinport")
+  # The demo's image is in no registry (the control plane's Nodes are
+  # simulated): the agent is told not to ask one for its digest.
   KUBE_YAML="
     kube:
       url: $(cat "$DEMO/kube/url")
@@ -196,6 +198,7 @@ if "$ROOT/scripts/kube-cache.sh" --check >/dev/null 2>&1; then
   SUBSTRATE_YAML="
   nodeDaemon:
     image: fleet-agent:demo
+    resolveDigest: false
     joinURL: http://127.0.0.1:$JOIN_PORT/
   join:
     listen: 127.0.0.1:$JOIN_PORT
