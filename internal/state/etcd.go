@@ -158,6 +158,9 @@ type EtcdStats struct {
 	// CampaignsResumed counts campaigns taken up again after a compaction
 	// cut their wait short.
 	CampaignsResumed atomic.Int64
+	// SameNames counts campaigns that found another agent of this one's
+	// name on the store (Warn says so each time).
+	SameNames atomic.Int64
 }
 
 // OpenEtcd opens (creating it when the prefix is empty) a store on etcd.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -606,5 +607,45 @@ func TestEtcdRollForwardFailureIsReported(t *testing.T) {
 	}
 	if got := generations(t, b); got != fmt.Sprintf("%dx2", n) {
 		t.Fatalf("after the next leader's write: %s", got)
+	}
+}
+
+// TestEtcdSameNameIsWarned: an agent that campaigns on a store where
+// another agent of its name leads is warned, once per campaign, and the
+// election still tells the two apart; an agent of another name is not.
+func TestEtcdSameNameIsWarned(t *testing.T) {
+	o := statetest.EtcdOptions(t)
+	o.Lease = 2 * time.Second
+	a := openEtcd(t, withName(o, "ops-1"))
+	lead(t, a)
+	var mu sync.Mutex
+	var warned []error
+	warn := func(err error) { mu.Lock(); warned = append(warned, err); mu.Unlock() }
+	campaign := func(name string) {
+		t.Helper()
+		wo := withName(o, name)
+		wo.Warn = warn
+		b := openEtcd(t, wo)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		// a leads: b waits in its campaign until the context ends.
+		if l, err := b.Lead(ctx); err == nil {
+			t.Fatalf("%s led beside the leader (key %v)", name, l)
+		}
+	}
+	campaign("ops-2")
+	mu.Lock()
+	if len(warned) != 0 {
+		t.Fatalf("another name was warned: %v", warned)
+	}
+	mu.Unlock()
+	campaign("ops-1")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(warned) != 1 || !strings.Contains(warned[0].Error(), `also named "ops-1"`) {
+		t.Fatalf("warned %v, want once that another agent is also named ops-1", warned)
+	}
+	if !a.Leading() {
+		t.Fatal("the first ops-1 stopped leading")
 	}
 }

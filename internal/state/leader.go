@@ -161,6 +161,7 @@ func (be *etcdBackend) campaign(ctx context.Context) (*Leadership, error) {
 	// revision it read; a compaction between that read and the watch
 	// fails the wait (ErrCompacted). The campaign is taken up again on the
 	// same key: its place in the queue is kept, the wait starts afresh.
+	be.warnSameName(grant.ID)
 	err = l.election.Campaign(cctx, be.name)
 	for errors.Is(err, rpctypes.ErrCompacted) && cctx.Err() == nil {
 		be.stats.CampaignsResumed.Add(1)
@@ -564,4 +565,23 @@ func (be *etcdBackend) updateIn(l *Leadership, fn func(kvTx) error) error {
 		return be.notLeader()
 	}
 	return be.commit(fn, l)
+}
+
+// warnSameName says when another candidate or the leader of this store
+// bears this agent's name (state.etcd.name): the election stays correct
+// (its keys are the leases), but status, doctor and the logs name the
+// leader by it, so two boxes of one name cannot be told apart there. A read
+// that fails says nothing: the campaign reports etcd's trouble itself.
+func (be *etcdBackend) warnSameName(mine clientv3.LeaseID) {
+	r, err := be.get(be.leaderPfx(), clientv3.WithPrefix())
+	if err != nil || be.warn == nil {
+		return
+	}
+	for _, kv := range r.Kvs {
+		if string(kv.Value) == be.name && clientv3.LeaseID(kv.Lease) != mine {
+			be.stats.SameNames.Add(1)
+			be.warn(refusal.New(refusal.InvalidInput, "another agent on this etcd store is also named %q (state.etcd.name): the election still holds, but status, doctor and the logs cannot tell the two apart; give each box its own name (the host name is the default)", be.name))
+			return
+		}
+	}
 }
