@@ -60,6 +60,9 @@ type observed struct {
 	cluster *providers.Cluster
 	pool    *providers.NodePool
 	message string
+	// doubt: what the operation works on is gone; the next pass must be a
+	// full one.
+	doubt bool
 }
 
 // result is how a drive of an operation ended for the pass.
@@ -86,6 +89,11 @@ type outcome struct {
 	obs     observed
 	until   time.Time
 	message string
+	// reason overrides the condition reason res implies (a step's stop).
+	reason string
+	// doubt: the drive learned something that needs a full look (what
+	// the operation works on is gone).
+	doubt bool
 }
 
 // call makes an operation's provider call, with its client token.
@@ -180,8 +188,7 @@ func (p *pass) readBack(op *state.JournalOp) (observed, error) {
 		}
 		// An update of a pool that is gone cannot happen; the next pass
 		// (a full one: the listing is read again) makes the pool again.
-		p.doubt()
-		return observed{phase: phFailed, message: fmt.Sprintf("node pool %s is gone", name)}, nil
+		return observed{phase: phFailed, message: fmt.Sprintf("node pool %s is gone", name), doubt: true}, nil
 	}
 	if err != nil {
 		return observed{}, err
@@ -221,7 +228,9 @@ func applied(step string, req request, np providers.NodePool) bool {
 // ends it with resWait. stale says a newer generation wants something
 // else: the operation is abandoned at the first point where that is safe
 // (nothing is in progress at the provider).
-func (p *pass) drive(op *state.JournalOp, stale bool) (outcome, error) {
+func (p *pass) drive(op *state.JournalOp, stale bool) (out outcome, err error) {
+	doubted := false
+	defer func() { out.doubt = out.doubt || doubted }()
 	for range 8 {
 		now := p.r.clock.Now()
 		due := time.UnixMilli(op.NextAttemptAt)
@@ -267,7 +276,9 @@ func (p *pass) drive(op *state.JournalOp, stale bool) (outcome, error) {
 				err := p.move(op, Ambiguous, func(o *state.JournalOp) { o.LastError = opError(callErr) }, nil)
 				return outcome{res: resWait, until: now}, errors.Join(p.ctx.Err(), err)
 			}
-			if err := p.settleCall(op, obs, callErr); err != nil {
+			doubt, err := p.settleCall(op, obs, callErr)
+			doubted = doubted || doubt
+			if err != nil {
 				return outcome{}, err
 			}
 		case state.Verifying:
@@ -275,6 +286,7 @@ func (p *pass) drive(op *state.JournalOp, stale bool) (outcome, error) {
 			if err != nil || end != nil {
 				return ended(end), err
 			}
+			doubted = doubted || obs.doubt
 			switch obs.phase {
 			case phAbsent:
 				if stale {
@@ -298,6 +310,7 @@ func (p *pass) drive(op *state.JournalOp, stale bool) (outcome, error) {
 			if err != nil || end != nil {
 				return ended(end), err
 			}
+			doubted = doubted || obs.doubt
 			switch obs.phase {
 			case phInProgress:
 				return outcome{res: resWait, obs: obs, until: now.Add(p.r.opts.Poll), message: p.describe(op) + progress(obs)}, nil
@@ -355,8 +368,8 @@ func ended(o *outcome) outcome {
 }
 
 // settleCall records a call's answer: the one place that reads a provider
-// error's class and side effect.
-func (p *pass) settleCall(op *state.JournalOp, obs observed, err error) error {
+// error's class and side effect. doubt says what the call needs is gone.
+func (p *pass) settleCall(op *state.JournalOp, obs observed, err error) (doubt bool, _ error) {
 	now := p.r.clock.Now()
 	if err == nil && withoutIdentity(op.Step, obs) {
 		// "It happened" without the object (a 2xx the client could not
@@ -364,14 +377,14 @@ func (p *pass) settleCall(op *state.JournalOp, obs observed, err error) error {
 		// so it is read back by name like any unknown outcome. Accepting
 		// it would leave a create with no result that no later pass can
 		// settle.
-		return p.move(op, Ambiguous, func(o *state.JournalOp) {
+		return false, p.move(op, Ambiguous, func(o *state.JournalOp) {
 			o.NextAttemptAt = 0
 			o.LastError = &state.OpError{Class: string(providers.Unknown), SideEffect: string(providers.Done),
 				Message: "the provider answered without the object it made; reading it back by name"}
 		}, nil)
 	}
 	if err == nil {
-		return p.move(op, Accept, func(o *state.JournalOp) {
+		return false, p.move(op, Accept, func(o *state.JournalOp) {
 			o.LastError, o.NextAttemptAt = nil, 0
 			o.Result = resultOfCall(obs)
 		}, p.acceptedTx(op, obs))
@@ -381,27 +394,25 @@ func (p *pass) settleCall(op *state.JournalOp, obs observed, err error) error {
 	switch {
 	case side == providers.Done || (class == providers.NotFound && isDelete(op.Step)):
 		// It happened (a delete of what is gone is what a delete wants).
-		return p.move(op, Accept, func(o *state.JournalOp) { o.LastError, o.NextAttemptAt = oe, 0 }, p.acceptedTx(op, obs))
+		return false, p.move(op, Accept, func(o *state.JournalOp) { o.LastError, o.NextAttemptAt = oe, 0 }, p.acceptedTx(op, obs))
 	case side == providers.Maybe:
 		// Not known: read back by name before anything else.
-		return p.move(op, Ambiguous, func(o *state.JournalOp) { o.LastError, o.NextAttemptAt = oe, 0 }, nil)
+		return false, p.move(op, Ambiguous, func(o *state.JournalOp) { o.LastError, o.NextAttemptAt = oe, 0 }, nil)
 	case providers.Retryable(err) || class == providers.NotFound:
 		wait := max(RetryWait(op.Attempts), providers.RetryAfterOf(err))
-		if class == providers.NotFound {
-			p.doubt() // what the call needs (its cluster) is gone: look again
-		}
-		return p.move(op, Retry, func(o *state.JournalOp) { o.LastError, o.NextAttemptAt = oe, now.Add(wait).UnixMilli() }, nil)
+		// What the call needs (its cluster) may be gone: look again.
+		return class == providers.NotFound, p.move(op, Retry, func(o *state.JournalOp) { o.LastError, o.NextAttemptAt = oe, now.Add(wait).UnixMilli() }, nil)
 	case class == providers.Terminal || isDelete(op.Step):
 		// A refusal a person must fix (a permission, a quota, a refused
 		// delete): tried again on the long schedule; a teardown is never
 		// given up.
-		return p.move(op, Retry, func(o *state.JournalOp) {
+		return false, p.move(op, Retry, func(o *state.JournalOp) {
 			o.Refusals++
 			o.LastError = oe
 			o.NextAttemptAt = now.Add(max(RefusalWait(o.Refusals), providers.RetryAfterOf(err))).UnixMilli()
 		}, nil)
 	default:
-		return p.move(op, Refuse, func(o *state.JournalOp) { o.LastError, o.NextAttemptAt = oe, 0 }, nil)
+		return false, p.move(op, Refuse, func(o *state.JournalOp) { o.LastError, o.NextAttemptAt = oe, 0 }, nil)
 	}
 }
 

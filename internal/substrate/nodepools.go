@@ -55,7 +55,7 @@ func sizeFor(have providers.NodePool, want providers.Size) providers.Size {
 
 // nodePools converges one node pool per flavor and deletes those of
 // removed flavors; making reports that a flavor's pool is still being made.
-func (p *pass) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
+func (p *step) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
 	if !p.full {
 		return nodePoolsResult{}, nil
 	}
@@ -142,7 +142,7 @@ type flavorResult struct {
 
 // flavor converges one flavor's node pool. A refusal is this flavor's
 // error; the others go on.
-func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed map[string]providers.NodePool) (flavorResult, error) {
+func (p *step) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed map[string]providers.NodePool) (flavorResult, error) {
 	want := nodePoolSpec(p.owner(), f)
 	name := want.Name
 	sp := state.SeenNodePool{Flavor: f.Name, Name: name, Status: "missing"}
@@ -163,7 +163,7 @@ func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed 
 			whose = "belongs to installation " + inst
 		}
 		sp.Status, sp.Message = string(np.Status), "not ours: "+whose
-		p.problem("%s: node pool %s exists and %s; fleet-agent never changes a node pool that is not its own: delete or rename it", label, name, whose)
+		p.problem(ReasonNodePoolNotOurs, fmt.Sprintf("%s: node pool %s exists and %s; fleet-agent never changes a node pool that is not its own: delete or rename it", label, name, whose))
 		return flavorResult{seen: sp}, nil
 	}
 	if op := p.pending(name, nodePoolSteps...); op != nil {
@@ -206,7 +206,7 @@ func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed 
 			p.r.log.Warn().Str("pool", p.want.Pool).Str("nodePool", name).Msg("substrate: a node pool made before is gone at the provider; making it again")
 		}
 		if repeat > maxRepeats {
-			p.problem("%s: node pool %s was made %d times and keeps disappearing at the provider; see the provider's console", label, name, repeat)
+			p.problem(ReasonNodePoolKeepsDisappearing, fmt.Sprintf("%s: node pool %s was made %d times and keeps disappearing at the provider; see the provider's console", label, name, repeat))
 			return flavorResult{seen: sp, making: false}, nil
 		}
 		op, err := p.open(stepCreateNodePool, name, repeat, request{Cluster: ref, NodePool: &want})
@@ -230,14 +230,14 @@ func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed 
 	now := p.r.clock.Now()
 	switch np.Status {
 	case providers.NodePoolProvisioning, providers.NodePoolUpdating:
-		p.wait(fmt.Sprintf("%s: node pool %s is %s", label, name, np.Status), now.Add(p.r.opts.Poll))
+		p.wait(ReasonNodePoolProvisioning, fmt.Sprintf("%s: node pool %s is %s", label, name, np.Status), now.Add(p.r.opts.Poll))
 		return flavorResult{seen: sp, making: np.Status == providers.NodePoolProvisioning}, nil
 	case providers.NodePoolDeleting:
-		p.wait(fmt.Sprintf("%s: node pool %s is being deleted at the provider (not by fleet-agent); it is made again once it is gone", label, name), now.Add(p.r.opts.Poll))
+		p.wait(ReasonNodePoolDeletedElsewhere, fmt.Sprintf("%s: node pool %s is being deleted at the provider (not by fleet-agent); it is made again once it is gone", label, name), now.Add(p.r.opts.Poll))
 		return flavorResult{seen: sp, making: true}, nil
 	case providers.NodePoolError:
 		sp.Message = cmpOr(np.Message, "in error at the provider")
-		p.problem("%s: node pool %s is in error at the provider: %s; see the provider's console", label, name, sp.Message)
+		p.problem(ReasonNodePoolInError, fmt.Sprintf("%s: node pool %s is in error at the provider: %s; see the provider's console", label, name, sp.Message))
 		return flavorResult{seen: sp, making: false}, nil
 	}
 	var (
@@ -264,7 +264,7 @@ func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed 
 		repeat++
 	}
 	if repeat > maxRepeats {
-		p.problem("%s: node pool %s still differs from the document after %d changes; the provider keeps another value (see its console)", label, name, repeat)
+		p.problem(ReasonNodePoolKeepsDiffering, fmt.Sprintf("%s: node pool %s still differs from the document after %d changes; the provider keeps another value (see its console)", label, name, repeat))
 		return flavorResult{seen: sp, making: false}, nil
 	}
 	op, err := p.open(step, name, repeat, req)
@@ -285,7 +285,7 @@ func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed 
 }
 
 // deleteNodePool deletes one of our node pools; its result says whether it is gone.
-func (p *pass) deleteNodePool(ref providers.ClusterRef, prefix, name, why string) (removeResult, error) {
+func (p *step) deleteNodePool(ref providers.ClusterRef, prefix, name, why string) (removeResult, error) {
 	object := prefix + name
 	op := p.pending(object, stepDeleteNodePool)
 	if op == nil {
@@ -294,8 +294,8 @@ func (p *pass) deleteNodePool(ref providers.ClusterRef, prefix, name, why string
 			repeat++
 		}
 		if repeat > maxRepeats {
-			p.problem("node pool %s was deleted %d times and keeps coming back at the provider (%s); fleet-agent stops deleting it: find what makes it again (the provider's console or audit log), then change the substrate in the document to try again",
-				name, repeat, why)
+			p.problem(ReasonNodePoolKeepsComingBack, fmt.Sprintf("node pool %s was deleted %d times and keeps coming back at the provider (%s); fleet-agent stops deleting it: find what makes it again (the provider's console or audit log), then change the substrate in the document to try again",
+				name, repeat, why))
 			return removeResult{}, nil
 		}
 		var err error

@@ -30,9 +30,11 @@ func TestStatusShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	// docs/substrates.md's keys, and converged (an addition: what a script waits for),
-	// nodes.connected and joinedNodes (additions: each node connected or not).
+	// nodes.connected and joinedNodes (additions: each node connected or not),
+	// conditions (an addition: each step's verdict).
 	want := map[string][]string{
-		"":              {"account", "cluster", "converged", "joinedNodes", "message", "mode", "nodePools", "nodes", "pool", "poolId", "state", "updatedAt", "waitingToJoin"},
+		"":              {"account", "cluster", "conditions", "converged", "joinedNodes", "message", "mode", "nodePools", "nodes", "pool", "poolId", "state", "updatedAt", "waitingToJoin"},
+		"conditions[0]": {"message", "reason", "status", "type"},
 		"cluster":       {"endpoint", "globalId", "id", "location", "version"},
 		"nodes":         {"connected", "joined", "listed"},
 		"waitingToJoin": {"count", "since"},
@@ -43,6 +45,8 @@ func TestStatusShape(t *testing.T) {
 		switch {
 		case path == "nodePools[0]":
 			obj = got["nodePools"].([]any)[0].(map[string]any)
+		case path == "conditions[0]":
+			obj = got["conditions"].([]any)[0].(map[string]any)
 		case path != "":
 			obj = got[path].(map[string]any)
 		}
@@ -59,6 +63,15 @@ func TestStatusShape(t *testing.T) {
 	if st.Pool != "gpu" || st.Account != crashtest.Account || st.Mode != "create" || st.Cluster.Location != "fake-east" ||
 		st.NodePools[0].Status != "running" || st.NodePools[0].Nodes != 1 || st.UpdatedAt == 0 {
 		t.Fatalf("%+v", st)
+	}
+	// Converged without a node daemon: every step done but the in-cluster
+	// half, which has none to hand the cluster to.
+	var conds []string
+	for _, c := range st.Conditions {
+		conds = append(conds, c.Type+"="+c.Status+"/"+c.Reason)
+	}
+	if want := "Account=True/AccountFound Cluster=True/ClusterRunning Claim=True/Claimed NodePools=True/NodePoolsReady InCluster=Unknown/NodeDaemonNotConfigured"; strings.Join(conds, " ") != want {
+		t.Errorf("conditions %v, want %s", conds, want)
 	}
 	lines := substrate.TextLines(list)
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "gpu creating create ") || !strings.Contains(lines[1], "h100") {

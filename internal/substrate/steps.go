@@ -2,14 +2,15 @@ package substrate
 
 // What the steps of the pass return. Like Karpenter's node-claim
 // reconcilers (launch, registration, initialization, liveness), each step
-// returns one result of its own type: what it found for the next steps, and
-// where it stopped the pass, with the message, the kind of stop and when to
-// look again.
+// is run on its own report and returns one result of its own type (what it
+// found for the next steps) and one Condition (conditions.go): its verdict,
+// with a reason, a message and when to look again.
 
 import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
 // stop is where a step stopped the pass (a reconcile.Result for one step).
@@ -25,27 +26,40 @@ type stop struct {
 	res     result
 	requeue time.Time
 	message string
+	reason  string
 }
 
 // waitFor stops the pass on work in progress.
-func waitFor(msg string, until time.Time) stop {
-	return stop{stopped: true, res: resWait, requeue: until, message: msg}
+func waitFor(reason, msg string, until time.Time) stop {
+	return stop{stopped: true, res: resWait, requeue: until, message: msg, reason: reason}
 }
 
 // refusedUntil stops the pass on something a person must fix, looked at
 // again at until.
-func refusedUntil(msg string, until time.Time) stop {
-	return stop{stopped: true, res: resRefused, requeue: until, message: msg}
+func refusedUntil(reason, msg string, until time.Time) stop {
+	return stop{stopped: true, res: resRefused, requeue: until, message: msg, reason: reason}
 }
 
-// filed is a stop whose reason the pass holds already.
+// filed is a stop whose reason the step's report holds already.
 var filed = stop{stopped: true}
 
-// end files where a step stopped the pass.
-func (p *pass) end(s stop) {
-	if s.stopped {
-		p.take(outcome{res: s.res, until: s.requeue, message: s.message}, "")
+// step is one step's run: the pass's inputs and record, and a report of
+// its own, which becomes its condition. Steps never write another step's
+// report, and the pass keeps no outcome of its own.
+type step struct {
+	*pass
+	report
+}
+
+func (p *pass) step() *step { return &step{pass: p} }
+
+// drive drives an operation for the step, keeping what the drive doubted.
+func (p *step) drive(op *state.JournalOp, stale bool) (outcome, error) {
+	out, err := p.pass.drive(op, stale)
+	if out.doubt {
+		p.doubt()
 	}
+	return out, err
 }
 
 // clusterResult is the cluster step's: the running cluster the next steps
@@ -68,10 +82,11 @@ type nodePoolsResult struct {
 }
 
 // inClusterResult is the in-cluster step's: applied says the node daemon
-// was applied this pass; a stop when it could not be.
+// was applied this pass, noDaemon that no in-cluster half is configured; a
+// stop when it could not be applied.
 type inClusterResult struct {
 	stop
-	applied bool
+	applied, noDaemon bool
 }
 
 // removeResult is the teardown's, for a cluster or a node pool: gone says
