@@ -1,6 +1,11 @@
 package substrate
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,5 +112,36 @@ func TestVerdict(t *testing.T) {
 				t.Errorf("verdict = %s %s %q, want %s %s %q", c.Status, c.Reason, c.Message, tc.status, tc.reason, tc.message)
 			}
 		})
+	}
+}
+
+// TestReasonsDocumented: docs/substrates.md lists every reason a condition
+// may carry, and no reason the code does not have.
+func TestReasonsDocumented(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "substrates.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	start := strings.Index(doc, "### Conditions")
+	if start < 0 {
+		t.Fatal("docs/substrates.md has no Conditions section")
+	}
+	section := doc[start:]
+	if end := strings.Index(section[1:], "\n#"); end > 0 {
+		section = section[:end+1]
+	}
+	known := map[string]bool{}
+	for _, r := range Reasons {
+		known[r] = true
+		if !strings.Contains(section, "`"+r+"`") {
+			t.Errorf("reason %s is not in docs/substrates.md's Conditions", r)
+		}
+	}
+	table := section[strings.Index(section, "| type | reasons"):]
+	for _, m := range regexp.MustCompile("`([A-Z][a-zA-Z]+)`").FindAllStringSubmatch(table, -1) {
+		if w := m[1]; !known[w] && !slices.Contains([]string{"True", "False", "Unknown", CondAccount, CondCluster, CondClaim, CondNodePools, CondInCluster, CondTeardown, CondOrphans}, w) {
+			t.Errorf("docs/substrates.md names a reason %s the code does not have", w)
+		}
 	}
 }
