@@ -91,7 +91,7 @@ func (p *step) created() (clusterResult, error) {
 			if !p.take(out, "") {
 				return clusterResult{stop: filed}, nil
 			}
-			obs = out.obs.cluster
+			obs = out.obs.Value.cluster
 		}
 		if !p.full && obs == nil && p.seen.Cluster != nil {
 			return clusterResult{cluster: p.recorded()}, nil

@@ -94,3 +94,47 @@ type inClusterResult struct {
 type removeResult struct {
 	gone bool
 }
+
+// attempt is what try did with one step on one object: the drive's
+// outcome and its operation, or why nothing was driven.
+type attempt struct {
+	out outcome
+	op  *state.JournalOp
+	// failed: the last operation of the step failed for good at this
+	// generation; out says so and nothing was opened.
+	failed bool
+	// over is the repeat that would pass maxRepeats (0: none did); nothing
+	// was opened, and the caller says why it stops.
+	over int
+}
+
+// try is the one sequence every repeated step goes through: an operation
+// still pending is driven on; else a last one that failed for good ends it
+// (failedEnds: deletes are never refused for good); else the step is made
+// again, past maxRepeats never; a new operation is opened and driven.
+// repeated runs when a previous operation exists (before the cap is
+// checked), to say why the step is made again.
+func (p *step) try(pending *state.JournalOp, step, object string, req request, failedEnds bool, repeated func()) (attempt, error) {
+	op := pending
+	if op == nil {
+		repeat, last := p.last(step, object)
+		if failedEnds && last != nil && last.State == state.Failed {
+			return attempt{failed: true, out: outcome{res: resFailed, message: p.describe(last) + ": " + failure(last)}}, nil
+		}
+		if last != nil {
+			repeat++
+			if repeated != nil {
+				repeated()
+			}
+		}
+		if repeat > maxRepeats {
+			return attempt{over: repeat}, nil
+		}
+		var err error
+		if op, err = p.open(step, object, repeat, req); err != nil {
+			return attempt{}, err
+		}
+	}
+	out, err := p.drive(op, false)
+	return attempt{out: out, op: op}, err
+}

@@ -171,27 +171,18 @@ func (p *step) removeCluster(ref providers.ClusterRef, prefix string, del bool) 
 		return removeResult{gone: true}, nil
 	}
 	object := prefix + c.Ref.Name
-	op := p.pending(object, stepDeleteCluster)
-	if op == nil {
-		repeat, last := p.last(stepDeleteCluster, object)
-		if last != nil {
-			repeat++
-		}
-		if repeat > maxRepeats {
-			p.problem(ReasonClusterKeepsComingBack, fmt.Sprintf("cluster %s was deleted %d times and keeps coming back at the provider; fleet-agent stops deleting it: find what makes it again (the provider's console or audit log), then apply again to try again",
-				c.Ref.Name, repeat))
-			p.scheduled = true
-			p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
-			return removeResult{}, nil
-		}
-		if op, err = p.open(stepDeleteCluster, object, repeat, request{Cluster: c.Ref}); err != nil {
-			return removeResult{}, err
-		}
-	}
-	out, err := p.drive(op, false)
+	a, err := p.try(p.pending(object, stepDeleteCluster), stepDeleteCluster, object, request{Cluster: c.Ref}, false, nil)
 	if err != nil {
 		return removeResult{}, err
 	}
+	if a.over > 0 {
+		p.problem(ReasonClusterKeepsComingBack, fmt.Sprintf("cluster %s was deleted %d times and keeps coming back at the provider; fleet-agent stops deleting it: find what makes it again (the provider's console or audit log), then apply again to try again",
+			c.Ref.Name, a.over))
+		p.scheduled = true
+		p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
+		return removeResult{}, nil
+	}
+	out, op := a.out, a.op
 	if prefix == "" {
 		p.seen.Teardown = nil
 		if op.Refusals > 0 {
