@@ -41,27 +41,6 @@ type pass struct {
 	full bool
 }
 
-// readFail records a provider read that failed: the substrate backs off on
-// its own, nothing else waits for it.
-func (p *step) readFail(what string, err error) {
-	p.readFailed = true
-	r, id := p.r, p.want.PoolID
-	r.mu.Lock()
-	r.reads[id]++
-	n := r.reads[id]
-	at := r.clock.Now().Add(max(RetryWait(n), providers.RetryAfterOf(err)))
-	r.readAt[id] = at
-	r.mu.Unlock()
-	msg := fmt.Sprintf("reading %s: %v; trying again at %s", what, err, at.UTC().Format(time.RFC3339))
-	if providers.ClassOf(err) == providers.Terminal {
-		p.problem(ReasonProviderReadRefused, msg+"; fix the provider account (its credentials, a permission)")
-	} else {
-		p.wait(ReasonProviderReadFailed, msg, at)
-	}
-	p.schedule(at)
-	p.r.log.Warn().Str("pool", p.want.Pool).Str("read", what).Str("class", string(providers.ClassOf(err))).Err(err).Msg("substrate: provider read failed")
-}
-
 // pending returns the newest unfinished operation on object among steps.
 func (p *pass) pending(object string, steps ...string) *state.JournalOp {
 	var best *state.JournalOp

@@ -212,6 +212,11 @@ func TextLines(list []Status) []string {
 		if s.Message != "" {
 			out = append(out, "  "+strings.ReplaceAll(s.Message, "\n", " "))
 		}
+		for _, c := range s.Conditions {
+			if c.Status == ConditionFalse {
+				out = append(out, "  needs a person: "+c.Type+" "+c.Reason)
+			}
+		}
 	}
 	return out
 }

@@ -92,3 +92,19 @@ func TestTextLinesShowConnectedNodes(t *testing.T) {
 		t.Fatalf("text:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// The text lines name each condition that needs a person, by type and
+// reason, after the message; the others are in -o json.
+func TestTextLinesNameFailingConditions(t *testing.T) {
+	st := substrate.Status{Pool: "gpu", State: "error", Mode: "create", UpdatedAt: 1796209200000, Message: "flavor h100: quota",
+		Conditions: []substrate.StatusCondition{{Type: "Cluster", Status: "True", Reason: "ClusterRunning"},
+			{Type: "NodePools", Status: "False", Reason: "NodePoolInError", Message: "flavor h100: quota"},
+			{Type: "InCluster", Status: "Unknown", Reason: "NodeDaemonNotConfigured"}}}
+	got := strings.Join(substrate.TextLines([]substrate.Status{st}), "\n")
+	want := "gpu error create (no cluster yet) nodes 0/0 joined, 0 connected, updated 2026-12-02T11:00:00Z\n" +
+		"  flavor h100: quota\n" +
+		"  needs a person: NodePools NodePoolInError"
+	if got != want {
+		t.Fatalf("text:\n%s\nwant\n%s", got, want)
+	}
+}

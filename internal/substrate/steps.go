@@ -7,6 +7,7 @@ package substrate
 // with a reason, a message and when to look again.
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/providers"
@@ -137,4 +138,25 @@ func (p *step) try(pending *state.JournalOp, step, object string, req request, f
 	}
 	out, err := p.drive(op, false)
 	return attempt{out: out, op: op}, err
+}
+
+// readFail records a provider read that failed: the substrate backs off on
+// its own, nothing else waits for it.
+func (p *step) readFail(what string, err error) {
+	p.readFailed = true
+	r, id := p.r, p.want.PoolID
+	r.mu.Lock()
+	r.reads[id]++
+	n := r.reads[id]
+	at := r.clock.Now().Add(max(RetryWait(n), providers.RetryAfterOf(err)))
+	r.readAt[id] = at
+	r.mu.Unlock()
+	msg := fmt.Sprintf("reading %s: %v; trying again at %s", what, err, at.UTC().Format(time.RFC3339))
+	if providers.ClassOf(err) == providers.Terminal {
+		p.problem(ReasonProviderReadRefused, msg+"; fix the provider account (its credentials, a permission)")
+	} else {
+		p.wait(ReasonProviderReadFailed, msg, at)
+	}
+	p.schedule(at)
+	p.r.log.Warn().Str("pool", p.want.Pool).Str("read", what).Str("class", string(providers.ClassOf(err))).Err(err).Msg("substrate: provider read failed")
 }
