@@ -146,7 +146,7 @@ func CheckFleet(r *Report, f Fleet, now time.Time) {
 	for _, s := range f.Substrates {
 		switch {
 		case s.State == "error":
-			r.Add("fleet", "substrate-error", Fail, fmt.Sprintf("pool %s: %s", s.Pool, s.Message),
+			r.Add("fleet", "substrate-error", Fail, fmt.Sprintf("pool %s: %s%s", s.Pool, s.Message, failing(s)),
 				"see fleet-agent substrates; the message says what the provider refused")
 		case !f.NodeDaemon && s.State != "deleted" && s.State != "deleting":
 			r.Add("fleet", "substrate-agent-missing", Fail,
@@ -277,4 +277,19 @@ func short(c string) string {
 		return c[:12]
 	}
 	return strings.TrimSpace(c)
+}
+
+// failing names a substrate's conditions that need a person, by type and
+// reason (" [Cluster ClusterInError]"; "" when none does).
+func failing(s substrate.Status) string {
+	var out []string
+	for _, c := range s.Conditions {
+		if c.Status == substrate.ConditionFalse {
+			out = append(out, c.Type+" "+c.Reason)
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return " [" + strings.Join(out, ", ") + "]"
 }

@@ -159,3 +159,21 @@ func TestNodeDaemonImagePinned(t *testing.T) {
 		})
 	}
 }
+
+// A substrate in error names its failing conditions, by type and reason,
+// so that a person sees which step needs them; True and Unknown ones are
+// not named.
+func TestSubstrateErrorNamesFailingConditions(t *testing.T) {
+	var r Report
+	st := substrate.Status{Pool: "k8s", State: "error", Message: "flavor h100: quota exceeded", Conditions: []substrate.StatusCondition{
+		{Type: "Cluster", Status: "True", Reason: "ClusterRunning"},
+		{Type: "NodePools", Status: "False", Reason: "NodePoolError", Message: "flavor h100: quota exceeded"},
+		{Type: "InCluster", Status: "Unknown", Reason: "NodeDaemonNotConfigured"}}}
+	CheckFleet(&r, Fleet{Substrates: []substrate.Status{st}, NodeDaemon: true}, time.Unix(0, 0))
+	if len(r.Findings) != 1 || r.Findings[0].Code != "substrate-error" {
+		t.Fatalf("findings %v", r.Codes())
+	}
+	if want := "pool k8s: flavor h100: quota exceeded [NodePools NodePoolError]"; r.Findings[0].Found != want {
+		t.Fatalf("finding %q, want %q", r.Findings[0].Found, want)
+	}
+}

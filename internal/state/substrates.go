@@ -141,6 +141,17 @@ type TeardownRetry struct {
 	NextAttemptAt int64 `json:"nextAttemptAt,omitempty"`
 }
 
+// SubstrateCondition is one step's verdict on a substrate: Type names the
+// step, Status is "True" (done), "Unknown" (in progress) or "False" (needs
+// a person), Reason a stable CamelCase code an alert can match
+// (docs/substrates.md lists them) and Message the words for a person.
+type SubstrateCondition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
+}
+
 // SubstrateSeen is the reconciler's half of a substrate record.
 type SubstrateSeen struct {
 	PoolID  string         `json:"poolId"`
@@ -179,6 +190,9 @@ type SubstrateSeen struct {
 	// label that the substrate does not use: its passes remove them.
 	Orphans  []SeenCluster  `json:"orphans,omitempty"`
 	Teardown *TeardownRetry `json:"teardown,omitempty"`
+	// Conditions are what each step of the last pass found, in the order
+	// the steps ran; State and Message are summarized from them.
+	Conditions []SubstrateCondition `json:"conditions,omitempty"`
 	// StateSince is when State last changed, UpdatedAt when the record last
 	// changed (Unix ms).
 	StateSince int64 `json:"stateSince,omitempty"`

@@ -58,7 +58,7 @@ func (p *pass) claim() (claimResult, error) {
 			advice = "that pool created it, so archiving that pool deletes the cluster: choose another cluster (or create one with cluster.create)"
 		}
 		p.r.log.Warn().Str("pool", p.want.Pool).Str("globalId", key).Str("holder", holder).Msg("substrate: cluster claimed by another pool; nothing is made in it")
-		return claimResult{refusedUntil(fmt.Sprintf("cluster %s (%s) already backs pool %q; one cluster backs one pool: %s",
+		return claimResult{refusedUntil(ReasonClaimRefused, fmt.Sprintf("cluster %s (%s) already backs pool %q; one cluster backs one pool: %s",
 			cmpOr(c.Name, c.ID), key, cmpOr(holderPool, holder), advice), p.r.clock.Now().Add(p.r.opts.Every))}, nil
 	}
 	p.seen.Claim = key

@@ -24,7 +24,7 @@ func (p *pass) clusterRef() providers.ClusterRef {
 
 // created makes (or finds again) the cluster a create-mode substrate owns
 // and returns it once it runs; a stop while it is not there yet.
-func (p *pass) created() (clusterResult, error) {
+func (p *step) created() (clusterResult, error) {
 	cr := p.want.Spec.Cluster.Create
 	name := ClusterName(p.want.Pool, p.owner())
 	spec := providers.ClusterSpec{Name: name, Location: cr.Location, PrivateNodes: cr.PrivateNodes,
@@ -59,7 +59,7 @@ func (p *pass) created() (clusterResult, error) {
 				// Like a node pool that keeps disappearing: made again a
 				// few times, then the substrate says so instead of making
 				// clusters without bound.
-				return clusterResult{stop: refusedUntil(fmt.Sprintf("cluster %s was made %d times since the document last changed and keeps disappearing at the provider; fleet-agent stops making it again: find what deletes it (the provider's console or audit log), then change the substrate in the document to try again",
+				return clusterResult{stop: refusedUntil(ReasonClusterKeepsDisappearing, fmt.Sprintf("cluster %s was made %d times since the document last changed and keeps disappearing at the provider; fleet-agent stops making it again: find what deletes it (the provider's console or audit log), then change the substrate in the document to try again",
 					name, p.seen.Ghosts+1), p.r.clock.Now().Add(p.r.opts.Every))}, nil
 			}
 			if old := p.ops[opKey(p.want.PoolID, stepCreateCluster, name, p.want.Generation, repeat)]; old != nil {
@@ -91,7 +91,7 @@ func (p *pass) created() (clusterResult, error) {
 			if !p.take(out, "") {
 				return clusterResult{stop: filed}, nil
 			}
-			obs = out.obs.cluster
+			obs = out.obs.Value.cluster
 		}
 		if !p.full && obs == nil && p.seen.Cluster != nil {
 			return clusterResult{cluster: p.recorded()}, nil
@@ -128,7 +128,7 @@ func (p *pass) recorded() *providers.Cluster {
 // (taken back: a state file restored from a backup, a record lost), or a
 // cluster that is not ours, which is never converged: the pass stops and
 // says whose it is.
-func (p *pass) meet(ref providers.ClusterRef) (*providers.Cluster, stop) {
+func (p *step) meet(ref providers.ClusterRef) (*providers.Cluster, stop) {
 	c, err := p.prov.GetCluster(p.ctx, p.acct, ref)
 	switch {
 	case errors.Is(err, providers.ErrNotFound):
@@ -138,7 +138,7 @@ func (p *pass) meet(ref providers.ClusterRef) (*providers.Cluster, stop) {
 		return nil, filed
 	case !p.owner().Owns(c.Labels) || (c.Ref.Location != "" && c.Ref.Location != ref.Location):
 		p.foreign(c)
-		return nil, refusedUntil(fmt.Sprintf("cannot create cluster %s in %s: %s; fleet-agent never changes or deletes a cluster that is not its own. Delete or rename that cluster, or rename this pool",
+		return nil, refusedUntil(ReasonClusterNotOurs, fmt.Sprintf("cannot create cluster %s in %s: %s; fleet-agent never changes or deletes a cluster that is not its own. Delete or rename that cluster, or rename this pool",
 			ref.Name, ref.Location, p.whose(c)), p.r.clock.Now().Add(p.r.opts.Every))
 	}
 	return &c, stop{}
@@ -212,19 +212,19 @@ func (p *pass) settledCluster(c providers.Cluster) clusterResult {
 		return clusterResult{cluster: &c}
 	case providers.ClusterUpdating:
 		// An upgrade keeps the API up; node pools wait for it to settle.
-		return clusterResult{stop: waitFor(fmt.Sprintf("cluster %s is updating", name), poll)}
+		return clusterResult{stop: waitFor(ReasonClusterUpdating, fmt.Sprintf("cluster %s is updating", name), poll)}
 	case providers.ClusterError:
-		return clusterResult{stop: refusedUntil(fmt.Sprintf("cluster %s is in error at the provider: %s; see the provider's console", name, cmpOr(c.Message, "no reason given")),
+		return clusterResult{stop: refusedUntil(ReasonClusterInError, fmt.Sprintf("cluster %s is in error at the provider: %s; see the provider's console", name, cmpOr(c.Message, "no reason given")),
 			p.r.clock.Now().Add(p.r.opts.Every))}
 	case providers.ClusterDeleting:
-		return clusterResult{stop: waitFor(fmt.Sprintf("cluster %s is being deleted at the provider (not by fleet-agent); it is made again once it is gone", name), poll)}
+		return clusterResult{stop: waitFor(ReasonClusterDeletedElsewhere, fmt.Sprintf("cluster %s is being deleted at the provider (not by fleet-agent); it is made again once it is gone", name), poll)}
 	}
-	return clusterResult{stop: waitFor(fmt.Sprintf("cluster %s is %s", name, c.Status), poll)}
+	return clusterResult{stop: waitFor(ReasonClusterProvisioning, fmt.Sprintf("cluster %s is %s", name, c.Status), poll)}
 }
 
 // adopted reads the cluster an adopt-mode substrate names; it is never
 // created, changed or deleted.
-func (p *pass) adopted() (clusterResult, error) {
+func (p *step) adopted() (clusterResult, error) {
 	id := p.want.Spec.Cluster.Adopt
 	if !p.full && p.seen.Cluster != nil && p.seen.Cluster.ID != "" {
 		return clusterResult{cluster: p.recorded()}, nil
@@ -237,7 +237,7 @@ func (p *pass) adopted() (clusterResult, error) {
 			p.r.log.Warn().Str("pool", p.want.Pool).Str("adopt", id).Msg("substrate: the adopted cluster is gone at the provider")
 			msg = fmt.Sprintf("the adopted cluster %q is gone at the provider; adopt another cluster or remove policy.substrate (with prune)", id)
 		}
-		return clusterResult{stop: refusedUntil(msg, p.r.clock.Now().Add(p.r.opts.Every))}, nil
+		return clusterResult{stop: refusedUntil(ReasonAdoptedClusterNotFound, msg, p.r.clock.Now().Add(p.r.opts.Every))}, nil
 	}
 	if err != nil {
 		p.readFail("cluster "+id, err)

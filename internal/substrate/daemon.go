@@ -12,11 +12,10 @@ import (
 )
 
 // inCluster hands a running cluster to the in-cluster half.
-func (p *pass) inCluster(ref providers.ClusterRef) (inClusterResult, error) {
+func (p *step) inCluster(ref providers.ClusterRef) (inClusterResult, error) {
 	seam := p.r.opts.InCluster
 	if seam == nil {
-		p.noDaemon = true
-		return inClusterResult{}, nil
+		return inClusterResult{noDaemon: true}, nil
 	}
 	if err := p.alive(); err != nil {
 		return inClusterResult{}, err
@@ -34,9 +33,8 @@ func (p *pass) inCluster(ref providers.ClusterRef) (inClusterResult, error) {
 	}
 	n, err := seam.Apply(p.ctx, p.target(ref))
 	if err != nil {
-		return inClusterResult{stop: stop{stopped: true, res: resLater, requeue: p.r.clock.Now().Add(p.r.opts.Every), message: fmt.Sprintf("node daemon: %v", err)}}, nil
+		return inClusterResult{stop: stop{stopped: true, res: resLater, requeue: p.r.clock.Now().Add(p.r.opts.Every), message: fmt.Sprintf("node daemon: %v", err), reason: ReasonNodeDaemonApplyFailed}}, nil
 	}
-	p.applied = true
 	p.seen.DaemonApplied = true
 	p.seen.Nodes = state.SeenNodes{Listed: n.Listed, Joined: n.Joined}
 	p.seen.Waiting = state.WaitingToJoin{Count: max(n.Listed-n.Joined, 0)}
@@ -44,7 +42,7 @@ func (p *pass) inCluster(ref providers.ClusterRef) (inClusterResult, error) {
 		p.seen.Waiting.Since = n.WaitingSince.UnixMilli()
 	}
 	if n.Message != "" {
-		p.notes = append(p.notes, n.Message)
+		p.note(n.Message)
 	}
 	return inClusterResult{applied: true}, nil
 }

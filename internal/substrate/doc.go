@@ -15,7 +15,9 @@
 //
 // Every mutating provider call is one operation (state.JournalOp), written
 // before the call is made and moved after it, each move a checked
-// compare-and-swap in one transaction (Next is the state machine):
+// compare-and-swap in one transaction (opjournal holds the state machine
+// and the driver of one operation; this package writes the moves and makes
+// the calls):
 //
 //	journaled -> in_flight -> accepted -> succeeded
 //	                 |            |   \-> failed
@@ -47,6 +49,11 @@
 // flavor's node pool, and hands the running cluster to the in-cluster half
 // (InCluster). Teardown runs the in-cluster
 // teardown first, then deletes our node pools, then a created cluster.
+//
+// Each step (account, cluster, claim, node pools, in-cluster half,
+// teardown, orphans) runs on a report of its own and returns a Condition;
+// summarize folds the conditions into the substrate's state and message
+// through one table, and the record keeps them (conditions.go).
 //
 // A substrate that converged is left alone (no provider call) until its
 // document changes, the agent restarts, or the discovery sweep (Sweep)

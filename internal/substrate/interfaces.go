@@ -6,6 +6,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/opjournal"
 )
 
 // Provider is what the reconciler asks of a provider adapter: clusters,
@@ -104,28 +105,17 @@ func (nopMetrics) SubstrateStates(map[string]int)     {}
 func (nopMetrics) SubstrateNodes(_, _ map[string]int) {}
 
 // PointKind says where a test hook is called.
-type PointKind string
+type PointKind = opjournal.PointKind
 
 // The points between journal steps.
 const (
-	// PointTransition: a journal write committed.
-	PointTransition PointKind = "transition"
-	// PointBeforeCall: the operation is in flight and its call not made.
-	PointBeforeCall PointKind = "beforeCall"
-	// PointAfterCall: the provider answered and nothing is recorded yet.
-	PointAfterCall PointKind = "afterCall"
+	PointTransition = opjournal.PointTransition
+	PointBeforeCall = opjournal.PointBeforeCall
+	PointAfterCall  = opjournal.PointAfterCall
 )
 
 // Point is one place between journal steps.
-type Point struct {
-	Kind   PointKind
-	PoolID string
-	Op     string
-	Step   string
-	From   state.JournalState
-	To     state.JournalState
-	Event  Event
-}
+type Point = opjournal.Point
 
 // Hooks are for tests; nil in production.
 type Hooks struct {

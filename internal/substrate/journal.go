@@ -4,58 +4,41 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
-	"github.com/fleet-agent/fleet-agent/internal/backoff"
-	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/opjournal"
 )
 
-// Event is what happens to an operation; Next says where it takes it.
-type Event string
+// The journal's state machine and waits are opjournal's; these names are
+// the substrate's own use of them.
+type (
+	Event      = opjournal.Event
+	Transition = opjournal.Transition
+)
 
 // The events of the journal's state machine.
 const (
-	// Begin: the call is about to be made.
-	Begin Event = "begin"
-	// Accept: the provider took the call (its answer, or a read-back that
-	// found its work).
-	Accept Event = "accept"
-	// Ambiguous: the outcome is not known (a lost answer, a timeout, or an
-	// operation found in flight after a restart).
-	Ambiguous Event = "ambiguous"
-	// Retry: nothing happened (a refusal with no side effect, a read-back
-	// that found nothing, an object that vanished before it was done): the
-	// call is to be made again, with the same key.
-	Retry Event = "retry"
-	// Refuse: refused for good, or failed at the provider.
-	Refuse Event = "refuse"
-	// Succeed: the provider finished the work.
-	Succeed Event = "succeed"
-	// Defer: no news (a read-back failed); look again later.
-	Defer Event = "defer"
-	// Abandon: nothing wants the operation any more (a newer generation, or
-	// a teardown overtook it).
-	Abandon Event = "abandon"
+	Begin     = opjournal.Begin
+	Accept    = opjournal.Accept
+	Ambiguous = opjournal.Ambiguous
+	Retry     = opjournal.Retry
+	Refuse    = opjournal.Refuse
+	Succeed   = opjournal.Succeed
+	Defer     = opjournal.Defer
+	Abandon   = opjournal.Abandon
 )
 
 // Events lists every event.
-var Events = []Event{Begin, Accept, Ambiguous, Retry, Refuse, Succeed, Defer, Abandon}
+var Events = opjournal.Events
 
-// transitions is the state machine. An operation in flight can only be
-// settled by its call's answer or by Ambiguous: nothing else may move it,
-// since only the answer (or a read-back) knows what the provider did.
-var transitions = map[state.JournalState]map[Event]state.JournalState{
-	state.Journaled: {Begin: state.InFlight, Defer: state.Journaled, Abandon: state.Failed},
-	state.InFlight: {Accept: state.Accepted, Ambiguous: state.Verifying, Retry: state.Journaled,
-		Refuse: state.Failed},
-	state.Verifying: {Accept: state.Accepted, Retry: state.Journaled, Refuse: state.Failed,
-		Defer: state.Verifying, Abandon: state.Failed},
-	state.Accepted: {Succeed: state.Succeeded, Refuse: state.Failed, Retry: state.Journaled,
-		Defer: state.Accepted, Abandon: state.Failed},
-	state.Succeeded: {},
-	state.Failed:    {},
+// ErrIllegal is what Next returns for an event the state does not take.
+var ErrIllegal = opjournal.ErrIllegal
+
+// Next is the state an event takes an operation in state from to, or an
+// error wrapping ErrIllegal.
+func Next(from state.JournalState, ev Event) (state.JournalState, error) {
+	return opjournal.Next(from, ev)
 }
 
 // notForStep narrows the state machine per step: the events of the table a
@@ -64,7 +47,7 @@ var transitions = map[state.JournalState]map[Event]state.JournalState{
 // make one fails loudly instead of wandering into a path no crash campaign
 // has been through; and the exhaustive campaign fails when a transition a
 // step does take is never crashed in.
-var notForStep = map[string]map[state.JournalState][]Event{
+var notForStep = opjournal.Narrowing{
 	// A journaled operation is deferred only by settle, which drives the
 	// deletes whose object a fresh read showed gone: a create or a change
 	// is never deferred before its call.
@@ -87,93 +70,30 @@ var notForStep = map[string]map[state.JournalState][]Event{
 	stepDeleteNodePool: {state.Journaled: {Abandon}, state.InFlight: {Refuse}, state.Verifying: {Refuse, Abandon}, state.Accepted: {Refuse, Abandon}},
 }
 
-// ErrIllegal is what Next returns for an event the state does not take.
-var ErrIllegal = errors.New("illegal journal transition")
-
-// Next is the state an event takes an operation in state from to, or an
-// error wrapping ErrIllegal.
-func Next(from state.JournalState, ev Event) (state.JournalState, error) {
-	row, ok := transitions[from]
-	if !ok {
-		return "", fmt.Errorf("%w: unknown state %q", ErrIllegal, from)
-	}
-	to, ok := row[ev]
-	if !ok {
-		return "", fmt.Errorf("%w: %s does not take %s", ErrIllegal, from, ev)
-	}
-	return to, nil
-}
-
 // NextFor is Next for an operation of step: also an error wrapping
 // ErrIllegal for an event the step never takes from that state.
 func NextFor(step string, from state.JournalState, ev Event) (state.JournalState, error) {
-	to, err := Next(from, ev)
-	if err != nil {
-		return "", err
-	}
-	if slices.Contains(notForStep[step][from], ev) {
-		return "", fmt.Errorf("%w: a %s operation in %s never takes %s", ErrIllegal, step, from, ev)
-	}
-	return to, nil
+	return notForStep.Next(step, from, ev)
 }
-
-// Transition is one edge of a step's state machine.
-type Transition struct {
-	From, To state.JournalState
-}
-
-func (t Transition) String() string { return string(t.From) + "->" + string(t.To) }
 
 // StepTransitions lists the transitions (from -> to, any event) an
 // operation of step may make between states it is found in, in a fixed
 // order: what the exhaustive campaign must crash in.
-func StepTransitions(step string) []Transition {
-	var out []Transition
-	for _, from := range []state.JournalState{state.Journaled, state.InFlight, state.Verifying, state.Accepted} {
-		seen := map[state.JournalState]bool{}
-		for _, ev := range Events {
-			to, err := NextFor(step, from, ev)
-			if err != nil || seen[to] {
-				continue
-			}
-			seen[to] = true
-			out = append(out, Transition{From: from, To: to})
-		}
-	}
-	return out
-}
+func StepTransitions(step string) []Transition { return notForStep.Transitions(step) }
 
-// The waits of the retry authority. A transient failure waits
-// RetryBase·2^(n-1) up to RetryCap (or what the provider asked, when that is
-// longer); a refusal a person must fix waits RefusalBase·2^(n-1) up to
-// RefusalCap: 5, 10, 20, 40 minutes ... 6 hours.
+// The waits of the retry authority (opjournal's).
 const (
-	RetryBase   = 5 * time.Second
-	RetryCap    = 5 * time.Minute
-	RefusalBase = 5 * time.Minute
-	RefusalCap  = 6 * time.Hour
+	RetryBase   = opjournal.RetryBase
+	RetryCap    = opjournal.RetryCap
+	RefusalBase = opjournal.RefusalBase
+	RefusalCap  = opjournal.RefusalCap
 )
 
-// RetryWait is the wait after the n-th transient failure (n from 1). It is
-// exact, not drawn: the journal persists when the next attempt is due.
-func RetryWait(n int) time.Duration { return backoff.Wait(n, RetryBase, RetryCap, nil) }
+// RetryWait is the wait after the n-th transient failure (n from 1).
+func RetryWait(n int) time.Duration { return opjournal.RetryWait(n) }
 
 // RefusalWait is the wait after the n-th refusal (n from 1).
-func RefusalWait(n int) time.Duration { return backoff.Wait(n, RefusalBase, RefusalCap, nil) }
-
-// opError turns a provider error into what the journal keeps of it.
-func opError(err error) *state.OpError {
-	if err == nil {
-		return nil
-	}
-	return &state.OpError{
-		Class:        string(providers.ClassOf(err)),
-		SideEffect:   string(providers.SideEffectOf(err)),
-		Reason:       providers.ReasonOf(err),
-		Message:      err.Error(),
-		RetryAfterMs: providers.RetryAfterOf(err).Milliseconds(),
-	}
-}
+func RefusalWait(n int) time.Duration { return opjournal.RefusalWait(n) }
 
 // errCrashed is what every step returns once a test hook crashed the
 // reconciler: nothing more is written or called.

@@ -55,7 +55,7 @@ func sizeFor(have providers.NodePool, want providers.Size) providers.Size {
 
 // nodePools converges one node pool per flavor and deletes those of
 // removed flavors; making reports that a flavor's pool is still being made.
-func (p *pass) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
+func (p *step) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
 	if !p.full {
 		return nodePoolsResult{}, nil
 	}
@@ -142,7 +142,7 @@ type flavorResult struct {
 
 // flavor converges one flavor's node pool. A refusal is this flavor's
 // error; the others go on.
-func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed map[string]providers.NodePool) (flavorResult, error) {
+func (p *step) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed map[string]providers.NodePool) (flavorResult, error) {
 	want := nodePoolSpec(p.owner(), f)
 	name := want.Name
 	sp := state.SeenNodePool{Flavor: f.Name, Name: name, Status: "missing"}
@@ -163,7 +163,7 @@ func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed 
 			whose = "belongs to installation " + inst
 		}
 		sp.Status, sp.Message = string(np.Status), "not ours: "+whose
-		p.problem("%s: node pool %s exists and %s; fleet-agent never changes a node pool that is not its own: delete or rename it", label, name, whose)
+		p.problem(ReasonNodePoolNotOurs, fmt.Sprintf("%s: node pool %s exists and %s; fleet-agent never changes a node pool that is not its own: delete or rename it", label, name, whose))
 		return flavorResult{seen: sp}, nil
 	}
 	if op := p.pending(name, nodePoolSteps...); op != nil {
@@ -174,8 +174,8 @@ func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed 
 		}
 		switch out.res {
 		case resDone:
-			if out.obs.pool != nil && op.Step != stepDeleteNodePool {
-				np, exists = *out.obs.pool, true
+			if out.obs.Value.pool != nil && op.Step != stepDeleteNodePool {
+				np, exists = *out.obs.Value.pool, true
 			} else if op.Step == stepDeleteNodePool {
 				exists = false
 			}
@@ -194,50 +194,43 @@ func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed 
 		}
 	}
 	if !exists {
-		repeat, last := p.last(stepCreateNodePool, name)
-		if last != nil && last.State == state.Failed {
-			fileOut(outcome{res: resFailed, message: p.describe(last) + ": " + failure(last)})
-			return flavorResult{seen: sp, making: false}, nil
-		}
-		if last != nil {
+		a, err := p.try(nil, stepCreateNodePool, name, request{Cluster: ref, NodePool: &want}, true, func() {
 			// Made at this generation and gone since: a ghost.
-			repeat++
 			p.r.metrics.SweepDecision("nodePoolGhost")
 			p.r.log.Warn().Str("pool", p.want.Pool).Str("nodePool", name).Msg("substrate: a node pool made before is gone at the provider; making it again")
-		}
-		if repeat > maxRepeats {
-			p.problem("%s: node pool %s was made %d times and keeps disappearing at the provider; see the provider's console", label, name, repeat)
+		})
+		switch {
+		case err != nil:
+			return flavorResult{seen: sp, making: true}, err
+		case a.failed:
+			fileOut(a.out)
+			return flavorResult{seen: sp, making: false}, nil
+		case a.over > 0:
+			p.problem(ReasonNodePoolKeepsDisappearing, fmt.Sprintf("%s: node pool %s was made %d times and keeps disappearing at the provider; see the provider's console", label, name, a.over))
 			return flavorResult{seen: sp, making: false}, nil
 		}
-		op, err := p.open(stepCreateNodePool, name, repeat, request{Cluster: ref, NodePool: &want})
-		if err != nil {
-			return flavorResult{seen: sp, making: true}, err
-		}
-		out, err := p.drive(op, false)
-		if err != nil {
-			return flavorResult{seen: sp, making: true}, err
-		}
+		out := a.out
 		if out.res != resDone {
 			fileOut(out)
 			return flavorResult{seen: sp, making: out.res == resWait}, nil
 		}
-		if out.obs.pool == nil {
+		if out.obs.Value.pool == nil {
 			return flavorResult{seen: sp, making: true}, nil
 		}
-		np = *out.obs.pool
+		np = *out.obs.Value.pool
 	}
 	sp.Status, sp.Nodes = string(np.Status), np.NodeCount
 	now := p.r.clock.Now()
 	switch np.Status {
 	case providers.NodePoolProvisioning, providers.NodePoolUpdating:
-		p.wait(fmt.Sprintf("%s: node pool %s is %s", label, name, np.Status), now.Add(p.r.opts.Poll))
+		p.wait(ReasonNodePoolProvisioning, fmt.Sprintf("%s: node pool %s is %s", label, name, np.Status), now.Add(p.r.opts.Poll))
 		return flavorResult{seen: sp, making: np.Status == providers.NodePoolProvisioning}, nil
 	case providers.NodePoolDeleting:
-		p.wait(fmt.Sprintf("%s: node pool %s is being deleted at the provider (not by fleet-agent); it is made again once it is gone", label, name), now.Add(p.r.opts.Poll))
+		p.wait(ReasonNodePoolDeletedElsewhere, fmt.Sprintf("%s: node pool %s is being deleted at the provider (not by fleet-agent); it is made again once it is gone", label, name), now.Add(p.r.opts.Poll))
 		return flavorResult{seen: sp, making: true}, nil
 	case providers.NodePoolError:
 		sp.Message = cmpOr(np.Message, "in error at the provider")
-		p.problem("%s: node pool %s is in error at the provider: %s; see the provider's console", label, name, sp.Message)
+		p.problem(ReasonNodePoolError, fmt.Sprintf("%s: node pool %s is in error at the provider: %s; see the provider's console", label, name, sp.Message))
 		return flavorResult{seen: sp, making: false}, nil
 	}
 	var (
@@ -255,28 +248,20 @@ func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed 
 	default:
 		return flavorResult{seen: sp, making: false}, nil
 	}
-	repeat, last := p.last(step, name)
-	if last != nil && last.State == state.Failed {
-		fileOut(outcome{res: resFailed, message: p.describe(last) + ": " + failure(last)})
+	a, err := p.try(nil, step, name, req, true, nil)
+	switch {
+	case err != nil:
+		return flavorResult{seen: sp, making: true}, err
+	case a.failed:
+		fileOut(a.out)
+		return flavorResult{seen: sp, making: false}, nil
+	case a.over > 0:
+		p.problem(ReasonNodePoolKeepsDiffering, fmt.Sprintf("%s: node pool %s still differs from the document after %d changes; the provider keeps another value (see its console)", label, name, a.over))
 		return flavorResult{seen: sp, making: false}, nil
 	}
-	if last != nil {
-		repeat++
-	}
-	if repeat > maxRepeats {
-		p.problem("%s: node pool %s still differs from the document after %d changes; the provider keeps another value (see its console)", label, name, repeat)
-		return flavorResult{seen: sp, making: false}, nil
-	}
-	op, err := p.open(step, name, repeat, req)
-	if err != nil {
-		return flavorResult{seen: sp, making: true}, err
-	}
-	out, err := p.drive(op, false)
-	if err != nil {
-		return flavorResult{seen: sp, making: true}, err
-	}
-	if out.obs.pool != nil {
-		sp.Status, sp.Nodes = string(out.obs.pool.Status), out.obs.pool.NodeCount
+	out := a.out
+	if out.obs.Value.pool != nil {
+		sp.Status, sp.Nodes = string(out.obs.Value.pool.Status), out.obs.Value.pool.NodeCount
 	}
 	if out.res != resDone {
 		fileOut(out)
@@ -285,28 +270,18 @@ func (p *pass) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed 
 }
 
 // deleteNodePool deletes one of our node pools; its result says whether it is gone.
-func (p *pass) deleteNodePool(ref providers.ClusterRef, prefix, name, why string) (removeResult, error) {
+func (p *step) deleteNodePool(ref providers.ClusterRef, prefix, name, why string) (removeResult, error) {
 	object := prefix + name
-	op := p.pending(object, stepDeleteNodePool)
-	if op == nil {
-		repeat, last := p.last(stepDeleteNodePool, object)
-		if last != nil {
-			repeat++
-		}
-		if repeat > maxRepeats {
-			p.problem("node pool %s was deleted %d times and keeps coming back at the provider (%s); fleet-agent stops deleting it: find what makes it again (the provider's console or audit log), then change the substrate in the document to try again",
-				name, repeat, why)
-			return removeResult{}, nil
-		}
-		var err error
-		if op, err = p.open(stepDeleteNodePool, object, repeat, request{Cluster: ref, Name: name}); err != nil {
-			return removeResult{}, err
-		}
-	}
-	out, err := p.drive(op, false)
+	a, err := p.try(p.pending(object, stepDeleteNodePool), stepDeleteNodePool, object, request{Cluster: ref, Name: name}, false, nil)
 	if err != nil {
 		return removeResult{}, err
 	}
+	if a.over > 0 {
+		p.problem(ReasonNodePoolKeepsComingBack, fmt.Sprintf("node pool %s was deleted %d times and keeps coming back at the provider (%s); fleet-agent stops deleting it: find what makes it again (the provider's console or audit log), then change the substrate in the document to try again",
+			name, a.over, why))
+		return removeResult{}, nil
+	}
+	out := a.out
 	if out.res == resDone {
 		p.r.log.Info().Str("pool", p.want.Pool).Str("nodePool", name).Str("why", why).Msg("substrate: node pool deleted")
 		return removeResult{gone: true}, nil

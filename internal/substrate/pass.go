@@ -26,7 +26,8 @@ const maxRepeats = 3
 // while no in-cluster half is configured (docs/substrates.md).
 const NoDaemonMessage = "no node daemon configured (substrate.nodeDaemon)"
 
-// pass is one look at one substrate: what it read, what it decided.
+// pass is one look at one substrate: what it read, and the record it
+// fills. What each step found is its condition, never a field here.
 type pass struct {
 	r    *Reconciler
 	ctx  context.Context
@@ -38,83 +39,6 @@ type pass struct {
 	// full: observe the provider; otherwise only the in-cluster half runs
 	// (a converged substrate's pass with one configured).
 	full bool
-
-	next       time.Time
-	problems   []string
-	waits      []string
-	notes      []string
-	scheduled  bool // a refusal's retry is due later
-	readFailed bool
-	doubted    bool // the pass learned something that needs a full look
-	noDaemon   bool // all runs, no in-cluster half to hand it to
-	applied    bool // the in-cluster half applied this pass
-	gone       bool // teardown finished
-	refused    bool // the teardown's cluster delete is refused
-}
-
-func (p *pass) problem(format string, args ...any) {
-	p.problems = append(p.problems, fmt.Sprintf(format, args...))
-}
-
-func (p *pass) schedule(at time.Time) {
-	if !at.IsZero() && (p.next.IsZero() || at.Before(p.next)) {
-		p.next = at
-	}
-}
-
-// wait notes something in progress, to be looked at again at until.
-func (p *pass) wait(msg string, until time.Time) {
-	p.waits = append(p.waits, msg)
-	p.schedule(until)
-}
-
-// take files an operation's outcome under waits or problems; it reports
-// whether the operation is done.
-func (p *pass) take(out outcome, label string) bool {
-	msg := out.message
-	if label != "" && msg != "" {
-		msg = label + ": " + msg
-	}
-	switch out.res {
-	case resDone, resSuperseded:
-		return true
-	case resWait:
-		p.wait(msg, out.until)
-	case resRefused:
-		p.problems = append(p.problems, msg)
-		p.scheduled = true
-		p.schedule(out.until)
-	case resFailed:
-		p.problems = append(p.problems, msg)
-	case resLater:
-		p.problems = append(p.problems, msg)
-		p.schedule(out.until)
-	}
-	return false
-}
-
-// doubt makes the next pass a full one.
-func (p *pass) doubt() { p.doubted = true }
-
-// readFail records a provider read that failed: the substrate backs off on
-// its own, nothing else waits for it.
-func (p *pass) readFail(what string, err error) {
-	p.readFailed = true
-	r, id := p.r, p.want.PoolID
-	r.mu.Lock()
-	r.reads[id]++
-	n := r.reads[id]
-	at := r.clock.Now().Add(max(RetryWait(n), providers.RetryAfterOf(err)))
-	r.readAt[id] = at
-	r.mu.Unlock()
-	msg := fmt.Sprintf("reading %s: %v; trying again at %s", what, err, at.UTC().Format(time.RFC3339))
-	if providers.ClassOf(err) == providers.Terminal {
-		p.problems = append(p.problems, msg+"; fix the provider account (its credentials, a permission)")
-	} else {
-		p.waits = append(p.waits, msg)
-	}
-	p.schedule(at)
-	p.r.log.Warn().Str("pool", p.want.Pool).Str("read", what).Str("class", string(providers.ClassOf(err))).Err(err).Msg("substrate: provider read failed")
 }
 
 // pending returns the newest unfinished operation on object among steps.
@@ -223,21 +147,50 @@ func (r *Reconciler) pass(ctx context.Context, poolID string) (time.Time, error)
 			}
 		}
 	}
-	if aerr := p.account(); aerr != nil {
-		p.problem("%v", aerr)
-		p.scheduled = true
-	} else if p.want.Present {
-		err = p.present()
-	} else {
-		err = p.teardown()
-	}
+	conds, err := p.steps()
 	if err != nil {
 		return time.Time{}, err
 	}
-	if err := p.orphans(); err != nil {
-		return time.Time{}, err
+	return p.finish(conds)
+}
+
+// steps runs the steps in order, each on its own report, and returns
+// their conditions: the account, then the substrate's own steps (present
+// or teardown), then the orphans the sweep handed it.
+func (p *pass) steps() ([]Condition, error) {
+	acct := p.accountStep()
+	conds := []Condition{acct}
+	if acct.Status == ConditionTrue {
+		var more []Condition
+		var err error
+		if p.want.Present {
+			more, err = p.present()
+		} else {
+			more, err = p.teardownStep()
+		}
+		if err != nil {
+			return nil, err
+		}
+		conds = append(conds, more...)
 	}
-	return p.finish()
+	orphans, ok, err := p.orphansStep()
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		conds = append(conds, orphans)
+	}
+	return conds, nil
+}
+
+// accountStep finds the provider account and its adapter.
+func (p *pass) accountStep() Condition {
+	s := p.step()
+	if err := p.account(); err != nil {
+		s.problem(ReasonAccountUnavailable, err.Error())
+		s.scheduled = true
+	}
+	return s.verdict(CondAccount, ReasonAccountFound, "")
 }
 
 func (p *pass) keys() []string {
@@ -293,45 +246,122 @@ func (p *pass) mode() string {
 }
 
 // present converges a substrate the document wants: the cluster, its claim,
-// the node pools, then the in-cluster half.
-func (p *pass) present() error {
+// the node pools, then the in-cluster half; a step that stops the pass
+// leaves the later ones unrun.
+func (p *pass) present() ([]Condition, error) {
+	cs := p.step()
 	var (
 		cr  clusterResult
 		err error
 	)
 	if p.mode() == "adopt" {
-		cr, err = p.adopted()
+		cr, err = cs.adopted()
 	} else {
-		cr, err = p.created()
+		cr, err = cs.created()
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
+	cs.end(cr.stop)
+	conds := []Condition{cs.verdict(CondCluster, ReasonClusterRunning, "")}
 	if cr.stopped || cr.cluster == nil {
-		p.end(cr.stop)
-		return nil
+		return p.withInCluster(conds, nil)
 	}
 	ref := cr.cluster.Ref
-	claim, err := p.claim()
+	ks := p.step()
+	claim, err := ks.claim()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	ks.end(claim.stop)
+	conds = append(conds, ks.verdict(CondClaim, ReasonClaimed, ""))
 	if claim.stopped {
-		p.end(claim.stop)
-		return nil
+		return p.withInCluster(conds, nil)
 	}
-	pools, err := p.nodePools(ref)
-	if err != nil || pools.making {
-		return err
+	ns := p.step()
+	pools, err := ns.nodePools(ref)
+	if err != nil {
+		return nil, err
 	}
-	in, err := p.inCluster(ref)
-	p.end(in.stop)
-	return err
+	conds = append(conds, ns.verdict(CondNodePools, ReasonNodePoolsReady, ""))
+	if pools.making {
+		return p.withInCluster(conds, nil)
+	}
+	return p.withInCluster(conds, &ref)
+}
+
+// withInCluster appends the in-cluster step's condition: the step run on
+// ref, or, when an earlier step stopped the pass (ref nil), the node daemon
+// as the record has it while this pass did not read the provider.
+func (p *pass) withInCluster(conds []Condition, ref *providers.ClusterRef) ([]Condition, error) {
+	recorded := p.seen.DaemonApplied && !p.full
+	if ref == nil {
+		if recorded {
+			conds = append(conds, Condition{Type: CondInCluster, Status: ConditionTrue, Reason: ReasonNodeDaemonApplied})
+		}
+		return conds, nil
+	}
+	s := p.step()
+	in, err := s.inCluster(*ref)
+	if err != nil {
+		return nil, err
+	}
+	s.end(in.stop)
+	c := s.verdict(CondInCluster, ReasonNodeDaemonApplied, "")
+	if in.noDaemon && !recorded && c.Status == ConditionTrue {
+		c.Status, c.Reason, c.Message = ConditionUnknown, ReasonNodeDaemonNotConfigured, NoDaemonMessage
+	}
+	return append(conds, c), nil
+}
+
+// teardownStep undoes the substrate: True (TornDown) once nothing of it is
+// left, whatever it still says meanwhile.
+func (p *pass) teardownStep() ([]Condition, error) {
+	s := p.step()
+	gone, err := s.teardown()
+	if err != nil {
+		return nil, err
+	}
+	if !gone {
+		c := s.verdict(CondTeardown, ReasonTearingDown, "")
+		if c.Status == ConditionTrue {
+			c.Status = ConditionUnknown
+		}
+		return []Condition{c}, nil
+	}
+	why := "the pool was archived"
+	if p.want.Teardown == state.TeardownRemoved {
+		why = "policy.substrate was removed (with prune)"
+	}
+	c := s.verdict(CondTeardown, ReasonTornDown, "")
+	c.Status, c.Reason, c.words = ConditionTrue, ReasonTornDown, "torn down: "+why
+	c.Message = joined([]string{c.words}, c.notes)
+	return []Condition{c}, nil
+}
+
+// orphansStep removes the orphans the sweep found (ok false: there are
+// none): True (OrphansRemoved) once none is left.
+func (p *pass) orphansStep() (c Condition, ok bool, err error) {
+	if len(p.seen.Orphans) == 0 || p.prov == nil {
+		return Condition{}, false, nil
+	}
+	s := p.step()
+	if err := s.orphans(); err != nil {
+		return Condition{}, false, err
+	}
+	c = s.verdict(CondOrphans, ReasonOrphansRemoved, "")
+	switch {
+	case len(p.seen.Orphans) == 0:
+		c.Status, c.Reason = ConditionTrue, ReasonOrphansRemoved
+	case c.Status == ConditionTrue:
+		c.Status, c.Reason = ConditionUnknown, ReasonOrphansRemaining
+	}
+	return c, true, nil
 }
 
 // finish decides the substrate's state and message, writes what changed of
 // the reconciler's half, and drops finished operations no generation needs.
-func (p *pass) finish() (time.Time, error) {
+func (p *pass) finish(conds []Condition) (time.Time, error) {
 	r, id := p.r, p.want.PoolID
 	// A pass cut off by our own stop learned nothing about the provider: it
 	// must not leave a read it never made as the substrate's message (a
@@ -345,13 +375,20 @@ func (p *pass) finish() (time.Time, error) {
 	s.PoolID = id
 	s.Mode = p.mode()
 	s.ObservedGeneration = p.want.Generation
-	state0, msg := p.decide()
+	state0, msg := summarize(p.want.Present, conds)
 	if notes := r.foreignNotes(id); len(notes) > 0 {
 		msg = strings.Join(append([]string{msg}, notes...), "; ")
 	}
 	s.State, s.Message = state0, msg
-	s.Converged = len(p.waits) == 0 && !p.scheduled && !p.readFailed && !p.doubted && len(s.Orphans) == 0
-	if p.gone {
+	s.Conditions = make([]state.SubstrateCondition, 0, len(conds))
+	gone, readFailed, doubted := false, false, false
+	for _, c := range conds {
+		s.Conditions = append(s.Conditions, c.Stored())
+		gone = gone || (c.Type == CondTeardown && c.Status == ConditionTrue)
+		readFailed, doubted = readFailed || c.readFailed, doubted || c.doubted
+	}
+	s.Converged = converged(conds) && len(s.Orphans) == 0
+	if gone {
 		s.NodePools, s.Teardown = nil, nil
 		if s.Cluster != nil {
 			s.Cluster.Status = string(state.SubstrateDeleted)
@@ -365,7 +402,7 @@ func (p *pass) finish() (time.Time, error) {
 	var drop []string
 	for _, key := range p.keys() {
 		op := p.ops[key]
-		if op.State.Terminal() && (op.Generation < p.want.Generation || (p.gone && len(s.Orphans) == 0)) && s.Converged {
+		if op.State.Terminal() && (op.Generation < p.want.Generation || (gone && len(s.Orphans) == 0)) && s.Converged {
 			drop = append(drop, key)
 		}
 	}
@@ -374,7 +411,7 @@ func (p *pass) finish() (time.Time, error) {
 		if old, err = tx.SubstrateSeen(id); err != nil {
 			return err
 		}
-		if p.gone && s.Claim != "" {
+		if gone && s.Claim != "" {
 			if err := tx.ReleaseCluster(s.Claim, id); err != nil {
 				return err
 			}
@@ -415,60 +452,22 @@ func (p *pass) finish() (time.Time, error) {
 			Str("message", s.Message).Msg("substrate: state")
 	}
 	r.mu.Lock()
-	if p.full && !p.readFailed && !p.doubted {
+	if p.full && !readFailed && !doubted {
 		r.verified[id] = true
 	}
-	if p.doubted {
+	if doubted {
 		r.verified[id] = false
 	}
-	if !p.readFailed {
+	if !readFailed {
 		delete(r.reads, id)
 		delete(r.readAt, id)
 	}
 	r.mu.Unlock()
-	if p.next.IsZero() && !s.Converged {
-		p.next = now.Add(r.opts.Poll)
+	next := requeue(conds)
+	if next.IsZero() && !s.Converged {
+		next = now.Add(r.opts.Poll)
 	}
-	return p.next, nil
-}
-
-// decide is the state and message the pass leaves.
-func (p *pass) decide() (state.SubstrateState, string) {
-	join := func(parts ...[]string) string {
-		var all []string
-		for _, l := range parts {
-			all = append(all, l...)
-		}
-		return strings.Join(all, "; ")
-	}
-	if !p.want.Present {
-		switch {
-		case p.gone && len(p.seen.Orphans) == 0:
-			why := "the pool was archived"
-			if p.want.Teardown == state.TeardownRemoved {
-				why = "policy.substrate was removed (with prune)"
-			}
-			return state.SubstrateDeleted, join([]string{"torn down: " + why}, p.notes)
-		case p.refused || len(p.problems) > 0:
-			return state.SubstrateError, join(p.problems, p.waits)
-		}
-		return state.SubstrateDeleting, cmpOr(join(p.waits), "tearing down")
-	}
-	daemon := p.applied || (p.seen.DaemonApplied && !p.full)
-	switch {
-	case len(p.problems) > 0:
-		return state.SubstrateError, join(p.problems, p.waits, p.notes)
-	case len(p.waits) > 0:
-		if daemon {
-			return state.SubstrateReady, join(p.waits, p.notes)
-		}
-		return state.SubstrateCreating, join(p.waits)
-	case daemon:
-		return state.SubstrateReady, join(p.notes)
-	case p.noDaemon:
-		return state.SubstrateCreating, "the cluster and its node pools run; waiting for the node daemon: " + NoDaemonMessage
-	}
-	return state.SubstrateCreating, "waiting for the cluster"
+	return next, nil
 }
 
 // sameSeen compares two records but for their times.

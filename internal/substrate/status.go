@@ -33,6 +33,19 @@ type Status struct {
 	// of the substrate and nothing is in progress: what a script waits for
 	// (an addition to docs/substrates.md's list).
 	Converged bool `json:"converged"`
+	// Conditions are the verdicts of the last pass's steps, in the order
+	// they ran ([] before the first pass; an addition): what an alert
+	// matches on, by type and reason.
+	Conditions []StatusCondition `json:"conditions"`
+}
+
+// StatusCondition is one step's verdict (docs/substrates.md lists the
+// types and reasons).
+type StatusCondition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // StatusCluster is the substrate's cluster; its fields are "" until known.
@@ -88,7 +101,7 @@ func StatusOf(rec state.SubstrateRecord) Status {
 	w := rec.Want
 	st := Status{Pool: w.Pool, PoolID: w.PoolID, Account: w.Account, Mode: "create",
 		State: string(state.SubstratePending), Message: PendingMessage, NodePools: []StatusNodePool{}, UpdatedAt: w.RecordedAt,
-		JoinedNodes: []StatusJoinedNode{}}
+		JoinedNodes: []StatusJoinedNode{}, Conditions: []StatusCondition{}}
 	if w.Spec.Cluster.Adopt != "" {
 		st.Mode = "adopt"
 	}
@@ -109,6 +122,9 @@ func StatusOf(rec state.SubstrateRecord) Status {
 	}
 	for _, np := range s.NodePools {
 		st.NodePools = append(st.NodePools, StatusNodePool{Flavor: np.Flavor, Name: np.Name, Status: np.Status, Nodes: np.Nodes})
+	}
+	for _, c := range s.Conditions {
+		st.Conditions = append(st.Conditions, StatusCondition(c))
 	}
 	st.Nodes = StatusNodes{Listed: s.Nodes.Listed, Joined: s.Nodes.Joined}
 	st.WaitingToJoin.Count = s.Waiting.Count
@@ -195,6 +211,11 @@ func TextLines(list []Status) []string {
 		}
 		if s.Message != "" {
 			out = append(out, "  "+strings.ReplaceAll(s.Message, "\n", " "))
+		}
+		for _, c := range s.Conditions {
+			if c.Status == ConditionFalse {
+				out = append(out, "  needs a person: "+c.Type+" "+c.Reason)
+			}
 		}
 	}
 	return out

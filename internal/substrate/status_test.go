@@ -30,9 +30,11 @@ func TestStatusShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	// docs/substrates.md's keys, and converged (an addition: what a script waits for),
-	// nodes.connected and joinedNodes (additions: each node connected or not).
+	// nodes.connected and joinedNodes (additions: each node connected or not),
+	// conditions (an addition: each step's verdict).
 	want := map[string][]string{
-		"":              {"account", "cluster", "converged", "joinedNodes", "message", "mode", "nodePools", "nodes", "pool", "poolId", "state", "updatedAt", "waitingToJoin"},
+		"":              {"account", "cluster", "conditions", "converged", "joinedNodes", "message", "mode", "nodePools", "nodes", "pool", "poolId", "state", "updatedAt", "waitingToJoin"},
+		"conditions[0]": {"message", "reason", "status", "type"},
 		"cluster":       {"endpoint", "globalId", "id", "location", "version"},
 		"nodes":         {"connected", "joined", "listed"},
 		"waitingToJoin": {"count", "since"},
@@ -43,6 +45,8 @@ func TestStatusShape(t *testing.T) {
 		switch {
 		case path == "nodePools[0]":
 			obj = got["nodePools"].([]any)[0].(map[string]any)
+		case path == "conditions[0]":
+			obj = got["conditions"].([]any)[0].(map[string]any)
 		case path != "":
 			obj = got[path].(map[string]any)
 		}
@@ -60,6 +64,15 @@ func TestStatusShape(t *testing.T) {
 		st.NodePools[0].Status != "running" || st.NodePools[0].Nodes != 1 || st.UpdatedAt == 0 {
 		t.Fatalf("%+v", st)
 	}
+	// Converged without a node daemon: every step done but the in-cluster
+	// half, which has none to hand the cluster to.
+	var conds []string
+	for _, c := range st.Conditions {
+		conds = append(conds, c.Type+"="+c.Status+"/"+c.Reason)
+	}
+	if want := "Account=True/AccountFound Cluster=True/ClusterRunning Claim=True/Claimed NodePools=True/NodePoolsReady InCluster=Unknown/NodeDaemonNotConfigured"; strings.Join(conds, " ") != want {
+		t.Errorf("conditions %v, want %s", conds, want)
+	}
 	lines := substrate.TextLines(list)
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "gpu creating create ") || !strings.Contains(lines[1], "h100") {
 		t.Fatalf("text:\n%s", strings.Join(lines, "\n"))
@@ -75,6 +88,22 @@ func TestTextLinesShowConnectedNodes(t *testing.T) {
 	want := "gpu ready create (no cluster yet) nodes 2/2 joined, 1 connected, updated 2026-12-02T11:00:00Z\n" +
 		"  node n1: connected (last seen 2026-12-02T10:59:50Z)\n" +
 		"  node n2: not connected (last seen 2026-12-02T10:40:00Z)"
+	if got != want {
+		t.Fatalf("text:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// The text lines name each condition that needs a person, by type and
+// reason, after the message; the others are in -o json.
+func TestTextLinesNameFailingConditions(t *testing.T) {
+	st := substrate.Status{Pool: "gpu", State: "error", Mode: "create", UpdatedAt: 1796209200000, Message: "flavor h100: quota",
+		Conditions: []substrate.StatusCondition{{Type: "Cluster", Status: "True", Reason: "ClusterRunning"},
+			{Type: "NodePools", Status: "False", Reason: "NodePoolError", Message: "flavor h100: quota"},
+			{Type: "InCluster", Status: "Unknown", Reason: "NodeDaemonNotConfigured"}}}
+	got := strings.Join(substrate.TextLines([]substrate.Status{st}), "\n")
+	want := "gpu error create (no cluster yet) nodes 0/0 joined, 0 connected, updated 2026-12-02T11:00:00Z\n" +
+		"  flavor h100: quota\n" +
+		"  needs a person: NodePools NodePoolError"
 	if got != want {
 		t.Fatalf("text:\n%s\nwant\n%s", got, want)
 	}

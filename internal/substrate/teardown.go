@@ -16,7 +16,7 @@ import (
 
 // teardown undoes a substrate: the in-cluster half first, then our node
 // pools, then a created cluster; on an adopted cluster only our node pools.
-func (p *pass) teardown() error {
+func (p *step) teardown() (gone bool, _ error) {
 	// What present passes left open is abandoned: the teardown finds what
 	// they made by name and label.
 	for _, key := range p.keys() {
@@ -25,60 +25,58 @@ func (p *pass) teardown() error {
 			continue
 		}
 		if err := p.move(op, Abandon, nil, nil); err != nil {
-			return err
+			return false, err
 		}
 	}
 	ref := p.clusterRef()
 	if ref.Name == "" && ref.ID == "" {
-		p.gone = true // adopted, never read: nothing of ours is in it
-		return nil
+		return true, nil // adopted, never read: nothing of ours is in it
 	}
 	if p.seen.DaemonApplied || p.seen.DaemonIntent {
 		seam := p.r.opts.InCluster
 		retry := p.r.clock.Now().Add(AdoptedRetry)
 		if seam == nil {
-			p.wait("the node daemon was applied by an agent configured with substrate.nodeDaemon; configure it again so that the teardown can remove it", retry)
-			return nil
+			p.wait(ReasonNodeDaemonNotConfigured, "the node daemon was applied by an agent configured with substrate.nodeDaemon; configure it again so that the teardown can remove it", retry)
+			return false, nil
 		}
 		p.r.mu.Lock()
 		held := p.r.daemonRetry[p.want.PoolID]
 		p.r.mu.Unlock()
 		if p.r.clock.Now().Before(held.at) {
-			p.wait(held.msg, held.at)
-			return nil
+			p.wait(ReasonNodeDaemonRemoval, held.msg, held.at)
+			return false, nil
 		}
 		if err := p.alive(); err != nil {
-			return err
+			return false, err
 		}
 		if err := seam.Teardown(p.ctx, p.target(ref)); err != nil {
 			msg := fmt.Sprintf("removing the node daemon: %v; trying again at %s", err, retry.UTC().Format(time.RFC3339))
 			p.r.mu.Lock()
 			p.r.daemonRetry[p.want.PoolID] = retryNote{at: retry, msg: msg}
 			p.r.mu.Unlock()
-			p.wait(msg, retry)
-			return nil
+			p.wait(ReasonNodeDaemonRemoval, msg, retry)
+			return false, nil
 		}
 		p.seen.DaemonApplied, p.seen.DaemonIntent = false, false
 		p.seen.Nodes, p.seen.Waiting = state.SeenNodes{}, state.WaitingToJoin{}
 	}
 	if p.mode() == "create" {
 		if err := p.sayWhoWaits(); err != nil {
-			return err
+			return false, err
 		}
 	}
 	res, err := p.removeCluster(ref, "", p.mode() == "create")
 	if err != nil {
-		return err
+		return false, err
 	}
-	p.gone = res.gone
-	return nil
+	return res.gone, nil
 }
 
 // sayWhoWaits tells, before a created cluster is deleted, which other
 // pools are waiting to adopt it (their claim refused because this pool
 // holds it): the teardown goes on, since the document asks for it, but
 // never without saying so.
-func (p *pass) sayWhoWaits() error {
+func (p *step) sayWhoWaits() error {
 	key := p.seen.Claim
 	if key == "" {
 		return nil
@@ -101,8 +99,8 @@ func (p *pass) sayWhoWaits() error {
 	}
 	sort.Strings(waiting)
 	msg := fmt.Sprintf("pool %s waits to adopt this cluster, but pool %s created it, so its teardown deletes it", strings.Join(waiting, ", "), p.want.Pool)
-	p.notes = append(p.notes, msg)
-	p.waits = append(p.waits, msg) // said while it is deleting, too
+	p.note(msg)
+	p.wait(ReasonAdopterWaiting, msg, time.Time{}) // said while it is deleting, too
 	p.r.log.Warn().Str("pool", p.want.Pool).Strs("waiting", waiting).Msg("substrate: " + msg)
 	return nil
 }
@@ -110,7 +108,7 @@ func (p *pass) sayWhoWaits() error {
 // removeCluster deletes what the substrate made in a cluster: its node
 // pools (only ours), then, with del, the cluster. Its result says whether
 // nothing is left to do.
-func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) (removeResult, error) {
+func (p *step) removeCluster(ref providers.ClusterRef, prefix string, del bool) (removeResult, error) {
 	c, err := p.prov.GetCluster(p.ctx, p.acct, ref)
 	if errors.Is(err, providers.ErrNotFound) {
 		return removeResult{gone: true}, p.settleGone(prefix)
@@ -127,7 +125,7 @@ func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) 
 		// was decided on the labels the cluster had then, and the provider
 		// is deleting it whatever they say now.
 		p.foreign(c)
-		p.notes = append(p.notes, "left "+p.whose(c)+" in place: fleet-agent deletes only clusters carrying its labels")
+		p.note("left " + p.whose(c) + " in place: fleet-agent deletes only clusters carrying its labels")
 		for _, key := range p.keys() {
 			if op := p.ops[key]; op.Step == stepDeleteCluster && op.Object == prefix+c.Ref.Name && !op.State.Terminal() && op.State != state.InFlight {
 				if err := p.move(op, Abandon, nil, nil); err != nil {
@@ -173,33 +171,23 @@ func (p *pass) removeCluster(ref providers.ClusterRef, prefix string, del bool) 
 		return removeResult{gone: true}, nil
 	}
 	object := prefix + c.Ref.Name
-	op := p.pending(object, stepDeleteCluster)
-	if op == nil {
-		repeat, last := p.last(stepDeleteCluster, object)
-		if last != nil {
-			repeat++
-		}
-		if repeat > maxRepeats {
-			p.problem("cluster %s was deleted %d times and keeps coming back at the provider; fleet-agent stops deleting it: find what makes it again (the provider's console or audit log), then apply again to try again",
-				c.Ref.Name, repeat)
-			p.scheduled = true
-			p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
-			return removeResult{}, nil
-		}
-		if op, err = p.open(stepDeleteCluster, object, repeat, request{Cluster: c.Ref}); err != nil {
-			return removeResult{}, err
-		}
-	}
-	out, err := p.drive(op, false)
+	a, err := p.try(p.pending(object, stepDeleteCluster), stepDeleteCluster, object, request{Cluster: c.Ref}, false, nil)
 	if err != nil {
 		return removeResult{}, err
 	}
+	if a.over > 0 {
+		p.problem(ReasonClusterKeepsComingBack, fmt.Sprintf("cluster %s was deleted %d times and keeps coming back at the provider; fleet-agent stops deleting it: find what makes it again (the provider's console or audit log), then apply again to try again",
+			c.Ref.Name, a.over))
+		p.scheduled = true
+		p.schedule(p.r.clock.Now().Add(p.r.opts.Every))
+		return removeResult{}, nil
+	}
+	out, op := a.out, a.op
 	if prefix == "" {
 		p.seen.Teardown = nil
 		if op.Refusals > 0 {
 			p.seen.Teardown = &state.TeardownRetry{Refusals: op.Refusals, NextAttemptAt: op.NextAttemptAt}
 		}
-		p.refused = out.res == resRefused
 	}
 	if out.res == resDone {
 		return removeResult{gone: true}, p.settleGone(prefix)
@@ -219,7 +207,7 @@ func (p *pass) deleteAccepted(object string) bool {
 // whose pool the listing no longer shows: a delete accepted before a crash
 // is settled by its read-back, which finds the pool gone. Wanted pools'
 // operations are their flavors' business.
-func (p *pass) settleUnlisted(prefix string, listed map[string]providers.NodePool, wanted map[string]bool) error {
+func (p *step) settleUnlisted(prefix string, listed map[string]providers.NodePool, wanted map[string]bool) error {
 	for _, key := range p.keys() {
 		op := p.ops[key]
 		name, ok := strings.CutPrefix(op.Object, prefix)
@@ -241,7 +229,7 @@ func (p *pass) settleUnlisted(prefix string, listed map[string]providers.NodePoo
 
 // settle drives an operation whose object a fresh read showed gone: a wait
 // it was holding (a backoff after a failed read-back) no longer applies.
-func (p *pass) settle(op *state.JournalOp) error {
+func (p *step) settle(op *state.JournalOp) error {
 	if op.NextAttemptAt > 0 && op.State != state.InFlight {
 		if err := p.move(op, Defer, func(o *state.JournalOp) { o.NextAttemptAt = 0 }, nil); err != nil {
 			return err
@@ -257,7 +245,7 @@ func (p *pass) settle(op *state.JournalOp) error {
 
 // settleGone finishes the delete operations of a cluster that is gone
 // (their read-backs find it gone).
-func (p *pass) settleGone(prefix string) error {
+func (p *step) settleGone(prefix string) error {
 	for _, key := range p.keys() {
 		op := p.ops[key]
 		if !isDelete(op.Step) || op.State.Terminal() || !strings.HasPrefix(op.Object, prefix) {
@@ -279,7 +267,7 @@ const orphanPrefix = "orphan-"
 
 // orphans removes the clusters the discovery sweep found carrying this
 // pool's label that the substrate does not use.
-func (p *pass) orphans() error {
+func (p *step) orphans() error {
 	if len(p.seen.Orphans) == 0 || p.prov == nil {
 		return nil
 	}

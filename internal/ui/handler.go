@@ -198,6 +198,17 @@ var funcs = template.FuncMap{
 		}
 		return "busy"
 	},
+	// conditionClass colours a condition's status: True is done, False
+	// needs a person, Unknown is in progress.
+	"conditionClass": func(s string) string {
+		switch s {
+		case "True":
+			return "good"
+		case "False":
+			return "bad"
+		}
+		return "busy"
+	},
 	"lineClass": func(line string) string {
 		if line == "" {
 			return ""

@@ -130,6 +130,9 @@ func situations() map[string]*Fleet {
 			state.JournalOp{Step: "createNodePool", Object: "fa-k8s-h100", State: state.Failed, Attempts: 3, LastError: &state.OpError{Class: "quota", Message: "quota exceeded"}, UpdatedAt: ms(2 * time.Minute)}),
 		substrateOf("edge", "ready", "ready; 3 node(s) waiting to join for 20m; look at DaemonSet fleet-node/fleet-node", 3, 0, 3, i64(ms(20*time.Minute))),
 	}
+	// Each step's condition, the failing one's message escaped like the rest.
+	f.Substrates[0].Conditions = []Condition{{Type: "Account", Status: "True", Reason: "AccountFound"}, {Type: "Cluster", Status: "True", Reason: "ClusterRunning"},
+		{Type: "NodePools", Status: "False", Reason: "NodePoolError", Message: `flavor h100: quota exceeded <img src=x onerror=alert(1)>`}}
 	out["attention"] = f
 
 	// Substrates coming up: creating, with the journal's operations.
@@ -141,6 +144,8 @@ func situations() map[string]*Fleet {
 	coming.Nodes.Connected = 1
 	coming.JoinedNodes = []JoinedNode{{Name: "gpu-node-1", Connected: true, LastSeen: ms(15 * time.Second)},
 		{Name: "<b>gpu-node-2</b>", Connected: false, LastSeen: ms(20 * time.Minute)}}
+	coming.Conditions = []Condition{{Type: "Cluster", Status: "True", Reason: "ClusterRunning"},
+		{Type: "NodePools", Status: "Unknown", Reason: "NodePoolProvisioning", Message: "flavor cpu: node pool fa-k8s-cpu is provisioning"}}
 	f.Substrates = []Substrate{coming}
 	out["substrates"] = f
 

@@ -97,8 +97,18 @@ type Substrate struct {
 		Since *int64 `json:"since"`
 	} `json:"waitingToJoin"`
 	JoinedNodes []JoinedNode      `json:"joinedNodes"`
+	Conditions  []Condition       `json:"conditions"`
 	UpdatedAt   int64             `json:"updatedAt"`
 	Ops         []state.JournalOp `json:"-"`
+}
+
+// Condition is one step's verdict on a substrate: a stable reason to match
+// and the words for a person.
+type Condition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // JoinedNode is one node daemon that joined a substrate's pool, connected
