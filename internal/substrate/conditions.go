@@ -48,13 +48,13 @@ const (
 	ReasonClusterKeepsDisappearing = "ClusterKeepsDisappearing"
 	ReasonAdoptedClusterNotFound   = "AdoptedClusterNotFound"
 
-	ReasonClaimed              = "Claimed"
+	ReasonClaimed      = "Claimed"
 	ReasonClaimRefused = "ClaimRefused"
 
 	ReasonNodePoolsReady            = "NodePoolsReady"
 	ReasonNodePoolProvisioning      = "NodePoolProvisioning"
 	ReasonNodePoolDeletedElsewhere  = "NodePoolDeletedElsewhere"
-	ReasonNodePoolError           = "NodePoolError"
+	ReasonNodePoolError             = "NodePoolError"
 	ReasonNodePoolNotOurs           = "NodePoolNotOurs"
 	ReasonNodePoolKeepsDisappearing = "NodePoolKeepsDisappearing"
 	ReasonNodePoolKeepsDiffering    = "NodePoolKeepsDiffering"
