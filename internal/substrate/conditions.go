@@ -59,6 +59,9 @@ const (
 	ReasonNodePoolKeepsDisappearing = "NodePoolKeepsDisappearing"
 	ReasonNodePoolKeepsDiffering    = "NodePoolKeepsDiffering"
 	ReasonNodePoolKeepsComingBack   = "NodePoolKeepsComingBack"
+	// ReasonOutsideWindow: a step that takes running Nodes away waits for
+	// the substrate's next maintenance window.
+	ReasonOutsideWindow = "OutsideWindow"
 
 	ReasonNodeDaemonApplied       = "NodeDaemonApplied"
 	ReasonNodeDaemonNotConfigured = "NodeDaemonNotConfigured"
@@ -87,7 +90,7 @@ var Reasons = []string{
 	ReasonClusterNotOurs, ReasonClusterKeepsDisappearing, ReasonAdoptedClusterNotFound,
 	ReasonClaimed, ReasonClaimRefused,
 	ReasonNodePoolsReady, ReasonNodePoolProvisioning, ReasonNodePoolDeletedElsewhere, ReasonNodePoolError, ReasonNodePoolNotOurs,
-	ReasonNodePoolKeepsDisappearing, ReasonNodePoolKeepsDiffering, ReasonNodePoolKeepsComingBack,
+	ReasonNodePoolKeepsDisappearing, ReasonNodePoolKeepsDiffering, ReasonNodePoolKeepsComingBack, ReasonOutsideWindow,
 	ReasonNodeDaemonApplied, ReasonNodeDaemonNotConfigured, ReasonNodeDaemonApplyFailed, ReasonNodeDaemonRemoval,
 	ReasonTornDown, ReasonTearingDown, ReasonAdopterWaiting, ReasonClusterKeepsComingBack,
 	ReasonOrphansRemoved, ReasonOrphansRemaining,

@@ -43,6 +43,12 @@ func nodePoolSpec(o providers.Owner, f fleet.SubstrateFlavor) providers.NodePool
 	return s
 }
 
+// shrinks reports whether asking size of a node pool that has have can take
+// running Nodes away: fewer nodes, or an autoscaler bound below the count.
+func shrinks(have, size providers.Size) bool {
+	return size.NodeCount < have.NodeCount || size.Autoscaling != nil && size.Autoscaling.MaxNodes < have.NodeCount
+}
+
 // sizeFor is the size to ask of an existing node pool: the wanted one, and
 // with autoscaling the autoscaler's current count kept within the bounds.
 func sizeFor(have providers.NodePool, want providers.Size) providers.Size {
@@ -104,6 +110,10 @@ func (p *step) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
 	}
 	for _, np := range list {
 		if wanted[np.Name] || !p.ours(np) {
+			continue
+		}
+		if p.pending(np.Name, stepDeleteNodePool) == nil && p.outsideWindow(fmt.Sprintf("the delete of node pool %s (its flavor was removed, %d nodes)", np.Name, np.NodeCount)) {
+			seen = append(seen, state.SeenNodePool{Name: np.Name, Status: string(np.Status), Nodes: np.NodeCount, Message: "flavor removed; its delete waits for a maintenance window"})
 			continue
 		}
 		del, err := p.deleteNodePool(ref, "", np.Name, "flavor removed")
@@ -244,6 +254,9 @@ func (p *step) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed 
 		step, req = stepUpdateNodePool, request{Cluster: ref, NodePool: &upd}
 	case !sizeMatches(np.Size, want.Size):
 		size := sizeFor(np, want.Size)
+		if shrinks(np.Size, size) && p.outsideWindow(fmt.Sprintf("%s: node pool %s from %d to %d nodes", label, name, np.NodeCount, size.NodeCount)) {
+			return flavorResult{seen: sp, making: false}, nil
+		}
 		step, req = stepResizeNodePool, request{Cluster: ref, Name: name, Size: &size}
 	default:
 		return flavorResult{seen: sp, making: false}, nil

@@ -1,0 +1,71 @@
+package substrate_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/crashtest"
+)
+
+// TestDisruptiveStepsWaitForAWindow: with maintenance windows, a node pool
+// made smaller and the node pool of a removed flavor wait until a window
+// opens (NodePools Unknown OutsideWindow, saying when), while a create and a
+// growth go on at once; inside the window both are done. The clock starts
+// on a Monday at 12:00 UTC; the window is Tuesdays 00:00-04:00 UTC.
+func TestDisruptiveStepsWaitForAWindow(t *testing.T) {
+	e := newEnv(t, nil)
+	const window = `"maintenance":{"windows":[{"days":["tue"],"start":"00:00","duration":"4h"}]},"flavors":[`
+	doc := func(flavors ...crashtest.Flavor) string {
+		return strings.Replace(crashtest.Document(crashtest.Step{Pools: []crashtest.Pool{{Name: "gpu", Flavors: flavors}}}), `"flavors":[`, window, 1)
+	}
+	big := crashtest.Flavor{Name: "h100", MachineType: "fake-h100x8", Nodes: 3}
+	spot := crashtest.Flavor{Name: "l4", MachineType: "fake-l4x1", Nodes: 1}
+	e.apply(doc(big, spot), false)
+	e.converge(10*time.Second, 40) // creates do not wait
+
+	small := big
+	small.Nodes = 1
+	more := crashtest.Flavor{Name: "cpu", MachineType: "fake-cpu-4", Nodes: 2}
+	e.apply(doc(small, more), false)
+	for range 12 {
+		if err := e.rec.ReconcileOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(10 * time.Second)
+	}
+	if n, d := e.fake.Calls("ResizeNodePool"), e.fake.Calls("DeleteNodePool"); n != 0 || d != 0 {
+		t.Fatalf("outside the window: %d resizes, %d deletes", n, d)
+	}
+	st := e.status("gpu")
+	var pools *substrate.StatusCondition
+	for i, c := range st.Conditions {
+		if c.Type == "NodePools" {
+			pools = &st.Conditions[i]
+		}
+	}
+	if pools == nil || pools.Status != "Unknown" || pools.Reason != substrate.ReasonOutsideWindow ||
+		!strings.Contains(pools.Message, "from 3 to 1 nodes") || !strings.Contains(pools.Message, "the next opens at 2026-06-02T00:00:00Z") {
+		t.Fatalf("conditions %+v", st.Conditions)
+	}
+	if !strings.Contains(st.Message, "waits for a maintenance window (tue 00:00 for 4h (UTC))") {
+		t.Errorf("message %q", st.Message)
+	}
+	var made bool
+	for _, np := range st.NodePools {
+		made = made || np.Flavor == "cpu" && np.Nodes == 2
+	}
+	if !made {
+		t.Fatalf("the new flavor's node pool waited too: %+v", st.NodePools)
+	}
+
+	e.clock.Advance(time.Date(2026, 6, 2, 0, 0, 0, 0, time.UTC).Sub(e.clock.Now()))
+	e.converge(10*time.Second, 40)
+	if n, d := e.fake.Calls("ResizeNodePool"), e.fake.Calls("DeleteNodePool"); n != 1 || d != 1 {
+		t.Fatalf("inside the window: %d resizes, %d deletes, want one each", n, d)
+	}
+	if st := e.status("gpu"); strings.Contains(st.Message, "maintenance window") {
+		t.Fatalf("after the window's steps: %s", st.Message)
+	}
+}
