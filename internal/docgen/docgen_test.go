@@ -58,7 +58,7 @@ func TestSchemaDefaultsAreTheNormalForm(t *testing.T) {
 		"offer": "/pools/0/offers/0", "flavor": "/flavors/0", "placement": "/flavors/0/placement",
 		"sandboxTemplate": "/sandboxTemplates/0", "volume": "/sandboxTemplates/0/volumes/0",
 		"create": "/pools/1/policy/substrate/cluster/create", "substrateFlavor": "/pools/1/policy/substrate/flavors/0",
-		"substrate": "/pools/1/policy/substrate",
+		"substrate": "/pools/1/policy/substrate", "maintenanceWindow": "/pools/1/policy/substrate/maintenance/windows/0",
 	}
 	found := 0
 	var walk func(name string, o *object)
@@ -105,7 +105,8 @@ const base = `{"version": 1,
  "providerAccounts": [{"name": "sim", "provider": "fake"}],
  "pools": [{"name": "gpu", "site": "lab", "class": "provider", "providerAccount": "sim", "offers": [{"tenant": "acme", "quota": {"gpu": 1}}]},
   {"name": "k8s", "site": "lab", "class": "metal-host", "policy": {"substrate": {"kind": "kubernetes", "account": "sim",
-   "cluster": {"create": {"location": "fake-east"}}, "flavors": [{"name": "cpu", "machineType": "fake-cpu-4"}]}}}],
+   "cluster": {"create": {"location": "fake-east"}}, "flavors": [{"name": "cpu", "machineType": "fake-cpu-4"}],
+   "maintenance": {"windows": [{"days": ["sat"], "start": "02:00", "duration": "4h"}]}}}}],
  "flavors": [{"pool": "gpu", "name": "small", "vcpu": 1, "memoryGiB": 1, "diskGiB": 1, "placement": {"hugepages": "2Mi"}}],
  "sandboxTemplates": [{"name": "py", "pool": "gpu", "flavor": "small", "imageId": "x", "volumes": [{"volume": "data", "mountPath": "/data"}]}]
 }`

@@ -323,6 +323,8 @@ func decodeSubstrate(m map[string]any) *Substrate {
 			for _, d := range arr(wm["days"]) {
 				mw.Days = append(mw.Days, s(d))
 			}
+			// The normal form names the zone: left out, it is UTC.
+			mw.TimeZone = "UTC"
 			if z, ok := wm["timeZone"]; ok {
 				mw.TimeZone = s(z)
 			}
