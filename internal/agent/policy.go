@@ -357,6 +357,9 @@ func (a *Agent) stepPolicy(ctx context.Context, c *candidate) verdict {
 	jctx, cancel := context.WithTimeout(ctx, PolicyDeadline)
 	defer cancel()
 	rep, _, err := pol.Judge(jctx, a.policyInput(c.doc, data, c.plan), policy.PlanCostBudget)
+	if err == nil {
+		err = a.judgeKept(jctx, pol, c, data, rep)
+	}
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return waitFor("the policy's judgement was cut short (%s); it is judged again at the next poll", refusal.Text(err))
@@ -392,6 +395,58 @@ func (a *Agent) stepPolicy(ctx context.Context, c *candidate) verdict {
 			c.pr, refs.Short(head), strings.Join(aw[0].Approvers, ", "), aw[0].Name, aw[0].Message)
 	}
 	return proceed()
+}
+
+// judgeKept judges what the commit writes into the document when the fleet
+// was changed by hand since the applied commit: a value the fleet already
+// holds plans no call, so the plan above never shows it, and a document
+// that keeps a hand edit would step round every rule. Such a commit is also
+// planned against the fleet as the applied document has it, and judged so:
+// a denial there is a denial of the commit (its message says why), and an
+// approval asked there is asked of it. A fleet as applied adds nothing.
+func (a *Agent) judgeKept(ctx context.Context, pol *policy.Policy, c *candidate, data []byte, rep *plan.PolicyReport) error {
+	kept := a.keptPlan(c)
+	if kept == nil {
+		return nil
+	}
+	rep2, _, err := pol.Judge(ctx, a.policyInput(c.doc, data, *kept), policy.PlanCostBudget)
+	if err != nil {
+		return err
+	}
+	for i, v := range rep2.Rules {
+		if i >= len(rep.Rules) || rep.Rules[i].Verdict != plan.VerdictPass {
+			continue
+		}
+		if v.Verdict == plan.VerdictDeny && v.Message != "" {
+			v.Message += " (what the commit writes into the document, judged against the fleet as the applied document has it: the fleet was changed by hand since, so the commit's own plan makes no call for it)"
+		}
+		if v.Verdict == plan.VerdictDeny || v.Verdict == plan.VerdictApprove {
+			rep.Rules[i] = v
+		}
+	}
+	return nil
+}
+
+// keptPlan is the commit's document planned against the fleet as the
+// applied document has it, when the fleet drifted from it; nil when it did
+// not (the commit's own plan says everything) or nothing is applied.
+func (a *Agent) keptPlan(c *candidate) *planned {
+	if c.applied == nil || len(c.applied.Document) == 0 || c.doc == nil || c.plan.Plan == nil {
+		return nil
+	}
+	applied, errs := fleet.Validate("applied", c.applied.Document)
+	if errs != nil {
+		return nil
+	}
+	a.mu.Lock()
+	prune := a.cfg.Prune
+	a.mu.Unlock()
+	drift := plan.Make(applied, c.plan.snap, plan.Options{Tenant: a.cfg.Tenant, Prune: c.applied.Prune})
+	if len(drift.Calls) == 0 {
+		return nil
+	}
+	base := applyInMemory(c.plan.snap, drift.Calls)
+	return &planned{Plan: plan.Make(c.doc, base, plan.Options{Tenant: a.cfg.Tenant, Prune: prune}), snap: base}
 }
 
 // policyView reads the policy status the agent recorded.

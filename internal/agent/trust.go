@@ -252,7 +252,21 @@ func (a *Agent) stepHash(_ context.Context, c *candidate) verdict {
 // rules every later plan is judged by are a change of the fleet's
 // safeguards, whatever the commit's own plan).
 func (a *Agent) reviewNeeded(c *candidate) bool {
-	return a.cfg.RequireReviewedPlan && (!c.plan.Empty() || a.changesPolicy(c) != "")
+	return a.cfg.RequireReviewedPlan && (!c.plan.Empty() || a.changesPolicy(c) != "" || a.changesDocument(c))
+}
+
+// changesDocument reports whether the commit's document says something
+// else than the applied one while its plan makes no call: it writes into
+// the document what the fleet already holds (a keep of a hand change, or a
+// removal that prune leaves standing). The document is the baseline every
+// later plan and drift check starts from, so changing it is a change that
+// needs review, calls or not (found from outside: a commit added on the
+// drift branch rode in unreviewed because its plan was empty).
+func (a *Agent) changesDocument(c *candidate) bool {
+	if c.applied == nil || c.applied.Commit == "" || c.applied.Commit == c.commit || c.doc == nil || len(c.applied.Document) == 0 {
+		return false
+	}
+	return !bytes.Equal(c.doc.Canonical(), c.applied.Document)
 }
 
 // changesPolicy says how the commit changes the policy file against the

@@ -210,8 +210,20 @@ func secretFields(base string, v any) []finding {
 		for i, e := range x {
 			out = append(out, secretFields(joinPointer(base, strconv.Itoa(i)), e)...)
 		}
+	case string:
+		// Whatever the field is called (gcp's credentials, a field of an
+		// adapter to come): a private key is a secret.
+		if holdsPrivateKey(x) {
+			out = append(out, finding{ptr: base, msg: fmt.Sprintf("%s holds a private key; write a secret reference to it (secret://NAME, vault://PATH#FIELD or env://VAR), never the key", lastToken(base))})
+		}
 	}
 	return out
+}
+
+// holdsPrivateKey reports whether a value carries a private key: a PEM
+// block of one, or a service account key's JSON (its private_key field).
+func holdsPrivateKey(s string) bool {
+	return strings.Contains(s, "PRIVATE KEY-----") || strings.Contains(s, `"private_key"`) || strings.Contains(s, "PRIVATE KEY BLOCK-----")
 }
 
 // intOf returns an integral number's value (2.0 and 1e2 are integers, as
