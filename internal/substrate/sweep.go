@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rs/zerolog"
 	"slices"
 	"sort"
 
@@ -303,7 +304,10 @@ func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct prov
 		r.verified[id] = false
 		r.mu.Unlock()
 	}
-	log := r.log.Warn().Str("pool", rec.Want.Pool).Str("cluster", ref.Name).Str("id", ref.ID)
+	// A fresh event per line: a zerolog event is spent by its Msg.
+	log := func() *zerolog.Event {
+		return r.log.Warn().Str("pool", rec.Want.Pool).Str("cluster", ref.Name).Str("id", ref.ID)
+	}
 	adopted := rec.Want.Spec.Cluster.Adopt != ""
 	shown, isListed := listed[ref.ID]
 	if adopted || !isListed {
@@ -314,7 +318,7 @@ func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct prov
 		shown = c
 		if errors.Is(err, providers.ErrNotFound) {
 			f.ghosts++
-			log.Msg("substrate sweep: a recorded cluster is gone at the provider")
+			log().Msg("substrate sweep: a recorded cluster is gone at the provider")
 			doubt()
 			return f, nil
 		}
@@ -350,7 +354,7 @@ func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct prov
 				Msg("substrate sweep: a node pool in this substrate's cluster belongs to another installation; left alone")
 		case o.Owns(np.Labels) && o.OwnsNodePoolName(np.Name) && !wanted[np.Name]:
 			f.orphans++
-			log.Str("nodePool", np.Name).Msg("substrate sweep: a node pool of ours that no flavor wants")
+			log().Str("nodePool", np.Name).Msg("substrate sweep: a node pool of ours that no flavor wants")
 		case label != "" && label != id:
 			f.reported++
 			r.log.Warn().Str("pool", rec.Want.Pool).Str("nodePool", np.Name).Str("label", label).
@@ -361,7 +365,7 @@ func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct prov
 			// leader whose term ended, its request late): the next pass is
 			// a full one and sets the document's again.
 			f.moved++
-			log.Str("nodePool", np.Name).Int("nodes", np.NodeCount).Msg("substrate sweep: a node pool of ours differs from the document in size or labels; its next pass sets them again")
+			log().Str("nodePool", np.Name).Int("nodes", np.NodeCount).Msg("substrate sweep: a node pool of ours differs from the document in size or labels; its next pass sets them again")
 		}
 	}
 	for _, np := range s.NodePools {

@@ -69,3 +69,36 @@ func TestDisruptiveStepsWaitForAWindow(t *testing.T) {
 		t.Fatalf("after the window's steps: %s", st.Message)
 	}
 }
+
+// TestSweepOfASubstrateWaitingForAWindow: a substrate with both a node pool
+// of ours no flavor wants (its delete waits) and one whose size differs
+// (its shrink waits) is swept without harm, at start and on schedule, and
+// both are counted (found from outside: the sweep reused one log event for
+// two lines and panicked, and so did every restart).
+func TestSweepOfASubstrateWaitingForAWindow(t *testing.T) {
+	e := newEnv(t, nil)
+	const window = `"maintenance":{"windows":[{"days":["tue"],"start":"00:00","duration":"4h"}]},"flavors":[`
+	doc := func(flavors ...crashtest.Flavor) string {
+		return strings.Replace(crashtest.Document(crashtest.Step{Pools: []crashtest.Pool{{Name: "gpu", Flavors: flavors}}}), `"flavors":[`, window, 1)
+	}
+	big := crashtest.Flavor{Name: "h100", MachineType: "fake-h100x8", Nodes: 3}
+	spot := crashtest.Flavor{Name: "l4", MachineType: "fake-l4x1", Nodes: 1}
+	e.apply(doc(big, spot), false)
+	e.converge(10*time.Second, 40)
+	small := big
+	small.Nodes = 1
+	e.apply(doc(small), false)
+	for range 3 {
+		if err := e.rec.ReconcileOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(10 * time.Second)
+	}
+	rep, err := e.rec.Sweep(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.NodePoolOrphans != 1 || rep.Moved != 1 {
+		t.Fatalf("sweep report %+v, want one orphan node pool and one moved", rep)
+	}
+}
