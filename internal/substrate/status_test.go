@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
+	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/crashtest"
 )
@@ -106,5 +108,29 @@ func TestTextLinesNameFailingConditions(t *testing.T) {
 		"  needs a person: NodePools NodePoolError"
 	if got != want {
 		t.Fatalf("text:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestStatusTextIsPlain: a provider's words in a substrate's message and
+// conditions (a node pool's error) reach status, doctor and the terminal as
+// one line of printable characters: escape sequences, a bell, carriage
+// returns, line breaks and text-direction overrides become spaces; markup is
+// the page's to escape (found from outside: ESC and OSC sequences reached
+// the terminal through fleet-agent substrates).
+func TestStatusTextIsPlain(t *testing.T) {
+	hostile := "pool <b>x</b> \x1b[31mRED\x1b[0m\x1b]0;TITLE\x07 line1\nline2\r FAKE \u202eevil"
+	rec := state.SubstrateRecord{Want: state.SubstrateWant{Pool: "gpu", PoolID: "p1", Present: true},
+		Seen: &state.SubstrateSeen{PoolID: "p1", State: state.SubstrateError, Message: hostile,
+			Conditions: []state.SubstrateCondition{{Type: "NodePools", Status: "False", Reason: "NodePoolError", Message: hostile}}}}
+	st := substrate.StatusOf(rec)
+	for _, got := range []string{st.Message, st.Conditions[0].Message} {
+		for _, r := range got {
+			if unicode.IsControl(r) || r == '\u202e' {
+				t.Fatalf("a control or direction character reached the status: %q", got)
+			}
+		}
+		if !strings.Contains(got, "<b>x</b>") || !strings.Contains(got, "RED") || !strings.Contains(got, "line1 line2") {
+			t.Fatalf("the words were lost: %q", got)
+		}
 	}
 }
