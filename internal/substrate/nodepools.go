@@ -112,7 +112,9 @@ func (p *step) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
 		if wanted[np.Name] || !p.ours(np) {
 			continue
 		}
-		if p.pending(np.Name, stepDeleteNodePool) == nil && p.outsideWindow(fmt.Sprintf("the delete of node pool %s (its flavor was removed, %d nodes)", np.Name, np.NodeCount)) {
+		// A delete not started, or refused and not sent again yet (its
+		// retry lands whenever the schedule says), waits for a window.
+		if op := p.pending(np.Name, stepDeleteNodePool); (op == nil || op.State == state.Journaled) && p.outsideWindow(fmt.Sprintf("the delete of node pool %s (its flavor was removed, %d nodes)", np.Name, np.NodeCount)) {
 			seen = append(seen, state.SeenNodePool{Name: np.Name, Status: string(np.Status), Nodes: np.NodeCount, Message: "flavor removed; its delete waits for a maintenance window"})
 			continue
 		}
@@ -177,6 +179,15 @@ func (p *step) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed 
 		return flavorResult{seen: sp}, nil
 	}
 	if op := p.pending(name, nodePoolSteps...); op != nil {
+		if exists && op.Step == stepResizeNodePool && op.State == state.Journaled {
+			// Refused before and not sent again yet: it has not started,
+			// so a shrink waits for a window like a new one.
+			if r, err := decodeRequest(op); err == nil && r.Size != nil && shrinks(np.Size, *r.Size) &&
+				p.outsideWindow(fmt.Sprintf("%s: node pool %s from %d to %d nodes", label, name, np.NodeCount, r.Size.NodeCount)) {
+				sp.Status, sp.Nodes = string(np.Status), np.NodeCount
+				return flavorResult{seen: sp}, nil
+			}
+		}
 		stale := op.Generation < p.want.Generation && op.Step != stepCreateNodePool && op.Step != stepDeleteNodePool
 		out, err := p.drive(op, stale)
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleet-agent/fleet-agent/internal/providers"
+
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/crashtest"
 )
@@ -100,5 +102,52 @@ func TestSweepOfASubstrateWaitingForAWindow(t *testing.T) {
 	}
 	if rep.NodePoolOrphans != 1 || rep.Moved != 1 {
 		t.Fatalf("sweep report %+v, want one orphan node pool and one moved", rep)
+	}
+}
+
+// TestARefusedDeleteWaitsForTheNextWindow: a delete refused inside a window
+// did nothing at the provider; once the window has closed, its retry waits
+// for the next window instead of landing whenever the retry schedule says
+// (found from outside: a refused delete went through at night).
+func TestARefusedDeleteWaitsForTheNextWindow(t *testing.T) {
+	e := newEnv(t, nil)
+	// Every day 12:00-12:30 UTC; the clock starts at 12:00.
+	const window = `"maintenance":{"windows":[{"days":["mon","tue","wed","thu","fri","sat","sun"],"start":"12:00","duration":"30m"}]},"flavors":[`
+	doc := func(flavors ...crashtest.Flavor) string {
+		return strings.Replace(crashtest.Document(crashtest.Step{Pools: []crashtest.Pool{{Name: "gpu", Flavors: flavors}}}), `"flavors":[`, window, 1)
+	}
+	big := crashtest.Flavor{Name: "h100", MachineType: "fake-h100x8", Nodes: 1}
+	spot := crashtest.Flavor{Name: "l4", MachineType: "fake-l4x1", Nodes: 1}
+	e.apply(doc(big, spot), false)
+	e.converge(10*time.Second, 40)
+	if err := e.fake.InjectFault(fakeFault("DeleteNodePool", 3, providers.Terminal, "the account lost the permission to delete node pools")); err != nil {
+		t.Fatal(err)
+	}
+	e.apply(doc(big), false)
+	for e.fake.Calls("DeleteNodePool") == 0 {
+		if err := e.rec.ReconcileOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(10 * time.Second)
+	}
+	// Refused three times: at the start, 5 and 15 minutes on (the retry
+	// schedule), all inside the window; the fourth attempt would fall 35
+	// minutes on, after the window closed: it waits.
+	for range 90 {
+		e.clock.Advance(time.Minute)
+		if err := e.rec.ReconcileOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.fake.Calls("DeleteNodePool"); n != 3 {
+		t.Fatalf("%d delete calls by 90 minutes on, want the three refused inside the window", n)
+	}
+	if st := e.status("gpu"); !strings.Contains(st.Message, "waits for a maintenance window") {
+		t.Fatalf("status %s: %s", st.State, st.Message)
+	}
+	e.clock.Advance(time.Date(2026, 6, 2, 12, 0, 0, 0, time.UTC).Sub(e.clock.Now()))
+	e.converge(10*time.Second, 40)
+	if n := e.fake.Calls("DeleteNodePool"); n != 4 {
+		t.Fatalf("%d delete calls after the next window opened, want 4", n)
 	}
 }
