@@ -12,6 +12,7 @@ package imageref
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -105,8 +106,10 @@ func (r Resolver) Resolve(ctx context.Context, ref string) (string, error) {
 	return ref + "@" + a.digest, nil
 }
 
-// head makes the one request: the token handshake (transport), then HEAD
-// of the tag's manifest.
+// head makes the one request: the registry's challenge (transport.Ping),
+// the token handshake when it asks for one (ours: the library's refuses a
+// token service on a loopback or private address, where Harbor's and
+// GitLab's often are), then HEAD of the tag's manifest.
 func (r Resolver) head(ctx context.Context, tag name.Tag) (string, error) {
 	kc := r.Keychain
 	if kc == nil {
@@ -116,23 +119,48 @@ func (r Resolver) head(ctx context.Context, tag name.Tag) (string, error) {
 	if err != nil {
 		return "", &credentialError{err}
 	}
+	cred, err := authn.Authorization(ctx, auth)
+	if err != nil {
+		return "", &credentialError{err}
+	}
 	rt := r.Transport
 	if rt == nil {
 		rt = defaultTransport()
 	}
-	scope := tag.Context().Scope(transport.PullScope)
-	tr, err := transport.NewWithContext(ctx, tag.Context().Registry, auth, rt, []string{scope})
+	reg := tag.Context().Registry
+	ch, err := transport.Ping(ctx, reg, rt)
 	if err != nil {
 		return "", err
 	}
-	u := url.URL{Scheme: tag.Context().Scheme(), Host: tag.RegistryStr(),
+	scheme := "https"
+	if ch.Insecure {
+		scheme = "http"
+	}
+	authz := ""
+	switch {
+	case strings.EqualFold(ch.Scheme, "bearer"):
+		tok, err := r.token(ctx, ch, cred, tag.Context().Scope(transport.PullScope))
+		if err != nil {
+			return "", err
+		}
+		authz = "Bearer " + tok
+	case cred.RegistryToken != "":
+		authz = "Bearer " + cred.RegistryToken
+	case cred.Username != "" || cred.Password != "":
+		authz = "Basic " + base64.StdEncoding.EncodeToString([]byte(cred.Username+":"+cred.Password))
+	}
+	u := url.URL{Scheme: scheme, Host: tag.RegistryStr(),
 		Path: "/v2/" + tag.RepositoryStr() + "/manifests/" + tag.TagStr()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodHead, u.String(), nil)
 	if err != nil {
 		return "", err
 	}
 	req.Header.Set("Accept", strings.Join(manifestTypes, ", "))
-	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if authz != "" {
+		// net/http drops it on a redirect to another host.
+		req.Header.Set("Authorization", authz)
+	}
+	resp, err := (&http.Client{Transport: rt}).Do(req)
 	if err != nil {
 		return "", err
 	}
@@ -176,7 +204,19 @@ func classify(tag name.Tag, timeout time.Duration, err error) *imagepin.Error {
 	var ce *credentialError
 	var bd *badDigest
 	var te *transport.Error
+	var re *realmError
+	var bt *badToken
+	var rl *redirectLoop
 	switch {
+	case errors.As(err, &re):
+		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.Wrap(refusal.InvalidState, re,
+			"the registry %s named a token service the agent does not send its credential to, and nothing was sent there; a registry's token service must not be a cloud metadata service (docs/substrates.md, \"Pin by digest\")", reg)}
+	case errors.As(err, &bt):
+		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.Wrap(refusal.Unavailable, bt,
+			"the token service of the registry %s gave no token for %s", reg, ref)}
+	case errors.As(err, &rl):
+		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.Wrap(refusal.Unavailable, rl,
+			"the registry %s redirected the request for %s in a loop", reg, ref)}
 	case errors.As(err, &ce):
 		return &imagepin.Error{Reason: imagepin.ReasonRefused, Err: refusal.Wrap(refusal.InvalidState, errors.New("the credential chain failed"),
 			"the Docker credential chain could not give a credential for %s; check DOCKER_CONFIG or ~/.docker/config.json and its credential helper", reg)}
