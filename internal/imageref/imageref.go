@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"regexp"
 	"strings"
@@ -160,13 +161,21 @@ func (r Resolver) head(ctx context.Context, tag name.Tag) (string, error) {
 		// net/http drops it on a redirect to another host.
 		req.Header.Set("Authorization", authz)
 	}
-	resp, err := (&http.Client{Transport: rt}).Do(req)
+	resp, err := (&http.Client{Transport: rt, CheckRedirect: stopLoops}).Do(req)
 	if err != nil {
 		return "", err
 	}
 	resp.Body.Close()
 	if err := transport.CheckError(resp, http.StatusOK); err != nil {
 		return "", err
+	}
+	// Every Docker-Content-Digest must name the same digest: taking the
+	// first of two that disagree would pin whichever a proxy put first.
+	vals := resp.Header.Values("Docker-Content-Digest")
+	for _, v := range vals[min(1, len(vals)):] {
+		if v != vals[0] {
+			return "", &twoDigests{vals[0], v}
+		}
 	}
 	got := resp.Header.Get("Docker-Content-Digest")
 	if !digestRe.MatchString(got) {
@@ -179,6 +188,12 @@ func defaultTransport() http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxResponseHeaderBytes = MaxHeaderBytes
 	return t
+}
+
+type twoDigests struct{ a, b string }
+
+func (e *twoDigests) Error() string {
+	return fmt.Sprintf("two Docker-Content-Digest headers disagree (%q and %q)", cut(e.a, 80), cut(e.b, 80))
 }
 
 type credentialError struct{ err error }
@@ -207,6 +222,7 @@ func classify(tag name.Tag, timeout time.Duration, err error) *imagepin.Error {
 	var re *realmError
 	var bt *badToken
 	var rl *redirectLoop
+	var td *twoDigests
 	switch {
 	case errors.As(err, &re):
 		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.Wrap(refusal.InvalidState, re,
@@ -214,7 +230,14 @@ func classify(tag name.Tag, timeout time.Duration, err error) *imagepin.Error {
 	case errors.As(err, &bt):
 		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.Wrap(refusal.Unavailable, bt,
 			"the token service of the registry %s gave no token for %s", reg, ref)}
-	case errors.As(err, &rl):
+	case errors.As(err, &td):
+		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.Wrap(refusal.Unavailable, td,
+			"the registry %s answered the manifest of %s with two digests; neither is taken", reg, ref)}
+	case errors.As(err, &rl) || strings.Contains(err.Error(), "stopped after 10 redirects"):
+		// The second: the library's ping, whose client is its own.
+		if rl == nil {
+			rl = &redirectLoop{n: 10}
+		}
 		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.Wrap(refusal.Unavailable, rl,
 			"the registry %s redirected the request for %s in a loop", reg, ref)}
 	case errors.As(err, &ce):
@@ -240,6 +263,12 @@ func classify(tag name.Tag, timeout time.Duration, err error) *imagepin.Error {
 	if strings.Contains(err.Error(), "server response headers exceeded") {
 		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.New(refusal.Unavailable,
 			"the registry %s answered for %s with headers over %d bytes; it is not read", reg, ref, MaxHeaderBytes)}
+	}
+	var pe textproto.ProtocolError
+	if errors.As(err, &pe) || strings.Contains(err.Error(), "malformed HTTP") || strings.Contains(err.Error(), "malformed MIME header") {
+		// The registry's bytes are not echoed: they are what was malformed.
+		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.New(refusal.Unavailable,
+			"the registry %s answered for %s with a malformed HTTP answer (a header or status line HTTP does not allow); it is not read", reg, ref)}
 	}
 	var ne net.Error
 	var ue *url.Error

@@ -214,4 +214,13 @@ func (e *badToken) Error() string { return "the token service's answer " + e.why
 
 type redirectLoop struct{ n int }
 
+// stopLoops is net/http's redirect policy (at most 10), with an error that
+// says the registry looped.
+func stopLoops(_ *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return &redirectLoop{n: len(via)}
+	}
+	return nil
+}
+
 func (e *redirectLoop) Error() string { return fmt.Sprintf("stopped after %d redirects", e.n) }
