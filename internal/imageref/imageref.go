@@ -5,9 +5,10 @@
 // Docker credential chain), and reads the Docker-Content-Digest header.
 //
 // It uses go-containerregistry's name, authn and remote/transport only: the
-// reference grammar, the credential chain and the token handshake are the
-// library's; the one request is ours, so that pkg/v1/remote and what it
-// drags in (mutate, tarball, stream, zstd) stay out of the agent's binary.
+// reference grammar, the credential chain and the challenge (Ping) are the
+// library's; the token request and the one HEAD are ours (realm.go says why
+// the token request is), so that pkg/v1/remote and what it drags in
+// (mutate, tarball, stream, zstd) stay out of the agent's binary.
 package imageref
 
 import (
