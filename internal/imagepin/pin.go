@@ -61,13 +61,15 @@ type Pin struct {
 	Image string `json:"image"`
 	// Pinned says Image names a digest.
 	Pinned bool `json:"pinned"`
-	// Reason is why it is not pinned (Reason* codes); "" when pinned.
+	// Reason is why it is not pinned (Reason* codes), or, pinned from the
+	// record, why the registry was not asked; "" when pinned otherwise.
 	Reason string `json:"reason,omitempty"`
 	// Detail says what failed and what to fix; never a credential.
 	Detail string `json:"detail,omitempty"`
 	// Source is where a pin came from: "config" (the digest was
 	// configured), "registry" (asked now), "record" (the digest recorded
-	// at an earlier resolution, kept while the registry cannot be asked).
+	// at an earlier resolution, kept while the registry cannot be asked;
+	// Reason and Detail then say why).
 	Source string `json:"source,omitempty"`
 	// At is when the registry was last asked (Unix ms); 0: never.
 	At int64 `json:"at,omitempty"`
@@ -184,8 +186,11 @@ func (p *Pinner) resolve(ctx context.Context, now time.Time) *Pin {
 	quiet := reason == p.logged
 	p.logged = reason
 	if last != nil && last.Ref == p.Ref && last.Pinned {
+		// Status and doctor read the record: it says what this ask found
+		// (the recorded digest kept, and why), not the earlier answer.
 		kept := *last
-		kept.Source, kept.Reason, kept.Detail = "record", reason, detail
+		kept.Source, kept.Reason, kept.Detail, kept.At = "record", reason, detail, now.UnixMilli()
+		p.record(ctx, kept)
 		if quiet {
 			return &kept
 		}

@@ -225,3 +225,71 @@ func TestPinDetailFromAHostileRegistry(t *testing.T) {
 		t.Fatalf("detail lost what to fix: %q", got.Detail)
 	}
 }
+
+// serveAt serves h at addr (a loopback host:port) until the returned stop.
+func serveAt(t *testing.T, addr string, h http.Handler) (stop func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: h}}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.Close
+}
+
+// What status and doctor read is the record: a restart while the registry
+// is down records that this start kept the recorded digest (source record,
+// the reason, a detail, when it was asked), each later failed ask says so
+// again, and the first ask that succeeds records the registry as the
+// source.
+func TestRecordSaysThePinCameFromTheRecord(t *testing.T) {
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	stop := serveAt(t, addr, reg)
+	ref := addr + "/team/fleet-agent:v1"
+	want := pushTo(t, ref)
+	st := statetest.Open(t)
+	clk := clock.NewFake(time.Unix(1_800_000_000, 0))
+	start := func() *imagepin.Pinner {
+		return &imagepin.Pinner{Ref: ref, Resolve: imageref.Resolver{Timeout: 5 * time.Second}.Resolve,
+			Records: imagepin.StoreRecords{Store: st}, Clock: clk, Log: zerolog.Nop()}
+	}
+	ctx := t.Context()
+	if got := start().Image(ctx); got.Source != "registry" || got.Image != want {
+		t.Fatalf("first ask: %+v", got)
+	}
+
+	stop()
+	clk.Advance(time.Hour)
+	p := start() // a restart with the registry down
+	p.Image(ctx)
+	r := recorded(t, st)
+	if r == nil || r.Image != want || !r.Pinned || r.Source != "record" || r.Reason != imagepin.ReasonUnreachable ||
+		r.Detail == "" || r.At != clk.Now().UnixMilli() {
+		t.Fatalf("recorded after a restart with the registry down: %+v, want %s from the record, %s, asked at %d",
+			r, want, imagepin.ReasonUnreachable, clk.Now().UnixMilli())
+	}
+
+	clk.Advance(imagepin.RetryAfter + time.Minute)
+	p.Image(ctx) // asked again, still down
+	if r := recorded(t, st); r == nil || r.Source != "record" || r.Reason != imagepin.ReasonUnreachable || r.At != clk.Now().UnixMilli() {
+		t.Fatalf("recorded after the re-ask failed: %+v, want from the record, asked at %d", r, clk.Now().UnixMilli())
+	}
+
+	serveAt(t, addr, reg)
+	clk.Advance(imagepin.RetryAfter)
+	if got := p.Image(ctx); got.Source != "registry" || got.Reason != "" {
+		t.Fatalf("the registry is back: %+v", got)
+	}
+	if r := recorded(t, st); r == nil || r.Image != want || r.Source != "registry" || r.Reason != "" || r.Detail != "" ||
+		r.At != clk.Now().UnixMilli() {
+		t.Fatalf("recorded once the registry is back: %+v", r)
+	}
+}

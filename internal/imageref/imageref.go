@@ -5,17 +5,20 @@
 // Docker credential chain), and reads the Docker-Content-Digest header.
 //
 // It uses go-containerregistry's name, authn and remote/transport only: the
-// reference grammar, the credential chain and the token handshake are the
-// library's; the one request is ours, so that pkg/v1/remote and what it
-// drags in (mutate, tarball, stream, zstd) stay out of the agent's binary.
+// reference grammar, the credential chain and the challenge (Ping) are the
+// library's; the token request and the one HEAD are ours (realm.go says why
+// the token request is), so that pkg/v1/remote and what it drags in
+// (mutate, tarball, stream, zstd) stay out of the agent's binary.
 package imageref
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"regexp"
 	"strings"
@@ -105,8 +108,10 @@ func (r Resolver) Resolve(ctx context.Context, ref string) (string, error) {
 	return ref + "@" + a.digest, nil
 }
 
-// head makes the one request: the token handshake (transport), then HEAD
-// of the tag's manifest.
+// head makes the one request: the registry's challenge (transport.Ping),
+// the token handshake when it asks for one (ours: the library's refuses a
+// token service on a loopback or private address, where Harbor's and
+// GitLab's often are), then HEAD of the tag's manifest.
 func (r Resolver) head(ctx context.Context, tag name.Tag) (string, error) {
 	kc := r.Keychain
 	if kc == nil {
@@ -116,29 +121,62 @@ func (r Resolver) head(ctx context.Context, tag name.Tag) (string, error) {
 	if err != nil {
 		return "", &credentialError{err}
 	}
+	cred, err := authn.Authorization(ctx, auth)
+	if err != nil {
+		return "", &credentialError{err}
+	}
 	rt := r.Transport
 	if rt == nil {
 		rt = defaultTransport()
 	}
-	scope := tag.Context().Scope(transport.PullScope)
-	tr, err := transport.NewWithContext(ctx, tag.Context().Registry, auth, rt, []string{scope})
+	reg := tag.Context().Registry
+	ch, err := transport.Ping(ctx, reg, rt)
 	if err != nil {
 		return "", err
 	}
-	u := url.URL{Scheme: tag.Context().Scheme(), Host: tag.RegistryStr(),
+	scheme := "https"
+	if ch.Insecure {
+		scheme = "http"
+	}
+	authz := ""
+	switch {
+	case strings.EqualFold(ch.Scheme, "bearer"):
+		tok, err := r.token(ctx, ch, cred, tag.Context().Scope(transport.PullScope))
+		if err != nil {
+			return "", err
+		}
+		authz = "Bearer " + tok
+	case cred.RegistryToken != "":
+		authz = "Bearer " + cred.RegistryToken
+	case cred.Username != "" || cred.Password != "":
+		authz = "Basic " + base64.StdEncoding.EncodeToString([]byte(cred.Username+":"+cred.Password))
+	}
+	u := url.URL{Scheme: scheme, Host: tag.RegistryStr(),
 		Path: "/v2/" + tag.RepositoryStr() + "/manifests/" + tag.TagStr()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodHead, u.String(), nil)
 	if err != nil {
 		return "", err
 	}
 	req.Header.Set("Accept", strings.Join(manifestTypes, ", "))
-	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if authz != "" {
+		// net/http drops it on a redirect to another host.
+		req.Header.Set("Authorization", authz)
+	}
+	resp, err := (&http.Client{Transport: rt, CheckRedirect: stopLoops}).Do(req)
 	if err != nil {
 		return "", err
 	}
 	resp.Body.Close()
 	if err := transport.CheckError(resp, http.StatusOK); err != nil {
 		return "", err
+	}
+	// Every Docker-Content-Digest must name the same digest: taking the
+	// first of two that disagree would pin whichever a proxy put first.
+	vals := resp.Header.Values("Docker-Content-Digest")
+	for _, v := range vals[min(1, len(vals)):] {
+		if v != vals[0] {
+			return "", &twoDigests{vals[0], v}
+		}
 	}
 	got := resp.Header.Get("Docker-Content-Digest")
 	if !digestRe.MatchString(got) {
@@ -151,6 +189,12 @@ func defaultTransport() http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxResponseHeaderBytes = MaxHeaderBytes
 	return t
+}
+
+type twoDigests struct{ a, b string }
+
+func (e *twoDigests) Error() string {
+	return fmt.Sprintf("two Docker-Content-Digest headers disagree (%q and %q)", cut(e.a, 80), cut(e.b, 80))
 }
 
 type credentialError struct{ err error }
@@ -176,7 +220,27 @@ func classify(tag name.Tag, timeout time.Duration, err error) *imagepin.Error {
 	var ce *credentialError
 	var bd *badDigest
 	var te *transport.Error
+	var re *realmError
+	var bt *badToken
+	var rl *redirectLoop
+	var td *twoDigests
 	switch {
+	case errors.As(err, &re):
+		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.Wrap(refusal.InvalidState, re,
+			"the registry %s named a token service the agent does not send its credential to, and nothing was sent there; a registry's token service must not be a cloud metadata service (docs/substrates.md, \"Pin by digest\")", reg)}
+	case errors.As(err, &bt):
+		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.Wrap(refusal.Unavailable, bt,
+			"the token service of the registry %s gave no token for %s", reg, ref)}
+	case errors.As(err, &td):
+		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.Wrap(refusal.Unavailable, td,
+			"the registry %s answered the manifest of %s with two digests; neither is taken", reg, ref)}
+	case errors.As(err, &rl) || strings.Contains(err.Error(), "stopped after 10 redirects"):
+		// The second: the library's ping, whose client is its own.
+		if rl == nil {
+			rl = &redirectLoop{n: 10}
+		}
+		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.Wrap(refusal.Unavailable, rl,
+			"the registry %s redirected the request for %s in a loop", reg, ref)}
 	case errors.As(err, &ce):
 		return &imagepin.Error{Reason: imagepin.ReasonRefused, Err: refusal.Wrap(refusal.InvalidState, errors.New("the credential chain failed"),
 			"the Docker credential chain could not give a credential for %s; check DOCKER_CONFIG or ~/.docker/config.json and its credential helper", reg)}
@@ -200,6 +264,12 @@ func classify(tag name.Tag, timeout time.Duration, err error) *imagepin.Error {
 	if strings.Contains(err.Error(), "server response headers exceeded") {
 		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.New(refusal.Unavailable,
 			"the registry %s answered for %s with headers over %d bytes; it is not read", reg, ref, MaxHeaderBytes)}
+	}
+	var pe textproto.ProtocolError
+	if errors.As(err, &pe) || strings.Contains(err.Error(), "malformed HTTP") || strings.Contains(err.Error(), "malformed MIME header") {
+		// The registry's bytes are not echoed: they are what was malformed.
+		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.New(refusal.Unavailable,
+			"the registry %s answered for %s with a malformed HTTP answer (a header or status line HTTP does not allow); it is not read", reg, ref)}
 	}
 	var ne net.Error
 	var ue *url.Error

@@ -1,6 +1,7 @@
 package imageref
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -300,5 +301,91 @@ func TestResolveHungCredentialHelper(t *testing.T) {
 	}
 	if took > 10*deadline {
 		t.Fatalf("a hung credential helper held the resolution %s with a deadline of %s", took, deadline)
+	}
+}
+
+// rawRegistry answers /v2/ with 200 and every other request with the bytes
+// of answer as they are (a header no net/http server would write).
+func rawRegistry(t *testing.T, answer string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if req.URL.Path == "/v2/" {
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+						continue
+					}
+					io.WriteString(c, answer)
+					return
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// Answers that are the registry's fault, not the network's, are
+// registryBadAnswer: two digest headers that disagree (neither is taken),
+// a header with a bare CR, a redirect loop. Two headers that agree are one
+// digest.
+func TestResolveBadAnswersAreBadAnswers(t *testing.T) {
+	dockerConfig(t, "", "", "")
+	a, b := "sha256:"+strings.Repeat("ab", 32), "sha256:"+strings.Repeat("cd", 32)
+	two := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Add("Docker-Content-Digest", a)
+		w.Header().Add("Docker-Content-Digest", b)
+		w.WriteHeader(http.StatusOK)
+	})
+	_, err := Resolver{}.Resolve(t.Context(), two+"/a/b:v1")
+	if err == nil || reasonOf(t, err) != imagepin.ReasonBadAnswer || !strings.Contains(err.Error(), "disagree") {
+		t.Fatalf("two digests: %v", err)
+	}
+
+	same := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Add("Docker-Content-Digest", a)
+		w.Header().Add("Docker-Content-Digest", a)
+		w.WriteHeader(http.StatusOK)
+	})
+	if got, err := (Resolver{}).Resolve(t.Context(), same+"/a/b:v1"); err != nil || got != same+"/a/b:v1@"+a {
+		t.Fatalf("the same digest twice: %q, %v", got, err)
+	}
+
+	cr := rawRegistry(t, "HTTP/1.1 200 OK\r\nDocker-Content-Digest: "+a+"\rX-Evil: 1\r\nContent-Length: 0\r\n\r\n")
+	_, err = Resolver{}.Resolve(t.Context(), cr+"/a/b:v1")
+	if err == nil || reasonOf(t, err) != imagepin.ReasonBadAnswer {
+		t.Fatalf("a header with a bare CR: %v", err)
+	}
+
+	loop := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, r.URL.Path, http.StatusFound)
+	})
+	_, err = Resolver{}.Resolve(t.Context(), loop+"/a/b:v1")
+	if err == nil || reasonOf(t, err) != imagepin.ReasonBadAnswer || !strings.Contains(err.Error(), "redirect") {
+		t.Fatalf("a redirect loop: %v", err)
+	}
+
+	pingLoop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, r.URL.Path, http.StatusFound)
+	}))
+	t.Cleanup(pingLoop.Close)
+	_, err = Resolver{}.Resolve(t.Context(), strings.TrimPrefix(pingLoop.URL, "http://")+"/a/b:v1")
+	if err == nil || reasonOf(t, err) != imagepin.ReasonBadAnswer || !strings.Contains(err.Error(), "redirect") {
+		t.Fatalf("a redirect loop at /v2/: %v", err)
 	}
 }
