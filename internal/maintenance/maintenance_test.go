@@ -96,6 +96,10 @@ func TestParseProblems(t *testing.T) {
 		{Spec{Days: []string{"sat"}, Start: "02:00", Duration: "4h", TimeZone: "Mars/Olympus"}, "timeZone", "IANA"},
 		{Spec{Days: []string{"sat"}, Start: "02:00", Duration: "4h", TimeZone: "Local"}, "timeZone", "IANA"},
 		{Spec{Days: []string{"sat"}, Start: "02:00", Duration: "4h", TimeZone: "../../etc/passwd"}, "timeZone", "IANA"},
+		{Spec{Days: []string{"sat"}, Start: "02:00", Duration: "4h", TimeZone: "right/UTC"}, "timeZone", "IANA"},
+		{Spec{Days: []string{"sat"}, Start: "02:00", Duration: "4h", TimeZone: "posixrules"}, "timeZone", "IANA"},
+		{Spec{Days: []string{"sat"}, Start: "02:00", Duration: "4h", TimeZone: "Factory"}, "timeZone", "IANA"},
+		{Spec{Days: []string{"sat"}, Start: "02:00", Duration: "4h", TimeZone: "posix/Europe/Berlin"}, "timeZone", "IANA"},
 	}
 	for _, c := range cases {
 		s, ps := Parse([]Spec{good, c.spec})
