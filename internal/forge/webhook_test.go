@@ -238,19 +238,46 @@ func TestWebhookSlowBodiesAreBounded(t *testing.T) {
 	// The slow deliveries are raw connections that send their headers and
 	// one byte of a 1000-byte body, then hold: a client's buffered writer
 	// might keep even the headers back.
-	var conns []net.Conn
-	for range forge.MaxWebhookInFlight {
-		c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	slow := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		conns = append(conns, c)
 		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: 1000\r\n\r\n{")
+		return c
+	}
+	// answered reports whether the server answered a slow delivery (it was
+	// refused a slot: a probe held one when it came): a slot holder says
+	// nothing until its body's deadline.
+	answered := func(c net.Conn) bool {
+		_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
+		var b [1]byte
+		_, err := c.Read(b[:])
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			return false
+		}
+		return true
+	}
+	conns := make([]net.Conn, forge.MaxWebhookInFlight)
+	for i := range conns {
+		conns[i] = slow()
 	}
 	body := []byte(`{}`)
 	sig := forge.Sign([]byte("hook-secret"), body)
-	deadline := time.Now().Add(10 * time.Second)
+	// The probes below take a slot while they are read: a slow delivery
+	// that came meanwhile was refused, and comes again, until every slot is
+	// held by a slow body and a probe is refused. However slowly the server
+	// runs, that takes as many rounds as it does; the deadline is only for a
+	// server that never fills.
+	deadline := time.Now().Add(forge.WebhookReadTimeout / 2)
 	for {
+		for i, c := range conns {
+			if answered(c) {
+				c.Close()
+				conns[i] = slow()
+			}
+		}
 		code, err := postHook(srv.Client(), srv.URL, bytes.NewReader(body), 2, sig, "")
 		if err == nil && code == http.StatusServiceUnavailable {
 			break // every slot is held by a slow body
