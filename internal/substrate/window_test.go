@@ -18,10 +18,7 @@ import (
 // on a Monday at 12:00 UTC; the window is Tuesdays 00:00-04:00 UTC.
 func TestDisruptiveStepsWaitForAWindow(t *testing.T) {
 	e := newEnv(t, nil)
-	const window = `"maintenance":{"windows":[{"days":["tue"],"start":"00:00","duration":"4h"}]},"flavors":[`
-	doc := func(flavors ...crashtest.Flavor) string {
-		return strings.Replace(crashtest.Document(crashtest.Step{Pools: []crashtest.Pool{{Name: "gpu", Flavors: flavors}}}), `"flavors":[`, window, 1)
-	}
+	doc := windowDoc(`{"days":["tue"],"start":"00:00","duration":"4h"}`)
 	big := crashtest.Flavor{Name: "h100", MachineType: "fake-h100x8", Nodes: 3}
 	spot := crashtest.Flavor{Name: "l4", MachineType: "fake-l4x1", Nodes: 1}
 	e.apply(doc(big, spot), false)
@@ -79,10 +76,7 @@ func TestDisruptiveStepsWaitForAWindow(t *testing.T) {
 // two lines and panicked, and so did every restart).
 func TestSweepOfASubstrateWaitingForAWindow(t *testing.T) {
 	e := newEnv(t, nil)
-	const window = `"maintenance":{"windows":[{"days":["tue"],"start":"00:00","duration":"4h"}]},"flavors":[`
-	doc := func(flavors ...crashtest.Flavor) string {
-		return strings.Replace(crashtest.Document(crashtest.Step{Pools: []crashtest.Pool{{Name: "gpu", Flavors: flavors}}}), `"flavors":[`, window, 1)
-	}
+	doc := windowDoc(`{"days":["tue"],"start":"00:00","duration":"4h"}`)
 	big := crashtest.Flavor{Name: "h100", MachineType: "fake-h100x8", Nodes: 3}
 	spot := crashtest.Flavor{Name: "l4", MachineType: "fake-l4x1", Nodes: 1}
 	e.apply(doc(big, spot), false)
@@ -112,10 +106,7 @@ func TestSweepOfASubstrateWaitingForAWindow(t *testing.T) {
 func TestARefusedDeleteWaitsForTheNextWindow(t *testing.T) {
 	e := newEnv(t, nil)
 	// Every day 12:00-12:30 UTC; the clock starts at 12:00.
-	const window = `"maintenance":{"windows":[{"days":["mon","tue","wed","thu","fri","sat","sun"],"start":"12:00","duration":"30m"}]},"flavors":[`
-	doc := func(flavors ...crashtest.Flavor) string {
-		return strings.Replace(crashtest.Document(crashtest.Step{Pools: []crashtest.Pool{{Name: "gpu", Flavors: flavors}}}), `"flavors":[`, window, 1)
-	}
+	doc := windowDoc(`{"days":["mon","tue","wed","thu","fri","sat","sun"],"start":"12:00","duration":"30m"}`)
 	big := crashtest.Flavor{Name: "h100", MachineType: "fake-h100x8", Nodes: 1}
 	spot := crashtest.Flavor{Name: "l4", MachineType: "fake-l4x1", Nodes: 1}
 	e.apply(doc(big, spot), false)
@@ -149,5 +140,14 @@ func TestARefusedDeleteWaitsForTheNextWindow(t *testing.T) {
 	e.converge(10*time.Second, 40)
 	if n := e.fake.Calls("DeleteNodePool"); n != 4 {
 		t.Fatalf("%d delete calls after the next window opened, want 4", n)
+	}
+}
+
+// windowDoc makes documents of pool gpu with one maintenance window and the
+// flavors given.
+func windowDoc(window string) func(flavors ...crashtest.Flavor) string {
+	return func(flavors ...crashtest.Flavor) string {
+		return strings.Replace(crashtest.Document(crashtest.Step{Pools: []crashtest.Pool{{Name: "gpu", Flavors: flavors}}}),
+			`"flavors":[`, `"maintenance":{"windows":[`+window+`]},"flavors":[`, 1)
 	}
 }
