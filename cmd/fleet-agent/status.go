@@ -52,7 +52,7 @@ plans the applied document again now, so a break-glass edit shows at once.`,
 					return err
 				}
 				ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
-				v, err = agent.StatusNow(ctx, s, live, cfg.Tenant)
+				v, err = agent.StatusNow(ctx, s, live, agent.NowOptions{Tenant: cfg.Tenant, MaxTeardowns: &cfg.Apply.MaxTeardowns})
 				cancel()
 				if hooks := hooksOf(cfg); err == nil && len(hooks) > 0 {
 					err = s.View(func(tx *state.Tx) (err error) { v.Webhooks, err = webhooks.Statuses(tx, hooks); return })

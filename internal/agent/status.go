@@ -104,14 +104,22 @@ func Drifted(dr *state.Drift) bool {
 	return dr.Blocked || (len(dr.Changes) > 0 && string(dr.Changes) != "[]" && string(dr.Changes) != "null")
 }
 
+// NowOptions are what StatusNow plans the drift with: the config's tenant
+// and apply.maxTeardowns (nil is the default), as the agent's drift check
+// plans it.
+type NowOptions struct {
+	Tenant       string
+	MaxTeardowns *int
+}
+
 // StatusNow is the status of a store that no agent follows (the command
 // line, with the state file to itself): the applied document is planned
 // again now against the fleet, so a break-glass edit shows as drift at once
 // rather than at an agent's next check. Nothing is written. A check that
 // cannot be made (a provider unreachable) keeps the recorded drift and says
 // why.
-func StatusNow(ctx context.Context, s *state.Store, live plan.Source, tenant string) (localapi.StatusView, error) {
-	v, err := Status(s, tenant)
+func StatusNow(ctx context.Context, s *state.Store, live plan.Source, o NowOptions) (localapi.StatusView, error) {
+	v, err := Status(s, o.Tenant)
 	if err != nil || v.Applied == nil {
 		return v, err
 	}
@@ -134,7 +142,7 @@ func StatusNow(ctx context.Context, s *state.Store, live plan.Source, tenant str
 	if live == nil {
 		live = plan.OfflineSource{}
 	}
-	p, err := plan.For(ctx, doc, snap, live.For(snap), plan.Options{Tenant: tenant, Prune: ap.Prune})
+	p, err := plan.For(ctx, doc, snap, live.For(snap), plan.Options{Tenant: o.Tenant, Prune: ap.Prune, MaxTeardowns: o.MaxTeardowns})
 	if err != nil {
 		if v.Drift == nil {
 			v.Drift = &localapi.DriftView{Changes: json.RawMessage("[]"), Summary: json.RawMessage("{}")}

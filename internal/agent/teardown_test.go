@@ -1,10 +1,15 @@
 package agent_test
 
 import (
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/fleet-agent/fleet-agent/internal/agent"
+	"github.com/fleet-agent/fleet-agent/internal/apply"
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
+	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
 // substrateDoc is a fleet with one fake-backed substrate pool, "a", when
@@ -44,4 +49,62 @@ func TestMaxTeardownsFollowsTheConfig(t *testing.T) {
 	if ap := w.applied(t); ap.Commit != last {
 		t.Fatalf("not applied after the reload: %+v\n%s", ap, w.log.String())
 	}
+}
+
+// The status read with no agent (StatusNow) plans the drift with the
+// config's apply.maxTeardowns, as the agent's own drift check does: a
+// drift that tears down two substrates is blocked under the default limit
+// and not under a limit of two.
+func TestStatusNowDriftUsesMaxTeardowns(t *testing.T) {
+	two := `{"version":1,"sites":[{"name":"k8s","kind":"shared","region":"fake-east"}],
+	  "providerAccounts":[{"name":"k8s","provider":"fake","config":{}}],"pools":[` +
+		`{"name":"a","site":"k8s","class":"metal-host","policy":{"substrate":{"kind":"kubernetes","account":"k8s","cluster":{"create":{"location":"fake-east"}},"flavors":[{"name":"h100","machineType":"fake-h100x8","nodes":1}]}}},` +
+		`{"name":"b","site":"k8s","class":"metal-host","policy":{"substrate":{"kind":"kubernetes","account":"k8s","cluster":{"create":{"location":"fake-east"}},"flavors":[{"name":"h100","machineType":"fake-h100x8","nodes":1}]}}}]}`
+	st, err := state.Open(filepath.Join(t.TempDir(), "fleet.db"), state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	doc, errs := fleet.Validate("fleet.json", []byte(two))
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	limit := 2
+	if _, err := apply.Apply(t.Context(), st, doc, apply.Options{Prune: true, MaxTeardowns: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	// The applied document says neither pool: its plan against the fleet
+	// tears both substrates down.
+	if err := st.Update(func(tx *state.Tx) error {
+		ap, err := tx.Applied()
+		if err != nil {
+			return err
+		}
+		ap.Document = []byte(substrateDoc(false, ""))
+		return tx.SetApplied(*ap)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		limit   *int
+		blocked bool
+	}{{nil, true}, {&limit, false}} {
+		v, err := agent.StatusNow(t.Context(), st, nil, agent.NowOptions{Tenant: "root", MaxTeardowns: c.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Drift == nil || v.Drift.Error != "" {
+			t.Fatalf("no drift view: %+v", v.Drift)
+		}
+		if v.Drift.Blocked != c.blocked {
+			t.Errorf("maxTeardowns %s: drift blocked %v, want %v; changes %s", limitText(c.limit), v.Drift.Blocked, c.blocked, v.Drift.Changes)
+		}
+	}
+}
+
+func limitText(n *int) string {
+	if n == nil {
+		return "default"
+	}
+	return strconv.Itoa(*n)
 }
