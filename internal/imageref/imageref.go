@@ -84,9 +84,9 @@ func (r Resolver) Resolve(ctx context.Context, ref string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	// The credential chain may run a credential helper, which the library
-	// runs without the deadline: the answer is awaited no longer than the
-	// deadline, and a helper that hangs is left to end by itself.
+	// The answer is awaited no longer than the deadline, whatever part of
+	// the request ignores it; the credential helper is killed then
+	// (dockerChain).
 	type answer struct {
 		digest string
 		err    error
@@ -115,7 +115,7 @@ func (r Resolver) Resolve(ctx context.Context, ref string) (string, error) {
 func (r Resolver) head(ctx context.Context, tag name.Tag) (string, error) {
 	kc := r.Keychain
 	if kc == nil {
-		kc = authn.DefaultKeychain
+		kc = dockerChain{}
 	}
 	auth, err := authn.Resolve(ctx, kc, tag.Context())
 	if err != nil {

@@ -266,8 +266,9 @@ func TestResolveHostileRegistry(t *testing.T) {
 	}
 }
 
-// A credential helper that never answers (the chain runs it without a
-// deadline) does not hold the resolution past its deadline.
+// A credential helper that never answers does not hold the resolution past
+// its deadline, is killed then (with what it started), and leaves nothing
+// held: the next resolution, of a registry it does not serve, gets through.
 func TestResolveHungCredentialHelper(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "never")
@@ -275,18 +276,24 @@ func TestResolveHungCredentialHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Held open for writing until the test ends: the helper's read of it
-	// blocks until then, and ends with it.
+	// blocks until then.
 	hold, err := os.OpenFile(fifo, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { hold.Close() })
+	pids := filepath.Join(dir, "pids")
+	// The helper starts a child of its own that hangs too, as a shell
+	// script calling a cloud CLI does.
 	helper := filepath.Join(dir, "docker-credential-hang")
-	if err := os.WriteFile(helper, []byte("#!/bin/sh\nexec cat "+fifo+" >/dev/null\n"), 0o700); err != nil {
+	script := "#!/bin/sh\necho $$ >> " + pids + "\n(echo $$ >/dev/null; sh -c 'echo $$ >> " + pids + "; exec cat " + fifo + "' ) &\nexec cat " + fifo + " >/dev/null\n"
+	if err := os.WriteFile(helper, []byte(script), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	host, _ := guard(t, "", "", "")
+	other, _ := guard(t, "", "", "")
+	want := push(t, other+"/a/b:v1", "", "")
 	b, _ := json.Marshal(map[string]any{"credHelpers": map[string]string{host: "hang"}})
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
 		t.Fatal(err)
@@ -301,6 +308,90 @@ func TestResolveHungCredentialHelper(t *testing.T) {
 	}
 	if took > 10*deadline {
 		t.Fatalf("a hung credential helper held the resolution %s with a deadline of %s", took, deadline)
+	}
+	// The next resolution has a deadline of its own: were the chain still
+	// held by the hung helper, it would not answer within it.
+	got, err := Resolver{Timeout: 5 * time.Second}.Resolve(t.Context(), other+"/a/b:v1")
+	if err != nil || got != other+"/a/b:v1@"+want.String() {
+		t.Fatalf("after a hung helper, another registry: %q, %v", got, err)
+	}
+	// Both processes are gone once the resolution that ran them returned:
+	// polled (the kill and the reaping happen beside the answer) until the
+	// test's own deadline.
+	for {
+		raw, _ := os.ReadFile(pids)
+		alive := []string{}
+		for _, f := range strings.Fields(string(raw)) {
+			if _, err := os.Stat("/proc/" + f + "/cmdline"); err == nil {
+				if st, _ := os.ReadFile("/proc/" + f + "/stat"); !strings.Contains(string(st), ") Z ") {
+					alive = append(alive, f)
+				}
+			}
+		}
+		if len(strings.Fields(string(raw))) == 2 && len(alive) == 0 {
+			break
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("the hung helper's processes %v are still running (of %q)", alive, raw)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// A credential helper that answers gives the credential, the Bearer flow
+// included; one that says it has none leaves the request anonymous; one
+// that fails is a credential error, and what it wrote to its standard
+// error reaches neither the error nor the agent's own standard error.
+func TestResolveCredentialHelper(t *testing.T) {
+	for _, c := range []struct {
+		name, script, reason string
+	}{
+		{name: "answers", script: `read url; printf '{"ServerURL":"%s","Username":"ci","Secret":"s3cret"}' "$url"`},
+		{name: "none", script: `echo "credentials not found in native keychain"; exit 1`, reason: imagepin.ReasonRefused},
+		{name: "fails", script: `echo "SECRET-ON-STDERR" >&2; echo "boom"; exit 3`, reason: imagepin.ReasonRefused},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			helper := filepath.Join(dir, "docker-credential-t")
+			if err := os.WriteFile(helper, []byte("#!/bin/sh\n"+c.script+"\n"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+			host, asked := guard(t, "bearer", "ci", "s3cret")
+			ref := host + "/team/a:v1"
+			want := push(t, ref, "ci", "s3cret")
+			b, _ := json.Marshal(map[string]any{"credHelpers": map[string]string{host: "t"}})
+			if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("DOCKER_CONFIG", dir)
+			// The process's standard error, where the library let a
+			// helper's go.
+			stderr, err := os.Create(filepath.Join(dir, "stderr"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			saved := os.Stderr
+			os.Stderr = stderr
+			got, err := Resolver{Timeout: 10 * time.Second}.Resolve(t.Context(), ref)
+			os.Stderr = saved
+			if b, _ := os.ReadFile(stderr.Name()); len(b) > 0 {
+				t.Errorf("the helper wrote to the agent's standard error: %q", b)
+			}
+			if c.reason == "" {
+				if err != nil || got != ref+"@"+want.String() || *asked == 0 {
+					t.Fatalf("got %q, %v (token asked %d times)", got, err, *asked)
+				}
+				return
+			}
+			if err == nil || reasonOf(t, err) != c.reason {
+				t.Fatalf("got %q, %v; want reason %s", got, err, c.reason)
+			}
+			if strings.Contains(err.Error(), "SECRET-ON-STDERR") {
+				t.Fatalf("the helper's standard error is in the error: %v", err)
+			}
+		})
 	}
 }
 
