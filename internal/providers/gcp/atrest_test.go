@@ -1,6 +1,7 @@
 package gcp_test
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -128,5 +129,20 @@ func atRestOnGKE(t *testing.T, vr variant) {
 	a.sweep() // the passes' own resize moved the revision: one listing
 	if again := a.rest(time.Hour); again["clusters.nodePools.list"] != 0 || again["clusters.list"] != int(perInterval) {
 		t.Errorf("an hour at rest after the resize: %s", describeCalls(again))
+	}
+
+	// Operations the project cannot list (a role without
+	// container.operations.list, an outage): that sweep reads the node
+	// pools, as without a revision, and finds nothing to say.
+	if err := v.emu.FailNext("container.projects.locations.operations.list", 1, http.StatusForbidden); err != nil {
+		t.Fatal(err)
+	}
+	v.clk.Advance(substrate.DefaultSweepEvery)
+	mark = v.emu.Mark()
+	if rep := a.sweep(); rep != (substrate.SweepReport{Listed: 1}) {
+		t.Fatalf("the sweep without operations: %+v", rep)
+	}
+	if c := calls(v.emu, mark); c["operations.list"] != 1 || c["clusters.nodePools.list"] != 1 {
+		t.Fatalf("the sweep without operations: %s, want the node pools read", describeCalls(c))
 	}
 }
