@@ -2,6 +2,7 @@ package digitalocean_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"testing"
@@ -143,5 +144,29 @@ func TestSweepAtRestOnDOKS(t *testing.T) {
 	a.sweep() // the passes' own resize moved the revision: one listing
 	if again := a.rest(time.Hour); again[routeGetCluster] != 0 || again[routeListClusters] != int(perInterval) {
 		t.Errorf("an hour at rest after the resize:%s", describe(again))
+	}
+
+	// A node pool deleted at the provider: the first sweep once it is gone
+	// finds it missing, and the next passes make it again.
+	if _, err := a.ad.DeleteNodePool(t.Context(), acct, ref, np); err != nil {
+		t.Fatal(err)
+	}
+	gone := false
+	for range int(substrate.DefaultSweepEvery / doksStepEvery) {
+		a.clk.Advance(doksStepEvery)
+		if _, err := a.ad.GetNodePool(t.Context(), acct, ref, np); errors.Is(err, providers.ErrNotFound) {
+			gone = true
+			break
+		}
+	}
+	if !gone {
+		t.Fatalf("the node pool is not gone %s after its delete", substrate.DefaultSweepEvery)
+	}
+	if rep := a.sweep(); rep.Ghosts != 1 {
+		t.Fatalf("the sweep after a delete at the provider: %+v, want the pool missing", rep)
+	}
+	a.converge(200)
+	if p, err := a.ad.GetNodePool(t.Context(), acct, ref, np); err != nil || p.NodeCount != 2 {
+		t.Fatalf("after the passes: %+v %v, want the pool made again with 2 nodes", p, err)
 	}
 }

@@ -1,6 +1,7 @@
 package gcp_test
 
 import (
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -129,6 +130,31 @@ func atRestOnGKE(t *testing.T, vr variant) {
 	a.sweep() // the passes' own resize moved the revision: one listing
 	if again := a.rest(time.Hour); again["clusters.nodePools.list"] != 0 || again["clusters.list"] != int(perInterval) {
 		t.Errorf("an hour at rest after the resize: %s", describeCalls(again))
+	}
+
+	// A node pool deleted at the provider: the first sweep once it is gone
+	// finds it missing, and the next passes make it again.
+	if _, err := v.ad.DeleteNodePool(t.Context(), v.acct, ref, np); err != nil {
+		t.Fatal(err)
+	}
+	gone := false
+	for range 20 {
+		v.emu.Advance()
+		if _, err := v.ad.GetNodePool(t.Context(), v.acct, ref, np); errors.Is(err, providers.ErrNotFound) {
+			gone = true
+			break
+		}
+	}
+	if !gone {
+		t.Fatal("the node pool is not gone after its delete")
+	}
+	v.clk.Advance(substrate.DefaultSweepEvery)
+	if rep := a.sweep(); rep.Ghosts != 1 {
+		t.Fatalf("the sweep after a delete at the provider: %+v, want the pool missing", rep)
+	}
+	a.converge(200)
+	if p, err := v.ad.GetNodePool(t.Context(), v.acct, ref, np); err != nil || p.NodeCount != 1 {
+		t.Fatalf("after the passes: %+v %v, want the pool made again with 1 node", p, err)
 	}
 
 	// Operations the project cannot list (a role without
