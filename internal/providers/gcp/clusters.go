@@ -145,7 +145,9 @@ func (a *Adapter) ReadAdoptable(ctx context.Context, acct providers.Account, ado
 }
 
 // ListClusters lists the project's clusters, in every location, that carry
-// the label key (encoded as labels.go says), sorted by ref.
+// the label key (encoded as labels.go says), sorted by ref. When there is
+// one, it also lists the project's operations once, for each cluster's node
+// pool revision (revision.go).
 func (a *Adapter) ListClusters(ctx context.Context, acct providers.Account, labelKey string) ([]providers.Cluster, error) {
 	const op = "ListClusters"
 	s, err := a.open(ctx, op, acct)
