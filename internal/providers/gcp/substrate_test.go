@@ -23,6 +23,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/providers/gcp/gkeemu"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/killtest"
 )
 
 // The reference's GKE pool, and the names the documented surface gives its cluster
@@ -101,7 +102,11 @@ type agent struct {
 	// logs are the reconciler's; read once no pass runs (ReconcileOnce
 	// returns after its passes).
 	logs *bytes.Buffer
-	hook func(substrate.Point) bool
+	// kill, when set, wraps the adapter of every start: it kills the
+	// agent from outside right after one provider call; killSeen once a
+	// pass returned after it.
+	kill     *killtest.KillAfter
+	killSeen bool
 
 	store    *state.Store
 	rec      *substrate.Reconciler
@@ -121,20 +126,18 @@ func (a *agent) start() {
 	if a.store, err = state.Open(a.path, state.Options{Now: a.v.clk.Now, NoSync: true, Installation: testInstallation}); err != nil {
 		a.t.Fatal(err)
 	}
-	opts := substrate.Options{Store: a.store, Providers: map[string]substrate.Provider{providers.GCP: a.v.ad},
-		Clock: a.v.clk, Log: zerolog.New(zerolog.SyncWriter(a.logs))}
-	if a.hook != nil {
-		opts.Hooks = &substrate.Hooks{At: a.hook}
+	var prov substrate.Provider = a.v.ad
+	if a.kill != nil {
+		prov = a.kill.Provider(prov)
 	}
-	a.rec = substrate.New(opts)
+	a.rec = substrate.New(substrate.Options{Store: a.store, Providers: map[string]substrate.Provider{providers.GCP: prov},
+		Clock: a.v.clk, Log: zerolog.New(zerolog.SyncWriter(a.logs))})
 }
 
-// stop is a kill -9: the reconciler stops where it stands and the state
-// file is closed with no cleanup of the reconciler's.
+// stop is a kill -9: the state file is closed with no cleanup of the
+// reconciler's (no pass runs between the test's calls; a store the kill
+// closed already stays closed).
 func (a *agent) stop() {
-	if a.rec != nil {
-		a.rec.Crash()
-	}
 	if a.store != nil {
 		if err := a.store.Close(); err != nil {
 			a.t.Error(err)
@@ -144,7 +147,7 @@ func (a *agent) stop() {
 }
 
 // restart stops the agent and starts it again over the same state file
-// (with the same hook).
+// (with the same kill).
 func (a *agent) restart() {
 	a.t.Helper()
 	a.stop()
@@ -189,13 +192,17 @@ func (a *agent) converged() bool {
 
 // converge runs passes, the clock 10 s on between them (the emulator's
 // operations move per observation), until the substrate converged. A pass
-// the hook crashed restarts the agent. It returns the passes it took.
+// the kill ended restarts the agent. It returns the passes it took.
 func (a *agent) converge(max int) int {
 	a.t.Helper()
 	for i := range max {
 		err := a.rec.ReconcileOnce(a.t.Context())
 		switch {
-		case substrate.IsCrashed(err):
+		case a.kill != nil && a.kill.Fired() && !a.killSeen:
+			if err == nil {
+				a.t.Fatalf("pass %d: its store was closed under it and it reported no error", i)
+			}
+			a.killSeen = true
 			a.restart()
 		case err != nil:
 			a.t.Fatalf("pass %d: %v", i, err)
@@ -575,33 +582,31 @@ func mintedTokens(t *testing.T, emu *gkeemu.Emulator) []string {
 func TestSubstrateCrashAfterCreateAccepted(t *testing.T) {
 	for _, c := range []struct {
 		step, method, object string
+		call                 killtest.Call
 	}{
-		{"createCluster", "container.projects.locations.clusters.create", refCluster},
-		{"createNodePool", "container.projects.locations.clusters.nodePools.create", refH100Pool},
+		{"createCluster", "container.projects.locations.clusters.create", refCluster, killtest.EnsureCluster},
+		{"createNodePool", "container.projects.locations.clusters.nodePools.create", refH100Pool, killtest.EnsureNodePool},
 	} {
 		t.Run(c.step, func(t *testing.T) {
 			v := newEnv(t, envOpts{zones: []string{"us-central1-a"}})
 			a := newAgent(t, v)
 			a.apply(gkeDoc{h100: 2, l4: 1}.bytes(t), false)
-			crashed := false
-			a.hook = func(p substrate.Point) bool {
-				if crashed || p.Kind != substrate.PointAfterCall || p.Step != c.step || !strings.Contains(p.Op, c.object) {
-					return false
-				}
+			a.kill = &killtest.KillAfter{Call: c.call, Name: c.object, Kill: func() {
 				// The create reached GKE and was accepted: the last exchange
 				// is its 200, and nothing of it is in the journal yet.
 				x := v.emu.Exchanges()
 				last := x[len(x)-1]
 				if last.MethodID != c.method || last.Status != 200 || !bytes.Contains(last.RequestBody, []byte(`"name":"`+c.object+`"`)) {
-					t.Errorf("at the crash point the last exchange is %s %d", last.MethodID, last.Status)
+					t.Errorf("at the kill the last exchange is %s %d", last.MethodID, last.Status)
 				}
-				crashed = true
-				return true
-			}
-			a.restart() // a reconciler with the hook
+				if err := a.store.Close(); err != nil {
+					t.Error(err)
+				}
+			}}
+			a.restart() // a reconciler whose provider kills
 			a.converge(60)
-			if !crashed || a.restarts != 2 {
-				t.Fatalf("the reconciler never crashed after %s (crashed %v)", c.step, crashed)
+			if !a.kill.Fired() || a.restarts != 2 {
+				t.Fatalf("the reconciler was never killed after %s (killed %v, %d restarts)", c.step, a.kill.Fired(), a.restarts)
 			}
 			if st := a.status(); st.State != "creating" || !strings.Contains(st.Message, substrate.NoDaemonMessage) {
 				t.Fatalf("after the restart: %s: %s", st.State, st.Message)
