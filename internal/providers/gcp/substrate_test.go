@@ -2,6 +2,7 @@ package gcp_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -52,6 +53,8 @@ type gkeDoc struct {
 	h100, l4        int
 	l4Scale         *[2]int
 	noZones, noPool bool
+	// l4Name is the second flavor's name ("" is l4).
+	l4Name string
 }
 
 func (d gkeDoc) bytes(t *testing.T) []byte {
@@ -74,7 +77,7 @@ func (d gkeDoc) bytes(t *testing.T) []byte {
 	flavors := sub["flavors"].([]any)
 	flavors[0].(map[string]any)["nodes"] = d.h100
 	l4 := map[string]any{
-		"name": "l4", "machineType": "g2-standard-8", "nodes": d.l4, "spot": true,
+		"name": cmp.Or(d.l4Name, "l4"), "machineType": "g2-standard-8", "nodes": d.l4, "spot": true,
 		"gpus": map[string]any{"type": "nvidia-l4", "count": 1}, "zones": []any{"us-central1-a"}, "diskGiB": 200,
 	}
 	if d.l4Scale != nil {
@@ -630,6 +633,52 @@ func TestSubstrateCrashAfterCreateAccepted(t *testing.T) {
 			ops := a.journal()
 			if i := slices.IndexFunc(ops, func(op state.JournalOp) bool { return !op.State.Terminal() }); i >= 0 {
 				t.Fatalf("converged with %s still %s", ops[i].Key, ops[i].State)
+			}
+		})
+	}
+}
+
+// TestSubstrateFlavorNameLimitOnGKE: the document takes flavor names of up
+// to 40 characters, and a node pool is named fa-<6>-<flavor>, so on GKE
+// (node pool names of at most 40) a flavor of 30 characters makes its node
+// pool and one of 31 passes the plan and is refused by the adapter before
+// anything reaches GKE: the substrate is in error with the limit in its
+// message (docs/substrates.md says so).
+func TestSubstrateFlavorNameLimitOnGKE(t *testing.T) {
+	for _, n := range []int{30, 31} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			name := "l4" + strings.Repeat("x", n-2)
+			v := newEnv(t, envOpts{zones: []string{"us-central1-a"}})
+			a := newAgent(t, v)
+			a.apply(gkeDoc{h100: 1, l4: 1, l4Name: name}.bytes(t), false) // passes the plan's live checks
+			var st substrate.Status
+			for i := range 60 {
+				if err := a.rec.ReconcileOnce(t.Context()); err != nil {
+					t.Fatalf("pass %d: %v", i, err)
+				}
+				st = a.status()
+				if st.State == "error" || a.converged() {
+					break
+				}
+				v.clk.Advance(10 * time.Second)
+			}
+			sent, accepted := 0, 0
+			for _, x := range v.emu.Exchanges() {
+				if x.MethodID == "container.projects.locations.clusters.nodePools.create" && bytes.Contains(x.RequestBody, []byte(`"name":"`+testOwner(refPoolID).NodePoolName(name)+`"`)) {
+					sent++
+					if x.Status == 200 {
+						accepted++
+					}
+				}
+			}
+			if n == 30 {
+				if !a.converged() || accepted != 1 {
+					t.Fatalf("a flavor of 30 characters: %s: %s (%d creates accepted)", st.State, st.Message, accepted)
+				}
+				return
+			}
+			if st.State != "error" || !strings.Contains(st.Message, "at most 40 characters") || !strings.Contains(st.Message, name) || sent != 0 {
+				t.Fatalf("a flavor of 31 characters: %s: %s (%d creates sent)", st.State, st.Message, sent)
 			}
 		})
 	}
