@@ -30,6 +30,10 @@ const (
 	ReasonRefused = "registryRefused"
 	// ReasonBadAnswer: the registry answered, but not with a digest.
 	ReasonBadAnswer = "registryBadAnswer"
+	// ReasonCredential: the agent's own credential chain gave no answer
+	// (a credential helper failed or did not answer in time, or the Docker
+	// config could not be read); the registry was not asked.
+	ReasonCredential = "credentialFailed"
 	// ReasonOff: substrate.nodeDaemon.resolveDigest is false.
 	ReasonOff = "resolveOff"
 )

@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/imagepin"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // DefaultTimeout bounds one resolution, the token handshake included: a
@@ -92,8 +94,9 @@ func (r Resolver) Resolve(ctx context.Context, ref string) (string, error) {
 		err    error
 	}
 	done := make(chan answer, 1)
+	running := new(atomic.Pointer[string])
 	go func() {
-		d, err := r.head(ctx, tag)
+		d, err := r.head(ctx, tag, running)
 		done <- answer{d, err}
 	}()
 	var a answer
@@ -101,6 +104,15 @@ func (r Resolver) Resolve(ctx context.Context, ref string) (string, error) {
 	case a = <-done:
 	case <-ctx.Done():
 		a.err = ctx.Err()
+		// A helper still running at the deadline is what was waited for,
+		// not the registry.
+		if h := running.Load(); h != nil {
+			a.err = &helperFailed{helper: *h, key: tag.RegistryStr(), hung: true}
+		}
+	}
+	var hf *helperFailed
+	if errors.As(a.err, &hf) && hf.hung {
+		hf.after = timeout
 	}
 	if a.err != nil {
 		return "", classify(tag, timeout, a.err)
@@ -112,10 +124,10 @@ func (r Resolver) Resolve(ctx context.Context, ref string) (string, error) {
 // the token handshake when it asks for one (ours: the library's refuses a
 // token service on a loopback or private address, where Harbor's and
 // GitLab's often are), then HEAD of the tag's manifest.
-func (r Resolver) head(ctx context.Context, tag name.Tag) (string, error) {
+func (r Resolver) head(ctx context.Context, tag name.Tag, running *atomic.Pointer[string]) (string, error) {
 	kc := r.Keychain
 	if kc == nil {
-		kc = dockerChain{}
+		kc = dockerChain{running: running}
 	}
 	auth, err := authn.Resolve(ctx, kc, tag.Context())
 	if err != nil {
@@ -201,6 +213,8 @@ type credentialError struct{ err error }
 
 func (e *credentialError) Error() string { return e.err.Error() }
 
+func (e *credentialError) Unwrap() error { return e.err }
+
 type badDigest struct{ got string }
 
 func (e *badDigest) Error() string {
@@ -218,6 +232,7 @@ func (e *badDigest) Error() string {
 func classify(tag name.Tag, timeout time.Duration, err error) *imagepin.Error {
 	reg, ref := tag.RegistryStr(), tag.String()
 	var ce *credentialError
+	var hf *helperFailed
 	var bd *badDigest
 	var te *transport.Error
 	var re *realmError
@@ -241,9 +256,12 @@ func classify(tag name.Tag, timeout time.Duration, err error) *imagepin.Error {
 		}
 		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.Wrap(refusal.Unavailable, rl,
 			"the registry %s redirected the request for %s in a loop", reg, ref)}
+	case errors.As(err, &hf):
+		return &imagepin.Error{Reason: imagepin.ReasonCredential, Err: refusal.Wrap(refusal.InvalidState, hf,
+			"no credential for %s: run `echo %s | %s get` as the agent's user to see why", reg, hf.key, textline.Plain(hf.helper))}
 	case errors.As(err, &ce):
-		return &imagepin.Error{Reason: imagepin.ReasonRefused, Err: refusal.Wrap(refusal.InvalidState, errors.New("the credential chain failed"),
-			"the Docker credential chain could not give a credential for %s; check DOCKER_CONFIG or ~/.docker/config.json and its credential helper", reg)}
+		return &imagepin.Error{Reason: imagepin.ReasonCredential, Err: refusal.Wrap(refusal.InvalidState, errors.New("the credential chain failed"),
+			"the Docker credential chain could not give a credential for %s; check DOCKER_CONFIG or ~/.docker/config.json", reg)}
 	case errors.As(err, &bd):
 		return &imagepin.Error{Reason: imagepin.ReasonBadAnswer, Err: refusal.Wrap(refusal.Unavailable, bd,
 			"the registry %s answered the manifest of %s without a digest", reg, ref)}

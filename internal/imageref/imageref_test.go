@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -303,7 +304,9 @@ func TestResolveHungCredentialHelper(t *testing.T) {
 	start := time.Now()
 	_, err = Resolver{Timeout: deadline}.Resolve(t.Context(), host+"/a/b:v1")
 	took := time.Since(start)
-	if err == nil || reasonOf(t, err) != imagepin.ReasonUnreachable || !strings.Contains(err.Error(), "did not answer") {
+	// Named as the helper's failure, not the registry's: the registry was
+	// never asked.
+	if err == nil || reasonOf(t, err) != imagepin.ReasonCredential || !strings.Contains(err.Error(), "docker-credential-hang did not answer") {
 		t.Fatalf("a hung credential helper: %v", err)
 	}
 	if took > 10*deadline {
@@ -345,11 +348,14 @@ func TestResolveHungCredentialHelper(t *testing.T) {
 // error reaches neither the error nor the agent's own standard error.
 func TestResolveCredentialHelper(t *testing.T) {
 	for _, c := range []struct {
-		name, script, reason string
+		name, script, reason, names string
 	}{
 		{name: "answers", script: `read url; printf '{"ServerURL":"%s","Username":"ci","Secret":"s3cret"}' "$url"`},
 		{name: "none", script: `echo "credentials not found in native keychain"; exit 1`, reason: imagepin.ReasonRefused},
-		{name: "fails", script: `echo "SECRET-ON-STDERR" >&2; echo "boom"; exit 3`, reason: imagepin.ReasonRefused},
+		{name: "fails", script: `echo "SECRET-ON-STDERR" >&2; echo "boom"; exit 3`, reason: imagepin.ReasonCredential, names: "docker-credential-t failed"},
+		// An answer far past any credential's size is not read past the
+		// cap (the agent's memory), and is no credential.
+		{name: "floods", script: `head -c 67108864 /dev/zero | tr '\0' A`, reason: imagepin.ReasonCredential, names: "docker-credential-t failed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -374,8 +380,17 @@ func TestResolveCredentialHelper(t *testing.T) {
 			}
 			saved := os.Stderr
 			os.Stderr = stderr
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
 			got, err := Resolver{Timeout: 10 * time.Second}.Resolve(t.Context(), ref)
+			runtime.ReadMemStats(&after)
 			os.Stderr = saved
+			// The registry and the request allocate a few megabytes; the
+			// flood is 64 MiB, which an uncapped read would allocate at
+			// least once.
+			if grown := after.TotalAlloc - before.TotalAlloc; grown > 32<<20 {
+				t.Errorf("the resolution allocated %d MiB", grown>>20)
+			}
 			if b, _ := os.ReadFile(stderr.Name()); len(b) > 0 {
 				t.Errorf("the helper wrote to the agent's standard error: %q", b)
 			}
@@ -385,8 +400,8 @@ func TestResolveCredentialHelper(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || reasonOf(t, err) != c.reason {
-				t.Fatalf("got %q, %v; want reason %s", got, err, c.reason)
+			if err == nil || reasonOf(t, err) != c.reason || !strings.Contains(err.Error(), c.names) {
+				t.Fatalf("got %q, %v; want reason %s naming %q", got, err, c.reason, c.names)
 			}
 			if strings.Contains(err.Error(), "SECRET-ON-STDERR") {
 				t.Fatalf("the helper's standard error is in the error: %v", err)

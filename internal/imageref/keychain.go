@@ -3,11 +3,12 @@ package imageref
 import (
 	"bytes"
 	"context"
-	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 	"github.com/docker/docker-credential-helpers/credentials"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // dockerChain is the Docker credential chain as docker, crane and the
@@ -28,7 +31,11 @@ import (
 // that is down) stopped every later resolution until a restart. Here a
 // helper past the deadline is killed with its process group, each
 // resolution reads the files afresh, and nothing is shared.
-type dockerChain struct{}
+type dockerChain struct {
+	// running names the helper running now, when one is: the resolution
+	// that gives up at its deadline says which helper it waited for.
+	running *atomic.Pointer[string]
+}
 
 // helperGrace is how long a killed helper's pipes may stay open (held by a
 // grandchild that left the group) before the wait gives up on them.
@@ -38,11 +45,11 @@ const helperGrace = time.Second
 // kilobytes at most.
 const helperOutputCap = 64 << 10
 
-func (dockerChain) Resolve(r authn.Resource) (authn.Authenticator, error) {
-	return dockerChain{}.ResolveContext(context.Background(), r)
+func (d dockerChain) Resolve(r authn.Resource) (authn.Authenticator, error) {
+	return d.ResolveContext(context.Background(), r)
 }
 
-func (dockerChain) ResolveContext(ctx context.Context, r authn.Resource) (authn.Authenticator, error) {
+func (d dockerChain) ResolveContext(ctx context.Context, r authn.Resource) (authn.Authenticator, error) {
 	cf, err := loadDockerConfig()
 	if err != nil || cf == nil {
 		return authn.Anonymous, err
@@ -51,7 +58,7 @@ func (dockerChain) ResolveContext(ctx context.Context, r authn.Resource) (authn.
 		if key == name.DefaultRegistry {
 			key = authn.DefaultAuthKey
 		}
-		ac, err := credentialFor(ctx, cf, key)
+		ac, err := d.credentialFor(ctx, cf, key)
 		if err != nil {
 			return nil, err
 		}
@@ -107,7 +114,7 @@ func isFile(p string) bool {
 // credentialFor is key's credential: from the helper the config names for
 // it (credHelpers, else credsStore), else from the file's auths. A helper
 // that has none gives the zero config, as docker treats it.
-func credentialFor(ctx context.Context, cf *configfile.ConfigFile, key string) (authn.AuthConfig, error) {
+func (d dockerChain) credentialFor(ctx context.Context, cf *configfile.ConfigFile, key string) (authn.AuthConfig, error) {
 	helper := cf.CredentialHelpers[key]
 	if helper == "" {
 		helper = cf.CredentialsStore
@@ -120,22 +127,43 @@ func credentialFor(ctx context.Context, cf *configfile.ConfigFile, key string) (
 		return authn.AuthConfig{Username: ac.Username, Password: ac.Password, Auth: ac.Auth,
 			IdentityToken: ac.IdentityToken, RegistryToken: ac.RegistryToken}, nil
 	}
-	creds, err := client.Get(helperProgram(ctx, "docker-credential-"+helper), key)
+	program := "docker-credential-" + helper
+	if d.running != nil {
+		d.running.Store(&program)
+		defer d.running.Store(nil)
+	}
+	creds, err := client.Get(helperProgram(ctx, program), key)
 	if credentials.IsErrCredentialsNotFound(err) {
 		return authn.AuthConfig{}, nil
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return authn.AuthConfig{}, ctx.Err()
-		}
 		// The protocol's error quotes what the helper printed; that is
 		// not ours to repeat.
-		return authn.AuthConfig{}, errors.New("the credential helper docker-credential-" + helper + " failed")
+		return authn.AuthConfig{}, &helperFailed{helper: program, key: key, hung: ctx.Err() != nil}
 	}
 	if creds.Username == "<token>" {
 		return authn.AuthConfig{Username: creds.Username, IdentityToken: creds.Secret}, nil
 	}
 	return authn.AuthConfig{Username: creds.Username, Password: creds.Secret}, nil
+}
+
+// helperFailed is a credential helper that failed or did not answer in
+// time (hung); what it printed is not kept.
+type helperFailed struct {
+	helper, key string
+	hung        bool
+	after       time.Duration
+}
+
+func (e *helperFailed) Error() string {
+	name := textline.Plain(e.helper)
+	if len(name) > 80 {
+		name = name[:80] + "..."
+	}
+	if e.hung {
+		return fmt.Sprintf("the credential helper %s did not answer within %s and was stopped with its process group", name, e.after)
+	}
+	return fmt.Sprintf("the credential helper %s failed", name)
 }
 
 // helperProgram runs a helper under ctx: in a process group of its own,
@@ -163,12 +191,17 @@ func (h *helperCmd) Output() ([]byte, error) {
 }
 
 // cappedBuffer keeps the first helperOutputCap bytes written and drops the
-// rest (a helper that floods its output cannot grow the agent).
-type cappedBuffer struct{ bytes.Buffer }
+// rest (a helper that floods its output cannot grow the agent). The buffer
+// is a field, not embedded: an embedded bytes.Buffer's ReadFrom would be
+// promoted, and io.Copy (how exec feeds a writer) would read the whole
+// output through it past the cap.
+type cappedBuffer struct{ buf bytes.Buffer }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if room := helperOutputCap - b.Len(); room > 0 {
-		b.Buffer.Write(p[:min(len(p), room)])
+	if room := helperOutputCap - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
 }
+
+func (b *cappedBuffer) Bytes() []byte { return b.buf.Bytes() }
