@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
+
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // Mask is what stands in an output where a secret value was.
@@ -117,7 +119,7 @@ type redactingWriter struct {
 var _ zerolog.LevelWriter = (*redactingWriter)(nil)
 
 func (rw *redactingWriter) Write(p []byte) (int, error) {
-	out, _ := mask(p, *rw.r.needle.Load())
+	out := rw.line(p)
 	if _, err := rw.w.Write(out); err != nil {
 		// The number of masked bytes written says nothing about p.
 		return 0, err
@@ -130,11 +132,20 @@ func (rw *redactingWriter) WriteLevel(level zerolog.Level, p []byte) (int, error
 	if !ok {
 		return rw.Write(p)
 	}
-	out, _ := mask(p, *rw.r.needle.Load())
+	out := rw.line(p)
 	if _, err := lw.WriteLevel(level, out); err != nil {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// line is what reaches w for p: the secrets masked, and the characters
+// that would turn the line around or break it where it is read written as
+// JSON escapes (textline.EscapeJSON), so text from outside, a branch
+// name or a provider's error, shows as written.
+func (rw *redactingWriter) line(p []byte) []byte {
+	out, _ := mask(p, *rw.r.needle.Load())
+	return textline.EscapeJSON(out)
 }
 
 // NewLogger returns a JSON zerolog logger, with timestamps, at the given

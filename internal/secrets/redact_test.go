@@ -185,3 +185,28 @@ func jsonEncoder(w *bytes.Buffer, html bool) *json.Encoder {
 	enc.SetEscapeHTML(html)
 	return enc
 }
+
+// A log line carries text from outside (a branch name, a provider's
+// error): zerolog escapes the ASCII controls, and the logger's writer
+// escapes the rest that would turn a line around or break it where it is
+// read (bidi overrides, line separators, C1 controls), so the line reads
+// as written and still parses to the same string.
+func TestLoggerEscapesInvisibleText(t *testing.T) {
+	var buf bytes.Buffer
+	log := NewLogger(&buf, NewRedactor(), zerolog.InfoLevel)
+	hostile := "x\u202eabc\u2028def\u2029\u0085\u009b31m\u2066é€"
+	log.Info().Str("ref", hostile).Msg("planned proposal")
+	line := buf.Bytes()
+	for _, r := range []rune{'\u202e', '\u2028', '\u2029', '\u0085', '\u009b', '\u2066'} {
+		if bytes.ContainsRune(line, r) {
+			t.Errorf("the log line carries U+%04X raw: %q", r, line)
+		}
+	}
+	var got struct{ Ref string }
+	if err := json.Unmarshal(line, &got); err != nil || got.Ref != hostile {
+		t.Fatalf("the line does not parse back to the text: %q, %v (%q)", got.Ref, err, line)
+	}
+	if !bytes.Contains(line, []byte("é€")) {
+		t.Errorf("printable text was escaped too: %q", line)
+	}
+}

@@ -53,3 +53,49 @@ func unsafe(r rune) bool {
 	}
 	return false
 }
+
+// EscapeJSON writes, in JSON text, each character Plain would blank that
+// is not ASCII (C1 controls, the line and paragraph separators, the bidi
+// controls and marks) as its \u escape. JSON's own encoders escape the
+// ASCII controls and leave these raw, as JSON allows; a log reader or
+// terminal showing the line would then obey them. Such characters can
+// stand only inside JSON strings, where the escape means the same
+// character, so the text parses to what it did. p is not modified; when
+// nothing needs escaping, p itself is returned.
+func EscapeJSON(p []byte) []byte {
+	i := firstEscape(p)
+	if i < 0 {
+		return p
+	}
+	out := make([]byte, 0, len(p)+16)
+	out = append(out, p[:i]...)
+	for i < len(p) {
+		r, n := utf8.DecodeRune(p[i:])
+		if r >= utf8.RuneSelf && r != utf8.RuneError && unsafe(r) {
+			out = append(out, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
+		} else {
+			out = append(out, p[i:i+n]...)
+		}
+		i += n
+	}
+	return out
+}
+
+const hex = "0123456789abcdef"
+
+// firstEscape is the index of the first character EscapeJSON rewrites, or
+// -1: most lines are ASCII and are passed on as they are.
+func firstEscape(p []byte) int {
+	for i := 0; i < len(p); {
+		if p[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(p[i:])
+		if r != utf8.RuneError && unsafe(r) {
+			return i
+		}
+		i += n
+	}
+	return -1
+}

@@ -1,6 +1,7 @@
 package textline_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode"
@@ -66,6 +67,35 @@ func FuzzPlain(f *testing.F) {
 		}
 		if textline.IsPlain(s) && got != s {
 			t.Fatalf("Plain changed the plain text %q to %q", s, got)
+		}
+	})
+}
+
+// EscapeJSON keeps a JSON text's meaning and leaves none of the characters
+// it escapes raw; text with none of them is returned as it was.
+func FuzzEscapeJSON(f *testing.F) {
+	for _, s := range []string{"", "plain", "x\u202eabc\u2028d\u2029\u0085\u009b", "é€\U0001F600", "\xff\xfe", `"\u202e"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		in, err := json.Marshal(map[string]string{"s": s})
+		if err != nil {
+			t.Skip()
+		}
+		out := textline.EscapeJSON(in)
+		var back map[string]string
+		if err := json.Unmarshal(out, &back); err != nil {
+			t.Fatalf("%q is not JSON: %v", out, err)
+		}
+		var want map[string]string
+		_ = json.Unmarshal(in, &want)
+		if back["s"] != want["s"] {
+			t.Fatalf("escaping changed the text: %q, want %q", back["s"], want["s"])
+		}
+		for _, r := range string(out) {
+			if r >= utf8.RuneSelf && r != utf8.RuneError && !textline.IsPlain(string(r)) {
+				t.Fatalf("U+%04X left raw in %q", r, out)
+			}
 		}
 	})
 }
