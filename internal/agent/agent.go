@@ -126,6 +126,7 @@ type Agent struct {
 	lastError        error
 	mergedTip        string          // the tip mergedHeads was computed for
 	mergedHeads      map[string]bool // branch heads already in that tip
+	hostileRefs      map[string]bool // branches not planned for their names, logged once
 	ticks            int
 	metrics          Metrics
 	substrates       Waker

@@ -76,7 +76,7 @@ func (a *Agent) findProposal(name string) (storedProposal, error) {
 		names = []string{"none yet"}
 	}
 	return storedProposal{}, refusal.New(refusal.InvalidInput,
-		"no planned proposal is named %s; the agent plans every branch other than %s (and, with GitHub, every open pull request) after its next poll; planned now: %s",
+		"no planned proposal is named %q; the agent plans every branch other than %s (and, with GitHub, every open pull request) after its next poll; planned now: %s",
 		name, a.cfg.Branch, strings.Join(names, ", "))
 }
 

@@ -219,3 +219,40 @@ func TestApplyStatusWhileGitHubIsDown(t *testing.T) {
 		t.Fatalf("after GitHub came back: %+v", st)
 	}
 }
+
+// A branch whose name holds control or direction characters (a U+202E that
+// turns the rest of a line around, a line separator, a C1 escape) is not
+// planned: its name would be shown by status, doctor and the page, where
+// it could pass for another branch or forge a line. The log says so once,
+// with the name escaped; a branch with a plain name beside it is planned.
+func TestBranchWithHostileNameIsNotPlanned(t *testing.T) {
+	w := newWorld(t, agent.Config{})
+	boot := w.commit(t, "main", docV1, "bootstrap")
+	w.tick(t)
+	w.work.Git(t, "checkout", "-B", "grow", boot)
+	head := w.commit(t, "grow", docV2, "add a pool")
+	for _, name := range []string{"x\u202eabc", "a\u2028b", "c\u009b31m"} {
+		w.work.Push(t, head+":refs/heads/"+name)
+	}
+	w.tick(t)
+	w.tick(t)
+	props, err := w.agent.Proposals()
+	if err != nil || len(props) != 1 || props[0].Ref != "refs/heads/grow" {
+		t.Fatalf("proposals %+v %v", props, err)
+	}
+	if n := strings.Count(w.log.String(), "not planned"); n != 3 {
+		t.Fatalf("%d log lines say a branch is not planned, want 3 (one per branch, once):\n%s", n, w.log.String())
+	}
+}
+
+// A name asked for by plan --proposal is quoted in the refusal, its
+// control and direction characters escaped, never echoed raw.
+func TestPlanProposalQuotesTheNameAsked(t *testing.T) {
+	w := newWorld(t, agent.Config{})
+	w.commit(t, "main", docV1, "bootstrap")
+	w.tick(t)
+	_, _, err := w.agent.PlanProposal(t.Context(), "\x1b]0;X\x07\u202eevil")
+	if err == nil || !strings.Contains(err.Error(), `"\x1b]0;X\a\u202eevil"`) || strings.ContainsAny(err.Error(), "\x1b\a\u202e") {
+		t.Fatalf("the refusal: %v", err)
+	}
+}

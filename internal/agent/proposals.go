@@ -14,6 +14,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // proposal is one head to plan.
@@ -25,6 +26,27 @@ type proposal struct {
 	// request it names). Its plan is posted as a status and check run on
 	// its commit only: the pull request's plan comment stays its head's.
 	queue bool
+}
+
+// plainRef says whether a branch's name may be planned: one with control
+// or direction characters (textline.Plain's) is not, since its name is
+// shown by status, doctor and the page, where a U+202E turns the rest of a
+// line around and a line separator forges a line; no honest branch needs
+// them. It is logged once per branch, the name escaped.
+func (a *Agent) plainRef(ref string) bool {
+	if textline.IsPlain(ref) {
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.hostileRefs == nil {
+		a.hostileRefs = map[string]bool{}
+	}
+	if !a.hostileRefs[ref] {
+		a.hostileRefs[ref] = true
+		a.log.Warn().Str("ref", strconv.Quote(ref)).Msg("a branch whose name holds control or direction characters is not planned: rename it")
+	}
+	return false
 }
 
 // planProposals plans every proposal whose head moved, and all of them
@@ -48,7 +70,7 @@ func (a *Agent) planProposals(ctx context.Context, snap gitsync.Snapshot, prs []
 		}
 	} else {
 		for ref, head := range snap.Heads {
-			if ref == "refs/heads/"+a.cfg.Branch || a.merged(snap.Tip, head) {
+			if ref == "refs/heads/"+a.cfg.Branch || a.merged(snap.Tip, head) || !a.plainRef(ref) {
 				continue
 			}
 			todo = append(todo, proposal{ref: ref, head: head})

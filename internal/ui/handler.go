@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/clock"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
@@ -138,6 +139,9 @@ type stamp struct {
 }
 
 var funcs = template.FuncMap{
+	// plain shows words from outside (a provider's error) as one line of
+	// plain text; the template escapes the markup.
+	"plain": textline.Plain,
 	// when shows t (a time.Time, or Unix ms) against now.
 	"when": func(now time.Time, v any) stamp {
 		var t time.Time

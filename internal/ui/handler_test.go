@@ -127,7 +127,7 @@ func situations() map[string]*Fleet {
 	f.Outbox = &Outbox{Waiting: 3, Oldest: now.Add(-42 * time.Minute), LastError: "POST /repos/acme/fleet/statuses: 502 Bad Gateway", LastErrorAt: now.Add(-time.Minute), LastDelivery: now.Add(-50 * time.Minute)}
 	f.Substrates = []Substrate{
 		substrateOf("k8s", "error", `node pool fa-k8s-h100: quota exceeded for "nvidia-h100" in fake-east <img src=x onerror=alert(1)>`, 2, 2, 0, nil,
-			state.JournalOp{Step: "createNodePool", Object: "fa-k8s-h100", State: state.Failed, Attempts: 3, LastError: &state.OpError{Class: "quota", Message: "quota exceeded"}, UpdatedAt: ms(2 * time.Minute)}),
+			state.JournalOp{Step: "createNodePool", Object: "fa-k8s-h100", State: state.Failed, Attempts: 3, LastError: &state.OpError{Class: "quota", Message: "quota exceeded\x1b]0;owned\x07 \u202ein 3 regions\u2028\r\nok"}, UpdatedAt: ms(2 * time.Minute)}),
 		substrateOf("edge", "ready", "ready; 3 node(s) waiting to join for 20m; look at DaemonSet fleet-node/fleet-node", 3, 0, 3, i64(ms(20*time.Minute))),
 	}
 	// Each step's condition, the failing one's message escaped like the rest.
@@ -189,6 +189,12 @@ func TestPages(t *testing.T) {
 				}
 				if strings.Contains(body, "<script>alert") || strings.Contains(body, "<img src=x") || strings.Contains(body, "<b>was") {
 					t.Errorf("a value was not escaped:\n%s", body)
+				}
+				// Words from outside (a provider's error) reach the page
+				// as plain text: no terminal or direction control, no line
+				// separator, no carriage return.
+				if i := strings.IndexAny(body, "\x1b\x07\r\u202e\u2028"); i >= 0 {
+					t.Errorf("a control character reached the page: %q", body[max(0, i-60):min(len(body), i+60)])
 				}
 				golden.Check(t, filepath.Join("testdata", file+".html"), []byte(body))
 			})
