@@ -177,7 +177,7 @@ func (s *session) poolView(ctx context.Context, ng *ekstypes.Nodegroup) (provide
 		Shape: providers.Shape{
 			Spot: ng.CapacityType == ekstypes.CapacityTypesSpot, DiskGiB: int(sdkaws.ToInt32(ng.DiskSize)), Zones: zones,
 		},
-		Size:   sc.size(max(len(zones), 1)),
+		Size:    sc.size(max(len(zones), 1)),
 		Labels:  maps.Clone(ng.Labels),
 		Status:  nodegroupStatus[ng.Status],
 		Version: sdkaws.ToString(ng.Version),
