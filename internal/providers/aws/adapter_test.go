@@ -140,6 +140,10 @@ func TestLostAnswersAreFoundNotRepeated(t *testing.T) {
 		if err != nil || p.Status != providers.NodePoolUpdating || p.Version != "1.34" {
 			t.Fatalf("the retry: %v %+v", err, p)
 		}
+		// The retry names the update the lost answer carried.
+		if got := h.emu.Count("DescribeUpdate"); p.Operation == "" || got == 0 {
+			t.Errorf("the retry names update %q after %d DescribeUpdate", p.Operation, got)
+		}
 		if n := h.emu.Count("UpdateNodegroupVersion"); n != 1 {
 			t.Errorf("%d UpdateNodegroupVersion requests", n)
 		}

@@ -377,7 +377,11 @@ func (s *session) upgradeNodegroup(ctx context.Context, cname string, ng *ekstyp
 	}
 	switch ng.Status {
 	case ekstypes.NodegroupStatusUpdating:
-		return view, nil
+		// Under way (perhaps sent by a call whose answer was lost): name
+		// it, so the journal can record what it waits for.
+		id, err := s.runningVersionUpdate(ctx, cname, spec.Name)
+		view.Operation = id
+		return view, err
 	case ekstypes.NodegroupStatusActive, ekstypes.NodegroupStatusDegraded:
 	default:
 		return providers.NodePool{}, providers.Errorf(s.op, providers.Conflict, providers.None, "node group %s is %s; it is upgraded once ACTIVE", spec.Name, ng.Status)
@@ -459,6 +463,34 @@ func (s *session) reconfigure(ctx context.Context, cname string, ng *ekstypes.No
 		view.Labels = maps.Clone(labels)
 	}
 	return view, nil
+}
+
+// runningVersionUpdate is the id of the version update in progress on a
+// node group, or "" when the group's update is another kind. EKS lists a
+// group's updates by id only, so each is described until the running one
+// is found; this is asked only of a group that is UPDATING while an
+// upgrade is wanted.
+func (s *session) runningVersionUpdate(ctx context.Context, cname, name string) (string, error) {
+	var next *string
+	for {
+		out, err := s.eks.ListUpdates(ctx, &eks.ListUpdatesInput{Name: sdkaws.String(cname), NodegroupName: sdkaws.String(name), NextToken: next})
+		if err != nil {
+			return "", s.fail("ListUpdates", false, err)
+		}
+		for _, id := range out.UpdateIds {
+			u, err := s.eks.DescribeUpdate(ctx, &eks.DescribeUpdateInput{Name: sdkaws.String(cname), NodegroupName: sdkaws.String(name), UpdateId: sdkaws.String(id)})
+			if err != nil {
+				return "", s.fail("DescribeUpdate", false, err)
+			}
+			if u.Update != nil && u.Update.Status == ekstypes.UpdateStatusInProgress && u.Update.Type == ekstypes.UpdateTypeVersionUpdate {
+				return id, nil
+			}
+		}
+		if out.NextToken == nil {
+			return "", nil
+		}
+		next = out.NextToken
+	}
 }
 
 // GetNodePool reads one node group.

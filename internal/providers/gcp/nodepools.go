@@ -405,6 +405,17 @@ func (a *Adapter) upgradePool(ctx context.Context, s *session, cluster providers
 	}
 	switch np.Status {
 	case "RECONCILING":
+		// Under way (perhaps sent by a call whose answer was lost): name
+		// the upgrade running, so the journal can record what it waits for.
+		ops, err := s.ctr.Projects.Locations.Operations.List(s.parent(c.Location)).Context(ctx).Do()
+		if err != nil {
+			return providers.NodePool{}, classify(s.op, err, read)
+		}
+		for _, o := range ops.Operations {
+			if o.Status != "DONE" && o.OperationType == "UPGRADE_NODES" && strings.HasSuffix(o.TargetLink, "/clusters/"+c.Name+"/nodePools/"+np.Name) {
+				v.Operation = o.Name
+			}
+		}
 		return v, nil
 	case "RUNNING":
 	default:
