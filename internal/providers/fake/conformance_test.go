@@ -49,7 +49,7 @@ func TestConformance(t *testing.T) {
 	// existing cluster again (to see it converge, upgrade, or refuse a mode
 	// change as Invalid) meet what those clouds answer: another cluster,
 	// or a Conflict. That is the option, not a defect; TestNames holds it.
-	twice := []string{"CreateIdempotent", "ModeNeverChangesInPlace", "UpgradeInPlace"}
+	twice := []string{"CreateIdempotent", "ModeNeverChangesInPlace", "UpgradeInPlace", "UpgradeOneMinorPerStep"}
 	variants = append(variants,
 		variant{
 			// Lists lag 3s behind; the clock moves 250s a step, so every case
@@ -100,6 +100,7 @@ func TestConformance(t *testing.T) {
 					Location:      "fake-east",
 					Version:       "1.34",
 					UpgradeTo:     "1.35",
+					OldVersion:    "1.33",
 					NodePool:      providers.NodePoolSpec{Shape: providers.Shape{MachineType: "fake-cpu-4"}, Size: providers.Size{NodeCount: 1}},
 					GPUNodePool: providers.NodePoolSpec{
 						Shape: providers.Shape{MachineType: "fake-h100x8", Accelerators: &providers.Accelerators{Type: "nvidia-h100", Count: 8}},

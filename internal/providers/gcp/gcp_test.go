@@ -523,3 +523,41 @@ func TestCanary(t *testing.T) {
 		t.Errorf("the credential carries no token")
 	}
 }
+
+// TestLostUpgradeAnswer: a node pool upgrade whose answer was lost after
+// GKE acted is not sent again: the retry finds the pool upgrading and names
+// the operation that runs, then the pool reports its new version.
+func TestLostUpgradeAnswer(t *testing.T) {
+	v := newEnv(t, envOpts{emu: func(o *gkeemu.Options) { o.Steps = gkeemu.Steps{Cluster: 1, NodePool: 1, Update: 3, Delete: 1} }})
+	ctx := t.Context()
+	spec := clusterSpec("fa-lost-up")
+	spec.Version = "1.34"
+	c := v.ready(t, spec)
+	pool := cpuPool("fa-aaaaaa-cpu")
+	v.readyPool(t, c.Ref, pool)
+	spec.Version = "1.35"
+	v.ready(t, spec)
+
+	const update = "container.projects.locations.clusters.nodePools.update"
+	if err := v.emu.DropAfterActing(update, 1); err != nil {
+		t.Fatal(err)
+	}
+	pool.Version = "1.35"
+	if _, err := v.ad.EnsureNodePool(ctx, v.acct, c.Ref, pool); providers.SideEffectOf(err) != providers.Maybe {
+		t.Fatalf("a lost answer: %v", err)
+	}
+	p, err := v.ad.EnsureNodePool(ctx, v.acct, c.Ref, pool)
+	if err != nil || p.Status != providers.NodePoolUpdating || !strings.HasPrefix(p.Version, "1.34.") || !strings.HasPrefix(p.Operation, "operation-") {
+		t.Fatalf("the retry: %v %+v", err, p)
+	}
+	if n := v.emu.Count(update); n != 1 {
+		t.Errorf("%d node pool updates sent, want the 1 whose answer was lost", n)
+	}
+	p = v.readyPool(t, c.Ref, pool)
+	if !strings.HasPrefix(p.Version, "1.35.") || p.Operation != "" {
+		t.Errorf("after the upgrade: %+v", p)
+	}
+	if n := v.emu.Count(update); n != 1 {
+		t.Errorf("%d node pool updates sent in all, want 1", n)
+	}
+}

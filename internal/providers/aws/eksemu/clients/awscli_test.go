@@ -286,8 +286,12 @@ func runFlows(t *testing.T, c cli) {
 	s.want("zones", str(zones, "AvailabilityZones"), `[{"GroupName":"us-east-1-zg-1","Messages":[],"NetworkBorderGroup":"us-east-1","OptInStatus":"opt-in-not-required","RegionName":"us-east-1","State":"available","ZoneId":"use1-az1","ZoneName":"us-east-1a","ZoneType":"availability-zone"},{"GroupName":"us-east-1-zg-1","Messages":[],"NetworkBorderGroup":"us-east-1","OptInStatus":"opt-in-not-required","RegionName":"us-east-1","State":"available","ZoneId":"use1-az2","ZoneName":"us-east-1b","ZoneType":"availability-zone"},{"GroupName":"us-east-1-zg-1","Messages":[],"NetworkBorderGroup":"us-east-1","OptInStatus":"opt-in-not-required","RegionName":"us-east-1","State":"available","ZoneId":"use1-az3","ZoneName":"us-east-1c","ZoneType":"availability-zone"}]`)
 
 	// A version update, tracked and waited for.
+	s.fails("InvalidParameterException", "UpdateClusterVersion", "Unsupported Kubernetes minor version update from 1.33 to 1.35",
+		"eks", "update-cluster-version", "--name", "c1", "--kubernetes-version", "1.35")
 	upd := s.ok("eks", "update-cluster-version", "--name", "c1", "--kubernetes-version", "1.34")
 	s.want("update type", str(upd, "update", "type"), "VersionUpdate")
+	s.fails("ResourceInUseException", "UpdateClusterVersion", "Cluster c1 is currently UPDATING",
+		"eks", "update-cluster-version", "--name", "c1", "--kubernetes-version", "1.34")
 	s.want("describe-update", str(s.ok("eks", "describe-update", "--name", "c1", "--update-id", str(upd, "update", "id")), "update", "status"), "InProgress")
 	s.ok("eks", "wait", "cluster-active", "--name", "c1")
 	s.want("updated version", str(s.ok("eks", "describe-cluster", "--name", "c1"), "cluster", "version"), "1.34")
@@ -313,6 +317,23 @@ func runFlows(t *testing.T, c cli) {
 	s.ok("eks", "wait", "nodegroup-active", "--cluster-name", "c1", "--nodegroup-name", "ng1")
 	s.want("resized", str(s.ok("eks", "describe-nodegroup", "--cluster-name", "c1", "--nodegroup-name", "ng1"), "nodegroup", "scalingConfig"), `{"desiredSize":3,"maxSize":4,"minSize":0}`)
 	s.fails("ResourceInUseException", "DeleteCluster", "Cluster has nodegroups attached", "eks", "delete-cluster", "--name", "c1")
+
+	// A node group's version: never past its cluster's; moved to it after
+	// the control plane, with an update id its waiter and describe-update
+	// follow.
+	s.fails("InvalidParameterException", "UpdateNodegroupVersion", "Requested Nodegroup Kubernetes version 1.35 is not supported by Amazon EKS. Nodegroup Kubernetes version should be equal to Cluster kubernetes version 1.34",
+		"eks", "update-nodegroup-version", "--cluster-name", "c1", "--nodegroup-name", "ng1", "--kubernetes-version", "1.35")
+	s.ok("eks", "update-cluster-version", "--name", "c1", "--kubernetes-version", "1.35")
+	s.ok("eks", "wait", "cluster-active", "--name", "c1")
+	ngu := s.ok("eks", "update-nodegroup-version", "--cluster-name", "c1", "--nodegroup-name", "ng1")
+	s.want("nodegroup update type", str(ngu, "update", "type"), "VersionUpdate")
+	s.want("nodegroup update params", str(ngu, "update", "params"), `[{"type":"Version","value":"1.35"},{"type":"ReleaseVersion","value":"1.35.0-20260101"}]`)
+	s.want("describe-update of the node group", str(s.ok("eks", "describe-update", "--name", "c1", "--nodegroup-name", "ng1", "--update-id", str(ngu, "update", "id")), "update", "status"), "InProgress")
+	s.fails("ResourceInUseException", "UpdateNodegroupVersion", "Nodegroup cannot be updated as it is currently not in Active State",
+		"eks", "update-nodegroup-version", "--cluster-name", "c1", "--nodegroup-name", "ng1")
+	s.ok("eks", "wait", "nodegroup-active", "--cluster-name", "c1", "--nodegroup-name", "ng1")
+	s.want("node group version", str(s.ok("eks", "describe-nodegroup", "--cluster-name", "c1", "--nodegroup-name", "ng1"), "nodegroup", "version"), "1.35")
+	s.want("node group update done", str(s.ok("eks", "describe-update", "--name", "c1", "--nodegroup-name", "ng1", "--update-id", str(ngu, "update", "id")), "update", "status"), "Successful")
 
 	// get-token, reviewed by the cluster's TokenReview route.
 	tok := s.ok("eks", "get-token", "--cluster-name", "c1")
