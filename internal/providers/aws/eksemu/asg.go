@@ -20,7 +20,7 @@ import (
 // eks:cluster-name and eks:nodegroup-name (and the cluster autoscaler's
 // discovery tags). The emulator holds no group of its own: each is a view
 // of its node group, so a node group resized through EKS shows its new
-// size in its group, and a group resized directly (ScaleAutoScalingGroup,
+// size in its group, and a group resized directly (UpdateAutoScalingGroup,
 // as the cluster autoscaler or the console's Auto Scaling page does) shows
 // in the node group, as EKS reads the group back.
 //
@@ -311,12 +311,13 @@ func (x *exchange) describeASGs(form url.Values) {
 	x.writeXML(out)
 }
 
-// ScaleAutoScalingGroup sets the desired capacity of a node group's Auto
-// Scaling group directly, beside EKS, as the cluster autoscaler or the
-// console's Auto Scaling page does (SetDesiredCapacity). EKS reads the
-// group's size back into its node group. A capacity outside the group's
-// bounds is refused, as Auto Scaling refuses it.
-func (e *Emulator) ScaleAutoScalingGroup(cluster, nodegroup string, desired int) error {
+// UpdateAutoScalingGroup sets the bounds and desired capacity of a node
+// group's Auto Scaling group directly, beside EKS, as the console's Auto
+// Scaling page or the cluster autoscaler does (UpdateAutoScalingGroup,
+// SetDesiredCapacity). EKS reads the group's size back into its node group.
+// A desired capacity outside the bounds is refused, as Auto Scaling
+// refuses it.
+func (e *Emulator) UpdateAutoScalingGroup(cluster, nodegroup string, minSize, maxSize, desired int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c := e.clusters[cluster]
@@ -324,9 +325,9 @@ func (e *Emulator) ScaleAutoScalingGroup(cluster, nodegroup string, desired int)
 		return fmt.Errorf("eksemu: no node group %s/%s", cluster, nodegroup)
 	}
 	ng := c.nodegroups[nodegroup]
-	if desired < ng.min || desired > ng.max {
-		return fmt.Errorf("eksemu: ValidationError: New SetDesiredCapacity value %d is outside the group's bounds %d..%d", desired, ng.min, ng.max)
+	if minSize < 0 || minSize > maxSize || desired < minSize || desired > maxSize {
+		return fmt.Errorf("eksemu: ValidationError: Desired capacity:%d must be between the specified min size:%d and max size:%d", desired, minSize, maxSize)
 	}
-	ng.desire = desired
+	ng.min, ng.max, ng.desire = minSize, maxSize, desired
 	return nil
 }

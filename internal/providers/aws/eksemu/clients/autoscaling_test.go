@@ -85,12 +85,12 @@ func TestAWSCLIAutoScaling(t *testing.T) {
 
 			// A resize on the group shows in the node group.
 			s.ok("eks", "wait", "nodegroup-active", "--cluster-name", "c1", "--nodegroup-name", "ng1")
-			if err := s.emu.ScaleAutoScalingGroup("c1", "ng1", 4); err != nil {
+			if err := s.emu.UpdateAutoScalingGroup("c1", "ng1", 1, 4, 4); err != nil {
 				t.Fatal(err)
 			}
 			s.want("group after its own resize", str(byGroup(groups("--filters", "Name=tag:eks:cluster-name,Values=c1"))["ng1"], "DesiredCapacity"), "4")
 			s.want("node group after its group's resize", str(s.ok("eks", "describe-nodegroup", "--cluster-name", "c1", "--nodegroup-name", "ng1"), "nodegroup", "scalingConfig", "desiredSize"), "4")
-			if err := s.emu.ScaleAutoScalingGroup("c1", "ng1", 5); err == nil {
+			if err := s.emu.UpdateAutoScalingGroup("c1", "ng1", 1, 4, 5); err == nil {
 				t.Error("a desired capacity above the group's maximum was taken")
 			}
 		})
