@@ -7,7 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/fleet-agent/fleet-agent/internal/providers"
+	awsadapter "github.com/fleet-agent/fleet-agent/internal/providers/aws"
+	"github.com/fleet-agent/fleet-agent/internal/providers/aws/eksemu"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 )
 
@@ -183,5 +187,73 @@ func TestSweepAtRestOnEKS(t *testing.T) {
 	e.converge(200)
 	if p, err := e.adapter.GetNodePool(ctx, e.acct, ref, np); err != nil || p.NodeCount != was {
 		t.Fatalf("after the passes: %+v %v, want the group made again with %d nodes", p, err, was)
+	}
+}
+
+// TestSweepWithoutAutoScalingReadsNodeGroups: an account whose principal
+// may not list Auto Scaling groups, and an install that overrides AWS's
+// endpoints without naming Auto Scaling's, get no revision. The sweep then
+// reads the node groups at every sweep (what EKS alone allows), still sees
+// a resize, and Advise (doctor) says why and what to grant.
+func TestSweepWithoutAutoScalingReadsNodeGroups(t *testing.T) {
+	e := newSubstrateEnv(t, nil)
+	ctx := t.Context()
+	e.apply(referenceDocument(t, nil), false)
+	e.converge(200)
+	st := e.status()
+	if adv := e.adapter.Advise(ctx, e.acct); adv != nil {
+		t.Fatalf("advice with every permission: %q", adv)
+	}
+
+	e.emu.Inject(eksemu.Fault{Op: "DescribeAutoScalingGroups", Count: 1 << 20, Status: 403, Code: "AccessDenied",
+		Message: "User: " + userArn + " is not authorized to perform: autoscaling:DescribeAutoScalingGroups"})
+	adv := e.adapter.Advise(ctx, e.acct)
+	if len(adv) != 1 || !strings.Contains(adv[0], "autoscaling:DescribeAutoScalingGroups") || !strings.Contains(adv[0], "grant") {
+		t.Fatalf("advice without the permission: %q", adv)
+	}
+	e.sweep()
+	hour := e.rest(time.Hour)
+	perInterval := int(time.Hour / substrate.DefaultSweepEvery)
+	if hour["ListNodegroups"] != perInterval || hour["ListClusters"] != perInterval {
+		t.Errorf("an hour without the permission: %v, want the node groups read at each of the %d sweeps", hour, perInterval)
+	}
+	cname := st.Cluster.ID[strings.LastIndex(st.Cluster.ID, "/")+1:]
+	np := st.NodePools[0].Name
+	group, _ := e.emu.Nodegroup(cname, np)
+	if err := e.emu.UpdateAutoScalingGroup(cname, np, group.MinSize, group.MaxSize+1, group.Size+1); err != nil {
+		t.Fatal(err)
+	}
+	if rep := e.sweep(); rep.Moved != 1 {
+		t.Fatalf("the sweep after a resize on the Auto Scaling group, without the permission: %+v, want the group moved", rep)
+	}
+	e.emu.ClearFaults()
+
+	// Endpoints overridden, Auto Scaling's not named: AWS's own is never
+	// asked.
+	block := strings.Replace(e.block, ", autoscaling: "+e.emu.URL(), "", 1)
+	if block == e.block {
+		t.Fatalf("the harness block names no autoscaling endpoint: %s", block)
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(block), &n); err != nil {
+		t.Fatal(err)
+	}
+	other, err := awsadapter.Open(&n, e.secrets, awsadapter.WithClock(e.clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := e.emu.Count("DescribeAutoScalingGroups")
+	cs, err := other.ListClusters(ctx, e.acct, providers.LabelSubstratePool)
+	if err != nil || len(cs) != 1 || cs[0].NodePoolsRevision != "" {
+		t.Fatalf("listing without an autoscaling endpoint: %+v %v, want the cluster without a revision", cs, err)
+	}
+	if e.emu.Count("DescribeAutoScalingGroups") != before {
+		t.Error("an adapter without an autoscaling endpoint listed Auto Scaling groups")
+	}
+	if adv := other.Advise(ctx, e.acct); len(adv) != 1 || !strings.Contains(adv[0], "endpoints.autoscaling") {
+		t.Errorf("advice without an autoscaling endpoint: %q", adv)
+	}
+	if cs, err := e.adapter.ListClusters(ctx, e.acct, providers.LabelSubstratePool); err != nil || len(cs) != 1 || !strings.HasPrefix(cs[0].NodePoolsRevision, "asg:") {
+		t.Fatalf("listing with the endpoint and the permission: %+v %v, want a revision", cs, err)
 	}
 }

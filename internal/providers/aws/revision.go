@@ -135,3 +135,31 @@ func groupsRevision(groups []asgtypes.AutoScalingGroup) string {
 	sum := sha256.Sum256(data)
 	return "asg:" + hex.EncodeToString(sum[:8])
 }
+
+// Advise says what keeps the account's sweep from its cheap change check:
+// the Auto Scaling groups not readable (autoscaling:DescribeAutoScalingGroups
+// refused, no Auto Scaling endpoint for an install that overrides AWS's,
+// or the listing failing). Nothing to say is nil. The sweep goes on
+// either way, reading every node group of each substrate at each sweep.
+func (a *Adapter) Advise(ctx context.Context, acct providers.Account) []string {
+	s, err := a.open(ctx, "Advise", acct)
+	if err != nil {
+		return nil // Verify says what is wrong with the account itself
+	}
+	const cost = "so the sweep reads every node group of each substrate at every sweep (a DescribeNodegroup per node group) instead of one listing of the account"
+	if s.asg == nil {
+		return []string{"account " + quote(acct.Name) + ": providers.aws.endpoints overrides AWS's endpoints but names no autoscaling endpoint, " + cost + "; set endpoints.autoscaling"}
+	}
+	_, err = s.asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{
+		Filters:    []asgtypes.Filter{{Name: sdkaws.String("tag-key"), Values: []string{clusterTag}}},
+		MaxRecords: sdkaws.Int32(1),
+	})
+	if err == nil {
+		return nil
+	}
+	err = s.fail("DescribeAutoScalingGroups", false, err)
+	if providers.ReasonOf(err) == "permission" {
+		return []string{"account " + quote(acct.Name) + ": its principal may not call autoscaling:DescribeAutoScalingGroups, " + cost + "; grant it that permission (read-only)"}
+	}
+	return []string{"account " + quote(acct.Name) + ": the node groups' Auto Scaling groups cannot be listed (" + err.Error() + "), " + cost + " while this lasts"}
+}
