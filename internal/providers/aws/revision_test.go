@@ -20,7 +20,7 @@ func TestGroupsRevision(t *testing.T) {
 			AutoScalingGroupName: sdkaws.String(name), MinSize: sdkaws.Int32(0), MaxSize: sdkaws.Int32(10), DesiredCapacity: sdkaws.Int32(desired),
 			AvailabilityZones: []string{"us-east-1b", "us-east-1a"}, VPCZoneIdentifier: sdkaws.String("subnet-a,subnet-b"),
 			LaunchTemplate: &asgtypes.LaunchTemplateSpecification{LaunchTemplateId: sdkaws.String("lt-1"), Version: sdkaws.String("1")},
-			Tags: []asgtypes.TagDescription{{Key: sdkaws.String(clusterTag), Value: sdkaws.String("c1")}, {Key: sdkaws.String("eks:nodegroup-name"), Value: sdkaws.String(name)}},
+			Tags:           []asgtypes.TagDescription{{Key: sdkaws.String(clusterTag), Value: sdkaws.String("c1")}, {Key: sdkaws.String("eks:nodegroup-name"), Value: sdkaws.String(name)}},
 		}
 		for _, id := range instances {
 			g.Instances = append(g.Instances, asgtypes.Instance{InstanceId: sdkaws.String(id), LifecycleState: asgtypes.LifecycleStateInService, HealthStatus: sdkaws.String("Healthy")})
