@@ -95,7 +95,7 @@ func eksCloud(t *testing.T) cloud {
 	doc, flavors := referenceWith(t, "kubernetes-pool-eks.json",
 		map[string]any{"accessKeyId": "secret://aws-key-id", "secretAccessKey": "secret://aws-secret"},
 		map[string]any{"name": "l4", "machineType": "g6.xlarge", "nodes": 1, "spot": true, "gpus": map[string]any{"type": "nvidia-l4", "count": 1}})
-	return cloud{name: "aws", block: "aws:\n    endpoints: {eks: " + url + ", ec2: " + url + ", sts: " + url + "}\n",
+	return cloud{name: "aws", block: "aws:\n    endpoints: {eks: " + url + ", ec2: " + url + ", sts: " + url + ", autoscaling: " + url + "}\n",
 		secrets: map[string]string{"aws-key-id": id, "aws-secret": secret}, doc: doc, flavors: flavors,
 		blocked: [][3]string{{`"location": "us-east-1"`, `"location": "us-east-1a"`, "zone"}, {`"machineType": "p5.48xlarge"`, `"machineType": "p9.huge"`, "p9.huge"}},
 		gone:    func() bool { return len(emu.ClusterNames()) == 0 }}

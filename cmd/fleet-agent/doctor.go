@@ -364,6 +364,13 @@ func (a *app) doctorProviders(ctx context.Context, cfg *config.Config, resolver 
 		switch {
 		case err == nil:
 			add("provider", "provider-ok", doctor.OK, fmt.Sprintf("account %s (%s): the credentials verify", o.Name, prov), "")
+			if adv, ok := ad.(advisor); ok {
+				actx, cancel := context.WithTimeout(ctx, doctorTimeout)
+				for _, a := range adv.Advise(actx, providers.Account{Name: o.Name, Provider: prov, Config: conf}) {
+					add("provider", "provider-advice", doctor.Note, a, "the agent works without it, at a higher cost in provider requests (docs/substrates.md, the sweep at rest)")
+				}
+				cancel()
+			}
 		case providers.ReasonOf(err) == "secretMissing":
 			add("provider", "provider-secret", doctor.Fail, fmt.Sprintf("account %s (%s): %v", o.Name, prov, err), "store the secret the account's config names")
 		case providers.ReasonOf(err) == "credentialsRefused":
@@ -372,6 +379,12 @@ func (a *app) doctorProviders(ctx context.Context, cfg *config.Config, resolver 
 			add("provider", "provider-unreachable", doctor.Fail, fmt.Sprintf("account %s (%s): %v", o.Name, prov, err), "check the provider's endpoint and the network; the agent retries")
 		}
 	}
+}
+
+// advisor is an adapter that can say what keeps an account from working
+// at its best (a permission its cheap checks need), beside Verify.
+type advisor interface {
+	Advise(ctx context.Context, acct providers.Account) []string
 }
 
 func orNone(s []string) []string {

@@ -1,9 +1,12 @@
 package aws
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +14,7 @@ import (
 	sdkaws "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -100,14 +104,17 @@ func (c *accountConfig) needs(acct providers.Account, clusterRole, nodeRole, sub
 // clients holding credentials resolved for this call only, and a redactor
 // that knows every secret value the call saw.
 type session struct {
-	a      *Adapter
-	op     string
-	acct   providers.Account
-	cfg    accountConfig
-	aws    sdkaws.Config
-	eks    *eks.Client
-	ec2    *ec2.Client
-	sts    *sts.Client
+	a    *Adapter
+	op   string
+	acct providers.Account
+	cfg  accountConfig
+	aws  sdkaws.Config
+	eks  *eks.Client
+	ec2  *ec2.Client
+	sts  *sts.Client
+	// asg is nil when the install overrides AWS's endpoints but names no
+	// Auto Scaling endpoint.
+	asg    *autoscaling.Client
 	redact *secrets.Redactor
 }
 
@@ -162,6 +169,15 @@ func (a *Adapter) open(ctx context.Context, op string, acct providers.Account) (
 			o.BaseEndpoint = sdkaws.String(a.cfg.Endpoints.EC2)
 		}
 	})
+	if a.cfg.Endpoints.Autoscaling != "" || !a.cfg.Endpoints.overridden() {
+		s.asg = autoscaling.NewFromConfig(s.aws, func(o *autoscaling.Options) {
+			o.Retryer = sdkaws.NopRetryer{}
+			o.HTTPClient = ownBody(a.http)
+			if a.cfg.Endpoints.Autoscaling != "" {
+				o.BaseEndpoint = sdkaws.String(a.cfg.Endpoints.Autoscaling)
+			}
+		})
+	}
 	return s, nil
 }
 
@@ -355,4 +371,37 @@ func (s *session) accountZones(ctx context.Context) ([]string, error) {
 		}
 	}
 	return zones, nil
+}
+
+// ownBody is the client with a transport that sends a copy of each
+// request's body. smithy-go closes the body it built as soon as the
+// response arrives, and net/http may still be making its last read of it
+// (the check for bytes past Content-Length): that read then fails, and the
+// transport closes the connection under the response being read ("use of
+// closed network connection", about one Auto Scaling listing in 700 on the
+// emulator). A body of our own is never closed under the transport.
+func ownBody(c *http.Client) *http.Client {
+	o := *c
+	o.Transport = ownBodyTransport{base: c.Transport}
+	return &o
+}
+
+type ownBodyTransport struct{ base http.RoundTripper }
+
+func (t ownBodyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil && r.Body != http.NoBody {
+		b, err := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		r = r.Clone(r.Context())
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	}
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(r)
 }

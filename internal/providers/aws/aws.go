@@ -1,5 +1,5 @@
 // Package aws is the EKS adapter: providers.Kubernetes through
-// aws-sdk-go-v2 (service/eks, service/ec2, service/sts), for provider
+// aws-sdk-go-v2 (service/eks, service/ec2, service/sts, service/autoscaling), for provider
 // accounts of id `aws`.
 //
 // Clusters are regional EKS clusters made with the account's cluster role
@@ -48,6 +48,7 @@ var _ providers.Kubernetes = (*Adapter)(nil)
 //	      eks: https://eks.example.internal
 //	      ec2: https://ec2.example.internal
 //	      sts: https://sts.example.internal
+//	      autoscaling: https://autoscaling.example.internal
 //	    requestTimeout: 30s    # [30s] one HTTP attempt
 //	    sessionName: fleet-agent  # [fleet-agent] of an assumed roleArn
 //	    grantAccessOnAdopt: false # [false] see below
@@ -65,10 +66,22 @@ type Config struct {
 }
 
 // Endpoints override AWS's endpoints, for tests and private installs.
+//
+// Autoscaling is where the discovery sweep reads the node groups' Auto
+// Scaling groups (revision.go). When other endpoints are overridden and it
+// is not, the sweep reads no Auto Scaling groups at all rather than ask
+// AWS's own endpoint from an install that points elsewhere: it reads the
+// node groups instead.
 type Endpoints struct {
-	EKS string `yaml:"eks"`
-	EC2 string `yaml:"ec2"`
-	STS string `yaml:"sts"`
+	EKS         string `yaml:"eks"`
+	EC2         string `yaml:"ec2"`
+	STS         string `yaml:"sts"`
+	Autoscaling string `yaml:"autoscaling"`
+}
+
+// overridden reports whether any endpoint is set.
+func (e Endpoints) overridden() bool {
+	return e.EKS != "" || e.EC2 != "" || e.STS != "" || e.Autoscaling != ""
 }
 
 // DefaultConfig is the adapter without a config block.
@@ -77,7 +90,7 @@ func DefaultConfig() Config {
 }
 
 func (c *Config) validate() error {
-	for name, u := range map[string]string{"eks": c.Endpoints.EKS, "ec2": c.Endpoints.EC2, "sts": c.Endpoints.STS} {
+	for name, u := range map[string]string{"eks": c.Endpoints.EKS, "ec2": c.Endpoints.EC2, "sts": c.Endpoints.STS, "autoscaling": c.Endpoints.Autoscaling} {
 		if u == "" {
 			continue
 		}

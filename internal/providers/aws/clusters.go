@@ -345,7 +345,8 @@ func (a *Adapter) ReadAdoptable(ctx context.Context, acct providers.Account, ado
 
 // ListClusters lists the account's clusters that carry the tag labelKey.
 // EKS lists names only, so each is described (a sweep costs one call per
-// page and one per cluster).
+// page and one per cluster), then their node groups' Auto Scaling groups
+// are listed for the node pool revision (one call per 100 groups).
 func (a *Adapter) ListClusters(ctx context.Context, acct providers.Account, labelKey string) ([]providers.Cluster, error) {
 	s, err := a.open(ctx, "ListClusters", acct)
 	if err != nil {
@@ -371,6 +372,17 @@ func (a *Adapter) ListClusters(ctx context.Context, acct providers.Account, labe
 		}
 		if _, ok := c.Tags[labelKey]; ok {
 			found = append(found, s.clusterView(c))
+		}
+	}
+	// The node groups' revision: one listing of their Auto Scaling groups
+	// (revision.go). Without it the sweep reads the node groups.
+	tagged := make([]string, len(found))
+	for i, c := range found {
+		tagged[i] = c.Ref.Name
+	}
+	if revs, err := s.groupRevisions(ctx, tagged); err == nil {
+		for i := range found {
+			found[i].NodePoolsRevision = revs[found[i].Ref.Name]
 		}
 	}
 	slices.SortFunc(found, func(x, y providers.Cluster) int { return strings.Compare(x.Ref.String(), y.Ref.String()) })

@@ -340,7 +340,7 @@ func TestRequestsPerStep(t *testing.T) {
 		{"GetNodePool", func() { _, err = h.adapter.GetNodePool(ctx, h.acct, c.Ref, "fa-abcdef-cpu") }, map[string]int{"DescribeNodegroup": 1}},
 		{"ListNodePools of two", func() { _, err = h.adapter.ListNodePools(ctx, h.acct, c.Ref) }, map[string]int{"ListNodegroups": 1, "DescribeNodegroup": 2}},
 		{"Credentials", func() { _, err = h.adapter.Credentials(ctx, h.acct, c.Ref) }, map[string]int{"DescribeCluster": 1}},
-		{"ListClusters of two", func() { _, err = h.adapter.ListClusters(ctx, h.acct, providers.LabelSubstratePool) }, map[string]int{"ListClusters": 1, "DescribeCluster": 2}},
+		{"ListClusters of two", func() { _, err = h.adapter.ListClusters(ctx, h.acct, providers.LabelSubstratePool) }, map[string]int{"ListClusters": 1, "DescribeCluster": 2, "DescribeAutoScalingGroups": 1}},
 		{"ReadAdoptable", func() { _, err = h.adapter.ReadAdoptable(ctx, h.acct, "us-east-1/theirs") },
 			map[string]int{"DescribeCluster": 1, "GetCallerIdentity": 1, "ListAssociatedAccessPolicies": 1}},
 		{"ReadAdoptable through roleArn", func() { _, err = h.adapter.ReadAdoptable(ctx, h.team, "us-east-1/theirs") },

@@ -92,7 +92,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		"secret://ops/aws-key-id": keyID, "secret://ops/aws-secret": keySecret,
 		"secret://team/aws-key-id": opsKeyID, "secret://team/aws-secret": opsSecret,
 	}}
-	h.block = "endpoints: {eks: " + url + ", ec2: " + url + ", sts: " + url + "}\n" + o.block
+	h.block = "endpoints: {eks: " + url + ", ec2: " + url + ", sts: " + url + ", autoscaling: " + url + "}\n" + o.block
 	h.adapter = h.open()
 	h.acct = account("managed-k8s", map[string]any{
 		"accessKeyId": "secret://ops/aws-key-id", "secretAccessKey": "secret://ops/aws-secret",

@@ -380,7 +380,9 @@ func TestSubstrateOnTheEmulator(t *testing.T) {
 	idle.only(t, map[string]int{})
 
 	// The discovery sweep lists the account's clusters (reading each, EKS
-	// lists names only) and our cluster's node groups: nothing to say.
+	// lists names only) and their node groups' Auto Scaling groups (the
+	// revision), and, the first time, our cluster's node groups: nothing
+	// to say.
 	e.emu.ResetRequests()
 	rep, err := e.rec.Sweep(ctx)
 	sweep := phase{name: "sweep", calls: e.emu.Counts()}
@@ -388,7 +390,7 @@ func TestSubstrateOnTheEmulator(t *testing.T) {
 	if err != nil || rep != (substrate.SweepReport{Listed: 1}) {
 		t.Errorf("sweep: %v %+v", err, rep)
 	}
-	sweep.only(t, map[string]int{"ListClusters": 1, "DescribeCluster": 1, "ListNodegroups": 1, "DescribeNodegroup": 2})
+	sweep.only(t, map[string]int{"ListClusters": 1, "DescribeCluster": 1, "DescribeAutoScalingGroups": 1, "ListNodegroups": 1, "DescribeNodegroup": 2})
 
 	// A restart looks once, in full: the cluster, its node groups, and
 	// the two facts the new adapter has not cached yet (the subnets' zones,

@@ -1,11 +1,11 @@
-// Package eksemu is an HTTP emulator of Amazon EKS and of the parts of EC2
-// and STS that the aws adapter calls, for tests that drive the real
+// Package eksemu is an HTTP emulator of Amazon EKS and of the parts of EC2,
+// STS and EC2 Auto Scaling that the aws adapter calls, for tests that drive the real
 // aws-sdk-go-v2 clients against it, and that the AWS CLI as shipped
 // accepts (the suite in eksemu/clients).
 //
 // It speaks the SDK's own wire formats: EKS restJson1 routes with
 // `X-Amzn-ErrorType` errors and epoch-second timestamps, EC2 ec2query (form
-// POST, XML with <item> lists), STS awsQuery. Every request must carry a
+// POST, XML with <item> lists), STS and Auto Scaling awsQuery (asg.go). Every request must carry a
 // valid SigV4 signature of a key the emulator was given (AddUser, AddRole):
 // the emulator checks signatures itself, independently of the SDK's signer,
 // so a request signed wrongly is refused as AWS refuses it.

@@ -47,6 +47,9 @@ func (x *exchange) query() {
 	case form.Get("Version") == stsVersion:
 		x.service = "sts"
 		x.sts(action, form)
+	case form.Get("Version") == asgVersion:
+		x.service = "autoscaling"
+		x.autoscaling(action, form)
 	default:
 		x.service = "ec2"
 		x.ec2(action, form)

@@ -88,6 +88,11 @@ var authFailures = map[string]map[string]authFailure{
 		"missing": {403, "MissingAuthenticationToken"}, "unknownKey": {403, "InvalidClientTokenId"},
 		"signature": {403, "SignatureDoesNotMatch"}, "expired": {403, "ExpiredToken"},
 	},
+	// Guess: Auto Scaling is awsQuery like STS and answers as STS does.
+	"autoscaling": {
+		"missing": {403, "MissingAuthenticationToken"}, "unknownKey": {403, "InvalidClientTokenId"},
+		"signature": {403, "SignatureDoesNotMatch"}, "expired": {403, "ExpiredToken"},
+	},
 }
 
 var authMessages = map[string]string{
