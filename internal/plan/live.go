@@ -35,6 +35,9 @@ type Verdict struct {
 	// of the pool, never compares it (an adopted cluster's version is its
 	// owner's).
 	ClusterVersion string
+	// DefaultVersion is the minor the provider gives a cluster created
+	// without a version, as the check read it ("" when not read).
+	DefaultVersion string
 }
 
 // Live is what a plan asks of the live world. The provider registry

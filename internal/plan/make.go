@@ -414,8 +414,8 @@ func (p *planner) poolsPlan() {
 		} else if e.change.Action == Unchanged && len(blocked) > 0 && !onlyLive(blocked, p.facts().Substrates[name]) {
 			p.block(e, blocked...)
 		}
-		if sub := pool.Substrate(); sub != nil && sub.Cluster.Adopt != "" && e.change.Action != Unchanged {
-			notes = append(notes, p.adoptedVersion(name, existing.ID, exists)...)
+		if sub := pool.Substrate(); sub != nil && e.change.Action != Unchanged {
+			notes = append(notes, p.versionNotes(name, sub, existing.ID, exists, e.change.Action)...)
 		}
 		p.note(e, notes)
 		if e.change.Action == Create && e.change.Blocked != "" {

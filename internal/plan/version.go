@@ -128,12 +128,21 @@ func withoutVersion(cluster any) any {
 	return out
 }
 
-// adoptedVersion shows, on a change of a pool that adopts its cluster, the
-// version the cluster runs: read live when the plan asked the provider,
-// else as last seen. Only shown: an adopted cluster's version is its
-// owner's to change.
-func (p *planner) adoptedVersion(pool, poolID string, exists bool) []string {
-	v := p.facts().Substrates[pool].ClusterVersion
+// versionNotes show, on a change of a substrate's pool, the version its
+// cluster will get or runs: the provider's default for a cluster created
+// without one (as the live check read it), and for an adopted cluster the
+// version it runs, read live when the plan asked the provider, else as
+// last seen. Only shown: an adopted cluster's version is its owner's to
+// change.
+func (p *planner) versionNotes(pool string, sub *fleet.Substrate, poolID string, exists bool, action Action) []string {
+	live := p.facts().Substrates[pool]
+	if cr := sub.Cluster.Create; cr != nil {
+		if action == Create && cr.Version == "" && live.DefaultVersion != "" {
+			return []string{fmt.Sprintf("no version named: the cluster gets the provider's default, %s today; export then writes it into the document", live.DefaultVersion)}
+		}
+		return nil
+	}
+	v := live.ClusterVersion
 	if v == "" && exists {
 		v = p.snap.ClusterVersion(poolID)
 	}
