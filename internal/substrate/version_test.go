@@ -7,6 +7,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/crashtest"
 )
 
@@ -23,8 +24,29 @@ func TestCreateAsksForTheDocumentsVersion(t *testing.T) {
 	}
 	e.apply(doc, false)
 	e.converge(10*time.Second, 30)
-	if v := e.status("gpu").Cluster.Version; v != "1.33" {
+	st := e.status("gpu")
+	if v := st.Cluster.Version; v != "1.33" {
 		t.Fatalf("the cluster runs %q, want 1.33", v)
+	}
+	if line := substrate.TextLines([]substrate.Status{st})[0]; !strings.Contains(line, st.Cluster.ID+" Kubernetes 1.33 ") {
+		t.Errorf("substrates does not show the version: %s", line)
+	}
+}
+
+// TestAdoptedClusterVersionIsShownNeverChanged: an adopted cluster's
+// version is read into status and stays the owner's: the pass asks the
+// provider for no version change.
+func TestAdoptedClusterVersionIsShownNeverChanged(t *testing.T) {
+	e := newEnv(t, nil)
+	step := crashtest.Step{Pools: []crashtest.Pool{{Name: "gpu", Adopt: true, Flavors: []crashtest.Flavor{{Name: "h100", MachineType: "fake-gpu-1", Nodes: 1}}}}}
+	e.applyStep(step)
+	e.converge(10*time.Second, 30)
+	st := e.status("gpu")
+	if st.Mode != "adopt" || st.Cluster.Version == "" {
+		t.Fatalf("adopted cluster: mode %s version %q", st.Mode, st.Cluster.Version)
+	}
+	if n := e.fake.Calls("EnsureCluster"); n != 0 {
+		t.Errorf("an adopted cluster was ensured %d times", n)
 	}
 }
 
