@@ -421,6 +421,9 @@ func (p *planner) poolsPlan() {
 		if e.change.Action == Create && e.change.Blocked != "" {
 			p.unmade[name] = true
 		}
+		if sub := pool.Substrate(); sub != nil && e.change.Action == Update && e.change.Blocked == "" && exists {
+			p.hops(name, sub, existing, stored)
+		}
 		p.quotas(pool)
 		p.offers(pool)
 	}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
@@ -150,4 +151,50 @@ func (p *planner) versionNotes(pool string, sub *fleet.Substrate, poolID string,
 		return nil
 	}
 	return []string{fmt.Sprintf("the adopted cluster runs Kubernetes %s; fleet-agent never changes an adopted cluster's version", v)}
+}
+
+// hops plans a created cluster's upgrade as one-minor hops from the minor
+// it is at (the newer of the one applied and the one it runs) to the
+// document's: each hop the control plane, then every node pool (by
+// flavor name), so the Kubernetes skew rules hold at every step (a kubelet
+// never newer than its API server, one minor behind at most). Each hop is a
+// change of its own, right after the pool's update, so a reviewer and a
+// policy see every step; none makes a call.
+func (p *planner) hops(pool string, sub *fleet.Substrate, existing inventory.Object, stored map[string]any) {
+	cr := sub.Cluster.Create
+	if cr == nil || cr.Version == "" {
+		return
+	}
+	to, err := fleet.ParseMinor(cr.Version)
+	if err != nil {
+		return
+	}
+	from, known := fleet.MinorOf(p.snap.ClusterVersion(existing.ID))
+	if rec, err := fleet.ParseMinor(recordedVersion(stored)); err == nil && (!known || rec.Compare(from) > 0) {
+		from, known = rec, true
+	}
+	if !known || from.Major != to.Major || from.Compare(to) >= 0 {
+		return
+	}
+	flavors := make([]string, len(sub.Flavors))
+	for i, f := range sub.Flavors {
+		flavors[i] = f.Name
+	}
+	slices.Sort(flavors)
+	seq := 0
+	add := func(h Hop) {
+		name := fmt.Sprintf("%s version %s -> %s (%s)", pool, h.From, h.To, h.Part)
+		if h.Flavor != "" {
+			name = fmt.Sprintf("%s version %s -> %s (%s %s)", pool, h.From, h.To, h.Part, h.Flavor)
+		}
+		p.out = append(p.out, entry{change: Change{Kind: KindSubstrate, Name: name, Action: Upgrade, Hop: &h,
+			group: gPoolUpdatesAndQuotas, order: fmt.Sprintf("%s\x00\x00%06d", pool, seq)}})
+		seq++
+	}
+	for m := from; m.Compare(to) < 0; m = m.Next() {
+		add(Hop{Pool: pool, From: m.String(), To: m.Next().String(), Part: HopControlPlane})
+		for _, f := range flavors {
+			add(Hop{Pool: pool, From: m.String(), To: m.Next().String(), Part: HopNodePool, Flavor: f})
+		}
+	}
 }

@@ -186,3 +186,81 @@ func TestAdoptedClusterVersionShown(t *testing.T) {
 		t.Errorf("adopting pool's note %q lacks %q", c.Note, words)
 	}
 }
+
+// TestUpgradeHops: a change of more than one minor is planned as one-minor
+// hops, each the control plane first, then every node pool by flavor
+// name, right after the pool's update and before anything else of the
+// pool; the hops make no call and count in no total. One minor is one hop;
+// a hop starts from the newer of the applied and the running minor.
+func TestUpgradeHops(t *testing.T) {
+	twoFlavors := func(version string) jdoc {
+		d := withVersion(t, version)
+		add(t, d, pSub+"/flavors", obj(`{"name":"a100","machineType":"m2"}`))
+		return d
+	}
+	hopNames := func(p *Plan) []string {
+		var out []string
+		for _, c := range p.Changes {
+			if c.Action == Upgrade {
+				if c.Kind != KindSubstrate || c.Hop == nil || c.Symbol() != "~" {
+					t.Errorf("hop %+v", c)
+				}
+				out = append(out, c.Name)
+			}
+		}
+		return out
+	}
+	cases := []struct {
+		name              string
+		recorded, running string
+		document          string
+		hops              []string
+		golden            bool
+	}{
+		{name: "version-hops", running: "1.32.4-fake.1", document: "1.34", golden: true, hops: []string{
+			"kube version 1.32 -> 1.33 (control plane)", "kube version 1.32 -> 1.33 (node pool a100)", "kube version 1.32 -> 1.33 (node pool n1)",
+			"kube version 1.33 -> 1.34 (control plane)", "kube version 1.33 -> 1.34 (node pool a100)", "kube version 1.33 -> 1.34 (node pool n1)"}},
+		{name: "one minor, one hop", recorded: "1.33", running: "1.33.1", document: "1.34", hops: []string{
+			"kube version 1.33 -> 1.34 (control plane)", "kube version 1.33 -> 1.34 (node pool a100)", "kube version 1.33 -> 1.34 (node pool n1)"}},
+		{name: "from the applied minor when the cluster lags it", recorded: "1.33", running: "1.32.9", document: "1.34", hops: []string{
+			"kube version 1.33 -> 1.34 (control plane)", "kube version 1.33 -> 1.34 (node pool a100)", "kube version 1.33 -> 1.34 (node pool n1)"}},
+		{name: "minors as numbers", running: "1.9.3", document: "1.10", hops: []string{
+			"kube version 1.9 -> 1.10 (control plane)", "kube version 1.9 -> 1.10 (node pool a100)", "kube version 1.9 -> 1.10 (node pool n1)"}},
+		{name: "nothing known to start from", document: "1.34"},
+		{name: "pinned, no hop", running: "1.34.0", document: "1.34"},
+		{name: "a downgrade is blocked, no hop", running: "1.34.0", document: "1.33"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := fleetOf(t, twoFlavors(tc.recorded))
+			p := Make(docOf(t, twoFlavors(tc.document)), running(objs, tc.running), Options{Prune: true})
+			if got := hopNames(p); !slices.Equal(got, tc.hops) {
+				t.Errorf("hops\n got %q\nwant %q", got, tc.hops)
+			}
+			if len(tc.hops) > 0 {
+				if !slices.Equal(methods(p), []string{"pools.update kube"}) || p.Summary.Update != 1 || p.Summary.Blocked != 0 {
+					t.Errorf("calls %q summary %+v", methods(p), p.Summary)
+				}
+				// Right after the pool's update.
+				i := slices.IndexFunc(p.Changes, func(c Change) bool { return c.Kind == inventory.Pool && c.Name == "kube" })
+				if i < 0 || i+1 >= len(p.Changes) || p.Changes[i+1].Name != tc.hops[0] {
+					t.Errorf("the hops do not follow the pool's update:\n%s", text(p, false))
+				}
+			}
+			if !tc.golden {
+				return
+			}
+			var js, txt bytes.Buffer
+			if err := p.WriteJSON(&js); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.WriteText(&txt, true); err != nil {
+				t.Fatal(err)
+			}
+			golden.Check(t, filepath.Join(goldenDir, tc.name+".txt"), txt.Bytes())
+			golden.Check(t, filepath.Join(goldenDir, tc.name+".json"), js.Bytes())
+			golden.Check(t, filepath.Join(goldenDir, tc.name+".md"), []byte(p.Markdown(mdOptions)))
+			checkJSON(t, p, js.Bytes())
+		})
+	}
+}

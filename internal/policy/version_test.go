@@ -51,3 +51,49 @@ func TestPolicyReadsTheClusterVersion(t *testing.T) {
 		t.Errorf("two minors: %q", v.Message)
 	}
 }
+
+// TestPolicyJudgesUpgradeHops: each hop of an upgrade is a change a rule
+// names with changes: [upgrade] (or kinds: [substrate]); it reads the
+// versions in change.before.version and change.after.version, the part in
+// change.after.part, and is of its pool's account. A rule that names no
+// changes is never run on a hop, so rules written for the document's
+// objects do not break on the fields a hop lacks.
+func TestPolicyJudgesUpgradeHops(t *testing.T) {
+	const rules = `rules:
+  - name: control-planes
+    match: {changes: [upgrade], accounts: [prod]}
+    expression: "change.kind == 'substrate' && change.after.part == 'control plane'"
+    action: approve
+    approvers: [acme/platform]
+    message: "change.after.pool + ': ' + change.before.version + ' -> ' + change.after.version"
+  - name: node-pools
+    match: {kinds: [substrate], changes: [upgrade]}
+    expression: "change.after.part == 'node pool' && change.after.flavor == 'l4'"
+    action: warn
+  - name: objects-only
+    expression: "change.kind == 'substrate' || change.after.?gpus.orValue(0) > 100"
+    action: deny
+`
+	pol, err := Load([]byte(rules))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	snap := FleetOf(document(t, versionFleet("1.32")), "root")
+	text := versionFleet("1.34")
+	doc := document(t, text)
+	p := plan.Make(doc, snap, plan.Options{})
+	rep := pol.Evaluate(Input{Doc: doc, Data: []byte(text), Snap: snap, Plan: p})
+	cp, np, objs := rep.Rules[0], rep.Rules[1], rep.Rules[2]
+	if want := "upgrade substrate k8s version 1.32 -> 1.33 (control plane), upgrade substrate k8s version 1.33 -> 1.34 (control plane)"; hits(cp) != want {
+		t.Errorf("control planes matched %q, want %q", hits(cp), want)
+	}
+	if cp.Verdict != plan.VerdictApprove || !strings.HasPrefix(cp.Message, "k8s: 1.32 -> 1.33") {
+		t.Errorf("control planes: %s %q", cp.Verdict, cp.Message)
+	}
+	if want := "upgrade substrate k8s version 1.32 -> 1.33 (node pool l4), upgrade substrate k8s version 1.33 -> 1.34 (node pool l4)"; hits(np) != want {
+		t.Errorf("node pools matched %q, want %q", hits(np), want)
+	}
+	if objs.Verdict != plan.VerdictPass {
+		t.Errorf("a rule naming no changes ran on a hop: %s %q", objs.Verdict, objs.Message)
+	}
+}
