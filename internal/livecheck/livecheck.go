@@ -63,8 +63,8 @@ import (
 const DefaultTimeout = 20 * time.Second
 
 // Adapter is what the live checks ask of a provider: credentials, the
-// catalogue and its rules, and a read of an adoptable cluster. Every
-// providers.Kubernetes satisfies it.
+// catalogue (its Kubernetes versions included) and its rules, and a read
+// of an adoptable cluster. Every providers.Kubernetes satisfies it.
 type Adapter interface {
 	providers.Verifier
 	providers.Catalog

@@ -64,7 +64,8 @@ type substrateResult struct {
 }
 
 func cloneVerdict(v plan.Verdict) plan.Verdict {
-	return plan.Verdict{Offline: v.Offline, Blocked: slices.Clone(v.Blocked), Notes: slices.Clone(v.Notes)}
+	return plan.Verdict{Offline: v.Offline, Blocked: slices.Clone(v.Blocked), Notes: slices.Clone(v.Notes),
+		ClusterVersion: v.ClusterVersion, DefaultVersion: v.DefaultVersion}
 }
 
 // substrateCheck is the check of one substrate.
@@ -118,6 +119,9 @@ func (s *substrateCheck) run(ctx context.Context) error {
 	switch cl := s.sub.Cluster; {
 	case cl.Create != nil:
 		s.created(cl.Create.Location)
+		if err := s.version(ctx, cl.Create.Version); err != nil {
+			return err
+		}
 	case cl.Adopt != "":
 		if err := s.adopted(ctx, cl.Adopt); err != nil {
 			return err
@@ -176,6 +180,54 @@ func (s *substrateCheck) created(location string) {
 	s.region, s.location = regionOf(loc), location
 }
 
+// version checks a created cluster's version against the minors the
+// account offers at its location. A version the cluster already runs is
+// not asked for again, so a minor the provider stopped offering for new
+// clusters only gets a note: the pool's other changes still go through.
+// Left out, the plan is told the provider's default.
+func (s *substrateCheck) version(ctx context.Context, want string) error {
+	if s.location == "" {
+		return nil // the cluster's location is wrong or unknown: said already
+	}
+	var vs providers.KubernetesVersions
+	if err := s.c.call(ctx, s.acc, "Versions", func(ctx context.Context) (err error) {
+		vs, err = s.ad.Versions(ctx, toProviders(s.acc), s.location)
+		return err
+	}); err != nil {
+		return s.failed(err, "the Kubernetes versions of account %q in %s cannot be read", s.acc.Name, s.location)
+	}
+	offered := strings.Join(vs.Offered, ", ")
+	if want == "" {
+		s.v.DefaultVersion = vs.Default
+		return nil
+	}
+	if slices.Contains(vs.Offered, want) {
+		return nil
+	}
+	if m, ok := fleet.MinorOf(s.c.runningVersion(s.pool)); ok && m.String() == want {
+		s.note("version %s is no longer offered for clusters in %s at account %s (it offers: %s): upgrade before its end of support", want, s.location, s.acc.Name, offered)
+		return nil
+	}
+	s.block("version %s is not offered for clusters in %s at account %s; it offers: %s", want, s.location, s.acc.Name, offered)
+	return nil
+}
+
+// runningVersion is the version the pool's cluster last ran, as the fleet
+// records it; "" when not known.
+func (c *Checker) runningVersion(pool string) string {
+	c.mu.Lock()
+	snap := c.snap
+	c.mu.Unlock()
+	if snap == nil {
+		return ""
+	}
+	o, ok := snap.ByName(inventory.Pool, pool)
+	if !ok || o.Archived {
+		return ""
+	}
+	return snap.ClusterVersion(o.ID)
+}
+
 // readAdoptable reads an adoptable cluster once per plan.
 func (c *Checker) readAdoptable(ctx context.Context, ad Adapter, acc plan.Account, id string) (providers.Cluster, error) {
 	key := accountKey(acc) + "\x00" + id
@@ -209,6 +261,7 @@ func (s *substrateCheck) adopted(ctx context.Context, id string) error {
 	if cl.Status == providers.ClusterDeleting {
 		s.block("cluster %s is being deleted at the provider", id)
 	}
+	s.v.ClusterVersion = cl.Outputs.Version
 	location := cl.Outputs.Location
 	if location == "" {
 		location = cl.Ref.Location

@@ -30,6 +30,14 @@ type Verdict struct {
 	Blocked []string
 	// Notes are shown to the reviewer.
 	Notes []string
+	// ClusterVersion is the Kubernetes version an adopted cluster runs, as
+	// the check read it ("" when not read): the plan shows it on a change
+	// of the pool, never compares it (an adopted cluster's version is its
+	// owner's).
+	ClusterVersion string
+	// DefaultVersion is the minor the provider gives a cluster created
+	// without a version, as the check read it ("" when not read).
+	DefaultVersion string
 }
 
 // Live is what a plan asks of the live world. The provider registry

@@ -378,6 +378,12 @@ func (p *planner) poolsPlan() {
 				if old, ok := stored["substrate"].(map[string]any); ok && !sameIdentity(old, substrateValue(sub)) {
 					blocked = append(blocked, "the substrate's account and cluster (location, private nodes or adopted id) cannot change; create a new pool instead")
 				}
+				vv := p.clusterVersion(sub, existing, stored)
+				blocked = append(blocked, vv.blocked...)
+				notes = append(notes, vv.notes...)
+				if vv.pinned {
+					unpin(want)
+				}
 			}
 			if key := adoptKey(want["policy"]); key != "" {
 				if other, taken := claims[key]; taken && other != name {
@@ -408,9 +414,15 @@ func (p *planner) poolsPlan() {
 		} else if e.change.Action == Unchanged && len(blocked) > 0 && !onlyLive(blocked, p.facts().Substrates[name]) {
 			p.block(e, blocked...)
 		}
+		if sub := pool.Substrate(); sub != nil && e.change.Action != Unchanged {
+			notes = append(notes, p.versionNotes(name, sub, existing.ID, exists, e.change.Action)...)
+		}
 		p.note(e, notes)
 		if e.change.Action == Create && e.change.Blocked != "" {
 			p.unmade[name] = true
+		}
+		if sub := pool.Substrate(); sub != nil && e.change.Action == Update && e.change.Blocked == "" && exists {
+			p.hops(name, sub, existing, stored)
 		}
 		p.quotas(pool)
 		p.offers(pool)
@@ -442,7 +454,7 @@ func adoptKey(policy any) string {
 
 // sameIdentity compares a substrate's identity: its account and cluster.
 func sameIdentity(a, b map[string]any) bool {
-	return equal(a["account"], b["account"]) && equal(a["cluster"], b["cluster"])
+	return equal(a["account"], b["account"]) && equal(withoutVersion(a["cluster"]), withoutVersion(b["cluster"]))
 }
 
 func (p *planner) quotas(pool *fleet.Pool) {

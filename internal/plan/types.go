@@ -26,6 +26,34 @@ const (
 	Update    Action = "update"
 	Delete    Action = "delete"
 	Unchanged Action = "unchanged"
+	// Upgrade is one hop of a cluster's Kubernetes version (Hop). It is
+	// no object of the document: it makes no call and counts in no total;
+	// the pool's update records the version and the substrate runs the
+	// hops after the apply.
+	Upgrade Action = "upgrade"
+)
+
+// KindSubstrate is the kind of a change about a pool's substrate itself
+// rather than an object of the document: an upgrade hop.
+const KindSubstrate inventory.Kind = "substrate"
+
+// Hop is one step of a version upgrade: one minor, one part of the
+// cluster. The control plane goes first, then every node pool, so no
+// kubelet is ever newer than its API server.
+type Hop struct {
+	Pool string `json:"pool"`
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Part is HopControlPlane or HopNodePool; Flavor names the node
+	// pool's flavor.
+	Part   string `json:"part"`
+	Flavor string `json:"flavor,omitempty"`
+}
+
+// The parts of a cluster a hop upgrades.
+const (
+	HopControlPlane = "control plane"
+	HopNodePool     = "node pool"
 )
 
 // Change is one object's entry in a plan.
@@ -39,6 +67,8 @@ type Change struct {
 	Blocked string `json:"blocked,omitempty"`
 	// Note is information for the reviewer ("; "-joined).
 	Note string `json:"note,omitempty"`
+	// Hop is set on an upgrade hop (kind substrate, action upgrade).
+	Hop *Hop `json:"hop,omitempty"`
 
 	notes   []string // the notes one by one (a note may itself hold "; ")
 	counted bool     // an object of the document (counts in the summary)
@@ -54,7 +84,7 @@ func (c Change) Symbol() string {
 		return "!"
 	case c.Action == Create:
 		return "+"
-	case c.Action == Update:
+	case c.Action == Update, c.Action == Upgrade:
 		return "~"
 	case c.Action == Delete:
 		return "-"

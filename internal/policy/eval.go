@@ -286,7 +286,7 @@ func (r *Rule) selects(k inventory.Kind, a plan.Action) bool {
 		}
 	}
 	if len(r.Match.Changes) == 0 {
-		return a != plan.Unchanged
+		return a != plan.Unchanged && a != plan.Upgrade
 	}
 	return slices.Contains(r.Match.Changes, string(a))
 }
@@ -536,6 +536,19 @@ func (w *world) change(c *plan.Change) *changeVars {
 			}
 		}
 		cv.after = a
+	}
+	if h := c.Hop; h != nil {
+		// A hop is no object of the document: its before and after are
+		// the versions, its place the pool.
+		cv.before = map[string]any{"pool": h.Pool, "version": h.From}
+		after := map[string]any{"pool": h.Pool, "version": h.To, "part": h.Part}
+		if h.Flavor != "" {
+			after["flavor"] = h.Flavor
+		}
+		cv.after = after
+		if ptr, ok := w.pointers[key(inventory.Pool, h.Pool)]; ok {
+			cv.pointer = ptr
+		}
 	}
 	cv.accounts = w.accountsOf(c, cv.after, stored, had)
 	cv.account = cv.accounts.name

@@ -67,7 +67,9 @@ const (
 
 // Match selects the changes a rule is evaluated on; an empty list matches
 // everything, except that changes default to create, update and delete
-// (an unchanged object is judged only when a rule names "unchanged").
+// (an unchanged object is judged only when a rule names "unchanged", an
+// upgrade hop only when it names "upgrade": rules written for objects of
+// the document would read fields a hop does not have).
 type Match struct {
 	Kinds    []string `json:"kinds,omitempty"`
 	Changes  []string `json:"changes,omitempty"`
@@ -169,7 +171,7 @@ var env = sync.OnceValues(func() (*cel.Env, error) {
 var (
 	loginRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
 	teamRE  = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
-	changes = []string{string(plan.Create), string(plan.Update), string(plan.Delete), string(plan.Unchanged)}
+	changes = []string{string(plan.Create), string(plan.Update), string(plan.Delete), string(plan.Unchanged), string(plan.Upgrade)}
 )
 
 // Load reads a policy file (YAML, or JSON, which YAML reads too), checks it
@@ -317,11 +319,11 @@ func (l *loader) strs(v *yaml.Node, rule, field string, allowed []string, check 
 }
 
 func kindNames() []string {
-	out := make([]string, len(inventory.Kinds))
+	out := make([]string, len(inventory.Kinds), len(inventory.Kinds)+1)
 	for i, k := range inventory.Kinds {
 		out[i] = string(k)
 	}
-	return out
+	return append(out, string(plan.KindSubstrate))
 }
 
 func (l *loader) rule(n *yaml.Node) *Rule {

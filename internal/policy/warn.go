@@ -57,7 +57,7 @@ func (p *Policy) Warnings(doc *fleet.Document) []string {
 // takesType reports whether the rule's match.changes take change type t.
 func (r *Rule) takesType(t string) bool {
 	if len(r.Match.Changes) == 0 {
-		return t != "unchanged"
+		return t != "unchanged" && t != "upgrade"
 	}
 	return slices.Contains(r.Match.Changes, t)
 }

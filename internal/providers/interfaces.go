@@ -20,6 +20,10 @@ type Catalog interface {
 	MachineType(ctx context.Context, acct Account, location, name string) (MachineType, error)
 	// Rules are the provider's differences for this account.
 	Rules(ctx context.Context, acct Account) (Rules, error)
+	// Versions lists the Kubernetes minors the account offers for a
+	// cluster at a location (a region or zone), and its default; the
+	// location ErrNotFound when it does not exist.
+	Versions(ctx context.Context, acct Account, location string) (KubernetesVersions, error)
 }
 
 // Clusters creates, reads and deletes clusters. Every call is idempotent:

@@ -132,6 +132,17 @@ type Cluster struct {
 	NodePoolsRevision string `json:"nodePoolsRevision,omitempty"`
 }
 
+// KubernetesVersions are the Kubernetes minors an account offers for a
+// cluster at a location, as the provider lists them (GKE's server config,
+// EKS's DescribeClusterVersions, DOKS's options).
+type KubernetesVersions struct {
+	// Offered are the minors ("1.33"), oldest first, each once.
+	Offered []string `json:"offered"`
+	// Default is the minor a cluster created without a version gets; ""
+	// when the provider does not say.
+	Default string `json:"default,omitempty"`
+}
+
 // Accelerators are the GPUs of a node or a machine type.
 type Accelerators struct {
 	Type  string `json:"type"`

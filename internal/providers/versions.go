@@ -2,6 +2,7 @@ package providers
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -11,18 +12,17 @@ import (
 const MaxKubeletLag = 3
 
 // Minor reads the major and minor leading a Kubernetes version as the
-// providers spell it ("1.34", "1.34.3-gke.1100000", "1.34.2-do.1").
+// providers spell it ("1.34", "1.34.3-gke.1100000", "1.34.2-do.1"), as
+// numbers (MinorOf's answer).
 func Minor(v string) (int, int, bool) {
-	maj, rest, ok := strings.Cut(v, ".")
-	if !ok {
+	m := MinorOf(v)
+	if m == "" {
 		return 0, 0, false
 	}
-	if i := strings.IndexAny(rest, ".-"); i >= 0 {
-		rest = rest[:i]
-	}
-	x, err1 := strconv.Atoi(maj)
-	y, err2 := strconv.Atoi(rest)
-	return x, y, err1 == nil && err2 == nil && x >= 0 && y >= 0
+	maj, mi, _ := strings.Cut(m, ".")
+	x, _ := strconv.Atoi(maj)
+	y, _ := strconv.Atoi(mi)
+	return x, y, true
 }
 
 // NextPoolVersion is the one step a node pool's kubelets take toward want:
@@ -60,4 +60,50 @@ func NextPoolVersion(op, pool, have, want, controlPlane string) (string, error) 
 		return "", Errorf(op, Conflict, None, "node pool %s waits for its control plane (on %d.%d) to reach %s: a kubelet is never newer than its API server", pool, cx, cy, next)
 	}
 	return next, nil
+}
+
+// MinorOf is the Kubernetes minor ("1.33") of a version as a provider
+// spells it ("1.33.5-gke.1400000", "v1.33.2", "1.33.2-do.0", "1.33"); ""
+// when it holds none ("latest").
+func MinorOf(version string) string {
+	maj, rest, ok := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		rest = rest[:i]
+	}
+	x, err1 := strconv.Atoi(maj)
+	y, err2 := strconv.Atoi(rest)
+	if err1 != nil || err2 != nil || x < 0 || y < 0 {
+		return ""
+	}
+	return strconv.Itoa(x) + "." + strconv.Itoa(y)
+}
+
+// Minors are the distinct minors of versions, oldest first; what holds no
+// minor is left out.
+func Minors(versions []string) []string {
+	var out []string
+	for _, v := range versions {
+		if m := MinorOf(v); m != "" && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, compareMinors)
+	return out
+}
+
+// compareMinors orders two minors ("1.9" before "1.10").
+func compareMinors(a, b string) int {
+	ax, ay, _ := strings.Cut(a, ".")
+	bx, by, _ := strings.Cut(b, ".")
+	x1, _ := strconv.Atoi(ax)
+	x2, _ := strconv.Atoi(bx)
+	if x1 != x2 {
+		return x1 - x2
+	}
+	y1, _ := strconv.Atoi(ay)
+	y2, _ := strconv.Atoi(by)
+	return y1 - y2
 }

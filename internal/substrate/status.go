@@ -198,6 +198,9 @@ func TextLines(list []Status) []string {
 	var out []string
 	for _, s := range list {
 		cluster := cmpOr(s.Cluster.ID, "(no cluster yet)")
+		if s.Cluster.Version != "" {
+			cluster += " Kubernetes " + s.Cluster.Version
+		}
 		out = append(out, fmt.Sprintf("%s %s %s %s nodes %d/%d joined, %d connected, updated %s", s.Pool, s.State, s.Mode, cluster,
 			s.Nodes.Joined, s.Nodes.Listed, s.Nodes.Connected, time.UnixMilli(s.UpdatedAt).UTC().Format(time.RFC3339)))
 		for _, np := range s.NodePools {

@@ -8,6 +8,8 @@ import (
 	sdkaws "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/fleet-agent/fleet-agent/internal/providers"
@@ -200,4 +202,37 @@ func (a *Adapter) MachineType(ctx context.Context, acct providers.Account, locat
 		mt.Accelerators = &g
 	}
 	return mt, nil
+}
+
+// Versions lists the Kubernetes versions EKS offers for a cluster in the
+// account's region (DescribeClusterVersions, every page), those in
+// standard or extended support, and the default one.
+func (a *Adapter) Versions(ctx context.Context, acct providers.Account, location string) (providers.KubernetesVersions, error) {
+	s, err := a.open(ctx, "Versions", acct)
+	if err != nil {
+		return providers.KubernetesVersions{}, err
+	}
+	if location != s.cfg.Region {
+		return providers.KubernetesVersions{}, providers.NotFoundf("Versions", "location %s is not region %s of account %q: EKS clusters go in the account's region", location, s.cfg.Region, acct.Name)
+	}
+	var out providers.KubernetesVersions
+	var all []string
+	p := eks.NewDescribeClusterVersionsPaginator(s.eks, &eks.DescribeClusterVersionsInput{ClusterType: sdkaws.String("eks")})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return providers.KubernetesVersions{}, s.fail("DescribeClusterVersions", false, err)
+		}
+		for _, v := range page.ClusterVersions {
+			if v.VersionStatus == ekstypes.VersionStatusUnsupported {
+				continue
+			}
+			all = append(all, sdkaws.ToString(v.ClusterVersion))
+			if v.DefaultVersion {
+				out.Default = providers.MinorOf(sdkaws.ToString(v.ClusterVersion))
+			}
+		}
+	}
+	out.Offered = providers.Minors(all)
+	return out, nil
 }

@@ -95,6 +95,37 @@ func (a *Adapter) Locations(ctx context.Context, acct providers.Account) ([]prov
 	return out, nil
 }
 
+// Versions lists the Kubernetes versions DOKS offers (its options), as
+// minors; a cluster created without one gets "latest", the newest. DOKS
+// offers the same versions in every region it lists.
+func (a *Adapter) Versions(ctx context.Context, acct providers.Account, location string) (providers.KubernetesVersions, error) {
+	s, err := a.open(ctx, "Versions", acct)
+	if err != nil {
+		return providers.KubernetesVersions{}, err
+	}
+	var root struct {
+		Options *godo.KubernetesOptions `json:"options"`
+	}
+	if err := a.call(ctx, s, http.MethodGet, "v2/kubernetes/options", nil, &root); err != nil {
+		return providers.KubernetesVersions{}, err
+	}
+	if root.Options == nil {
+		return providers.KubernetesVersions{}, providers.NotFoundf("Versions", "DigitalOcean lists no Kubernetes options for account %q", acct.Name)
+	}
+	if !slices.ContainsFunc(root.Options.Regions, func(r *godo.KubernetesRegion) bool { return r.Slug == location }) {
+		return providers.KubernetesVersions{}, providers.NotFoundf("Versions", "region %s does not offer Kubernetes at account %q", location, acct.Name)
+	}
+	var all []string
+	for _, v := range root.Options.Versions {
+		all = append(all, v.Slug)
+	}
+	out := providers.KubernetesVersions{Offered: providers.Minors(all)}
+	if n := len(out.Offered); n > 0 {
+		out.Default = out.Offered[n-1]
+	}
+	return out, nil
+}
+
 // Rules are DOKS's (reference "Provider differences"): clusters in a
 // region, no zones or disk per node pool, nodes as the total, no fixed pool
 // of 0 nodes, and Spot only where the account opted into the preview.

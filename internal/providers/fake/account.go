@@ -118,6 +118,19 @@ func (f *Fake) MachineType(ctx context.Context, acct providers.Account, location
 	return describe(m, location), finish(nil)
 }
 
+// Versions lists the versions of the fake's config: the same at every
+// location it has.
+func (f *Fake) Versions(ctx context.Context, acct providers.Account, location string) (providers.KubernetesVersions, error) {
+	_, finish, err := f.call(ctx, "Versions", &acct)
+	if err != nil {
+		return providers.KubernetesVersions{}, err
+	}
+	if f.cfg.region(location) == "" {
+		return providers.KubernetesVersions{}, finish(providers.NotFoundf("", "location %q does not exist", location))
+	}
+	return providers.KubernetesVersions{Offered: slices.Clone(f.cfg.Versions), Default: f.cfg.DefaultVersion}, finish(nil)
+}
+
 func describe(m MachineTypeConfig, location string) providers.MachineType {
 	mt := providers.MachineType{Name: m.Name, Location: location, VCPU: m.VCPU, MemoryGiB: m.MemoryGiB}
 	if m.GPUs != nil {

@@ -231,3 +231,22 @@ func builtIn(mt *compute.MachineType) *providers.Accelerators {
 	}
 	return nil
 }
+
+// Versions reads GKE's server config at a location: the control plane
+// versions a cluster there may be created at or upgraded to, as minors,
+// and the default a cluster created without one gets.
+func (a *Adapter) Versions(ctx context.Context, acct providers.Account, location string) (providers.KubernetesVersions, error) {
+	const op = "Versions"
+	s, err := a.open(ctx, op, acct)
+	if err != nil {
+		return providers.KubernetesVersions{}, err
+	}
+	if !zoneRE().MatchString(location) && !regionRE().MatchString(location) {
+		return providers.KubernetesVersions{}, providers.NotFoundf(op, "location %q is not a region or zone", location)
+	}
+	sc, err := s.ctr.Projects.Locations.GetServerConfig(s.parent(location)).Context(ctx).Do()
+	if err != nil {
+		return providers.KubernetesVersions{}, classify(op, err, read)
+	}
+	return providers.KubernetesVersions{Offered: providers.Minors(sc.ValidMasterVersions), Default: providers.MinorOf(sc.DefaultClusterVersion)}, nil
+}

@@ -360,10 +360,11 @@ func upAndDown(t *testing.T, vr variant) {
 	})
 
 	// Plan and apply: the live checks verify the account (the plan's check
-	// and the apply's preflight of the call, one each) and read the
-	// catalogue.
+	// and the apply's preflight of the call, one each), read the
+	// catalogue and the versions offered at the cluster's location (one
+	// more server config).
 	c := phase("apply", func() int { a.apply(gkeDoc{h100: 2, l4: 1, noZones: vr.noZones}.bytes(t), false); return 0 })
-	if c["getServerConfig"] != 2 || c["compute.machineTypes.get"] == 0 || c["clusters.create"] != 0 {
+	if c["getServerConfig"] != 3 || c["compute.machineTypes.get"] == 0 || c["clusters.create"] != 0 {
 		t.Fatalf("the apply's live checks: %s", describeCalls(c))
 	}
 	if st := a.status(); st.State != "pending" {

@@ -203,6 +203,8 @@ func eksRoute(method string, segs []string) route {
 		}
 	case n == 2 && at(0, "addons") && at(1, "supported-versions") && method == http.MethodGet:
 		return route{"DescribeAddonVersions", nil}
+	case n == 1 && at(0, "cluster-versions") && method == http.MethodGet:
+		return route{"DescribeClusterVersions", nil}
 	case n == 3 && at(0, "clusters") && at(2, "addons") && method == http.MethodGet:
 		return route{"ListAddons", segs[1:2]}
 	case n == 1 && at(0, "clusters"):
@@ -304,6 +306,7 @@ func (x *exchange) eks() {
 		"DisassociateAccessPolicy": x.disassociateAccessPolicy,
 		"ListAddons":               x.listAddons, "DescribeAddonVersions": x.describeAddonVersions,
 		"TagResource": x.tagResource, "ListTagsForResource": x.listTags, "UntagResource": x.untagResource,
+		"DescribeClusterVersions": x.describeClusterVersions,
 	}
 	handlers[rt.op](rt.args)
 }

@@ -468,7 +468,7 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(r.URL.Path, "/authenticate"):
 		x.service = "kube"
 		x.tokenReview()
-	case strings.HasPrefix(r.URL.Path, "/clusters") || strings.HasPrefix(r.URL.Path, "/tags/") || strings.HasPrefix(r.URL.Path, "/addons/"):
+	case strings.HasPrefix(r.URL.Path, "/clusters") || strings.HasPrefix(r.URL.Path, "/tags/") || strings.HasPrefix(r.URL.Path, "/addons/") || r.URL.Path == "/cluster-versions":
 		x.service = "eks"
 		x.eks()
 	case r.URL.Path == "/" || r.URL.Path == "":
