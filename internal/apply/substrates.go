@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/fleet-agent/fleet-agent/internal/canon"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
@@ -72,11 +73,13 @@ func recordSubstrate(tx *state.Tx, tenant, commit string, now int64, poolID, nam
 		next.Present, next.Teardown = true, ""
 		next.Generation++
 	default:
-		// protect and the maintenance windows ask nothing of the
+		// protect, the maintenance windows and the drains ask nothing of the
 		// provider: they are recorded for the plans and the reconciler to
 		// read, without a new generation that would supersede an
 		// operation in flight or make a converged substrate look busy.
-		next.Spec.Protect, next.Spec.Maintenance = sub.Protect, sub.Maintenance
+		next.Spec.Protect, next.Spec.Maintenance, next.Spec.Drain = sub.Protect, sub.Maintenance, sub.Drain
+		// asked found the flavors the same but for their drains.
+		next.Spec.Flavors = sub.Flavors
 	}
 	next.Pool, next.Tenant = name, tenant
 	if err := refreshAccount(tx, tenant, &next); err != nil {
@@ -110,9 +113,13 @@ func substrateOf(obj inventory.Object) (*fleet.Substrate, error) {
 func sameSpec(a, b fleet.Substrate) bool { return same(a, b) }
 
 // asked is what of a substrate's spec asks something of the provider:
-// all but protect and the maintenance windows.
+// all but protect, the maintenance windows and the drain settings.
 func asked(s fleet.Substrate) fleet.Substrate {
-	s.Protect, s.Maintenance = false, nil
+	s.Protect, s.Maintenance, s.Drain = false, nil, nil
+	s.Flavors = slices.Clone(s.Flavors)
+	for i := range s.Flavors {
+		s.Flavors[i].Drain = nil
+	}
 	return s
 }
 

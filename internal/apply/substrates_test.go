@@ -335,3 +335,37 @@ func TestMaintenanceIsRecordedWithoutANewGeneration(t *testing.T) {
 		t.Fatalf("a size change beside the windows: generation %d (was %d), windows %v", a.Generation, gen, a.Spec.Maintenance)
 	}
 }
+
+// TestDrainIsRecordedWithoutANewGeneration: the drain settings, of the
+// substrate and of a flavor, ask nothing of the provider: they are recorded
+// as the document says (then in its normal form) without a new generation.
+func TestDrainIsRecordedWithoutANewGeneration(t *testing.T) {
+	s := statetest.Open(t)
+	plain := k8sDoc("k8s", map[string]string{"a": oneFlavor})
+	step := func(text string) {
+		t.Helper()
+		if _, err := apply.Apply(t.Context(), s, doc(t, text), apply.Options{Now: fixed, Commit: "c"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(plain)
+	gen := want(t, s, "a").Generation
+	for _, c := range []struct{ name, text, sub, flavor string }{
+		{"substrate's", strings.Replace(plain, `"flavors":`, `"drain":{"timeout":"1h"},"flavors":`, 1), "1h wait", ""},
+		{"flavor's", strings.Replace(plain, `"nodes":1`, `"nodes":1,"drain":{"timeout":"30m","then":"force"}`, 1), "", "30m force"},
+		{"taken out", plain, "", ""},
+	} {
+		step(c.text)
+		a := want(t, s, "a")
+		say := func(d *fleet.Drain) string {
+			if d == nil {
+				return ""
+			}
+			return d.Timeout + " " + d.Then
+		}
+		if say(a.Spec.Drain) != c.sub || say(a.Spec.Flavors[0].Drain) != c.flavor || a.Generation != gen {
+			t.Fatalf("%s: recorded %q and %q (want %q and %q), generation %d (was %d)", c.name,
+				say(a.Spec.Drain), say(a.Spec.Flavors[0].Drain), c.sub, c.flavor, a.Generation, gen)
+		}
+	}
+}

@@ -59,6 +59,7 @@ func TestSchemaDefaultsAreTheNormalForm(t *testing.T) {
 		"sandboxTemplate": "/sandboxTemplates/0", "volume": "/sandboxTemplates/0/volumes/0",
 		"create": "/pools/1/policy/substrate/cluster/create", "substrateFlavor": "/pools/1/policy/substrate/flavors/0",
 		"substrate": "/pools/1/policy/substrate", "maintenanceWindow": "/pools/1/policy/substrate/maintenance/windows/0",
+		"drain": "/pools/1/policy/substrate/drain",
 	}
 	found := 0
 	var walk func(name string, o *object)
@@ -106,7 +107,7 @@ const base = `{"version": 1,
  "pools": [{"name": "gpu", "site": "lab", "class": "provider", "providerAccount": "sim", "offers": [{"tenant": "acme", "quota": {"gpu": 1}}]},
   {"name": "k8s", "site": "lab", "class": "metal-host", "policy": {"substrate": {"kind": "kubernetes", "account": "sim",
    "cluster": {"create": {"location": "fake-east"}}, "flavors": [{"name": "cpu", "machineType": "fake-cpu-4"}],
-   "maintenance": {"windows": [{"days": ["sat"], "start": "02:00", "duration": "4h"}]}}}}],
+   "maintenance": {"windows": [{"days": ["sat"], "start": "02:00", "duration": "4h"}]}, "drain": {"timeout": "1h"}}}}],
  "flavors": [{"pool": "gpu", "name": "small", "vcpu": 1, "memoryGiB": 1, "diskGiB": 1, "placement": {"hugepages": "2Mi"}}],
  "sandboxTemplates": [{"name": "py", "pool": "gpu", "flavor": "small", "imageId": "x", "volumes": [{"volume": "data", "mountPath": "/data"}]}]
 }`

@@ -145,6 +145,10 @@ func CheckFleet(r *Report, f Fleet, now time.Time) {
 	}
 	for _, s := range f.Substrates {
 		switch {
+		case drainOverdue(s):
+			r.Add("fleet", "substrate-drain-blocked", Fail, fmt.Sprintf("pool %s: %s%s", s.Pool, s.Message, failing(s)),
+				"the drain is past its timeout and waits (drain.then is wait): let the named pods finish or delete them, end the booking, "+
+					"or set the flavor's drain.then to force, which evicts them (and deletes what a PodDisruptionBudget holds), each in the audit log")
 		case s.State == "error":
 			r.Add("fleet", "substrate-error", Fail, fmt.Sprintf("pool %s: %s%s", s.Pool, s.Message, failing(s)),
 				"see fleet-agent substrates; the message says what the provider refused")
@@ -277,6 +281,17 @@ func short(c string) string {
 		return c[:12]
 	}
 	return strings.TrimSpace(c)
+}
+
+// drainOverdue: a condition says a drain has been blocked past its
+// timeout and waits for a person.
+func drainOverdue(s substrate.Status) bool {
+	for _, c := range s.Conditions {
+		if c.Reason == substrate.ReasonDrainBlocked && c.Status == substrate.ConditionFalse {
+			return true
+		}
+	}
+	return false
 }
 
 // failing names a substrate's conditions that need a person, by type and

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,5 +176,31 @@ func TestSubstrateErrorNamesFailingConditions(t *testing.T) {
 	}
 	if want := "pool k8s: flavor h100: quota exceeded [NodePools NodePoolError]"; r.Findings[0].Found != want {
 		t.Fatalf("finding %q, want %q", r.Findings[0].Found, want)
+	}
+}
+
+// A drain blocked past its timeout (then: wait) is its own finding, with
+// what to do about the pods it names; one still within its timeout (Unknown)
+// is work in progress and no finding.
+func TestDrainBlockedPastItsTimeout(t *testing.T) {
+	msg := "flavor removed: node pool np-a: drain blocked by pod ml/train on n1 (GPU job, since 2026-12-06T03:00:00Z)"
+	for _, tc := range []struct {
+		status, code string
+	}{{"False", "substrate-drain-blocked"}, {"Unknown", ""}} {
+		var r Report
+		st := substrate.Status{Pool: "k8s", State: "ready", Message: msg, Conditions: []substrate.StatusCondition{
+			{Type: "NodePools", Status: tc.status, Reason: substrate.ReasonDrainBlocked, Message: msg}}}
+		if tc.status == "False" {
+			st.State = "error"
+		}
+		CheckFleet(&r, Fleet{Substrates: []substrate.Status{st}, NodeDaemon: true}, time.Unix(0, 0))
+		got := r.Codes()
+		switch {
+		case tc.code == "" && slices.Contains(got, "substrate-drain-blocked"):
+			t.Fatalf("%s: findings %v: a drain within its timeout needs no person", tc.status, got)
+		case tc.code != "" && (len(r.Findings) != 1 || r.Findings[0].Code != tc.code || !strings.Contains(r.Findings[0].Found, "ml/train") ||
+			!strings.Contains(r.Findings[0].Do, "force")):
+			t.Fatalf("%s: findings %+v, want one %s naming ml/train and saying how to force", tc.status, r.Findings, tc.code)
+		}
 	}
 }

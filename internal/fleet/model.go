@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
+	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/canon"
 )
@@ -130,6 +131,46 @@ type Substrate struct {
 	// Maintenance, when set, holds the windows disruptive steps wait for
 	// (internal/maintenance reads them).
 	Maintenance *Maintenance `json:"maintenance,omitempty"`
+	// Drain, when set, says how long a drain may be blocked and what then;
+	// a flavor's own replaces it (DrainOf).
+	Drain *Drain `json:"drain,omitempty"`
+}
+
+// Drain is how the Nodes a node pool loses are emptied (docs/substrates.md).
+type Drain struct {
+	// Timeout is a duration ("1h"); empty: never.
+	Timeout string `json:"timeout,omitempty"`
+	// Then is DrainWait or DrainForce; the normal form always says it.
+	Then string `json:"then"`
+}
+
+// The drain's then, and the bounds of its timeout.
+const (
+	DrainWait       = "wait"
+	DrainForce      = "force"
+	DrainTimeoutMin = time.Minute
+	DrainTimeoutMax = 168 * time.Hour
+)
+
+// DrainOf is the drain settings of a flavor: its own, else the
+// substrate's, else nil (wait, never forced).
+func (s *Substrate) DrainOf(flavor string) *Drain {
+	for _, f := range s.Flavors {
+		if f.Name == flavor && f.Drain != nil {
+			return f.Drain
+		}
+	}
+	return s.Drain
+}
+
+// TimeoutDuration is the timeout as a duration; zero when there is none.
+// Validation refused a timeout that does not parse.
+func (d *Drain) TimeoutDuration() time.Duration {
+	if d == nil || d.Timeout == "" {
+		return 0
+	}
+	t, _ := time.ParseDuration(d.Timeout)
+	return t
 }
 
 // Maintenance is a substrate's maintenance windows.
@@ -167,6 +208,8 @@ type SubstrateFlavor struct {
 	DiskGiB     *int64       `json:"diskGiB,omitempty"`
 	Spot        bool         `json:"spot,omitempty"`
 	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
+	// Drain replaces the substrate's drain for this flavor's node pool.
+	Drain *Drain `json:"drain,omitempty"`
 }
 
 // GPUs are a node's accelerators.
@@ -331,6 +374,7 @@ func decodeSubstrate(m map[string]any) *Substrate {
 			sub.Maintenance.Windows = append(sub.Maintenance.Windows, mw)
 		}
 	}
+	sub.Drain = decodeDrain(m)
 	c := obj(m["cluster"])
 	if cr, ok := c["create"].(map[string]any); ok {
 		sub.Cluster.Create = &ClusterCreate{Location: s(cr["location"])}
@@ -358,9 +402,27 @@ func decodeSubstrate(m map[string]any) *Substrate {
 		if a, ok := fm["autoscaling"].(map[string]any); ok {
 			sf.Autoscaling = &Autoscaling{MinNodes: i64(a["minNodes"]), MaxNodes: i64(a["maxNodes"])}
 		}
+		sf.Drain = decodeDrain(fm)
 		sub.Flavors = append(sub.Flavors, sf)
 	}
 	return sub
+}
+
+// decodeDrain is the drain of a substrate or a flavor, in its normal form
+// (then said, wait when left out).
+func decodeDrain(m map[string]any) *Drain {
+	dm, ok := m["drain"].(map[string]any)
+	if !ok {
+		return nil
+	}
+	d := &Drain{Then: DrainWait}
+	if t, ok := dm["timeout"]; ok {
+		d.Timeout = s(t)
+	}
+	if t, ok := dm["then"]; ok {
+		d.Then = s(t)
+	}
+	return d
 }
 
 // normalizeValue turns free-form JSON (policy, provider config) into plain

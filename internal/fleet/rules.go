@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/maintenance"
 	"github.com/fleet-agent/fleet-agent/internal/secrets"
@@ -80,8 +81,10 @@ func ruleFindings(tree any) []finding {
 		sflavors, _ := sub["flavors"].([]any)
 		repeated(sflavors, pbase+"/policy/substrate/flavors", "name", byName, subject("substrate flavor"))
 		out = append(out, windowFindings(pbase+"/policy/substrate/maintenance/windows", sub)...)
+		out = append(out, drainFindings(pbase+"/policy/substrate/drain", sub)...)
 		for fi, f := range sflavors {
 			fm, _ := f.(map[string]any)
+			out = append(out, drainFindings(joinPointer(pbase, "policy", "substrate", "flavors", strconv.Itoa(fi), "drain"), fm)...)
 			as, _ := fm["autoscaling"].(map[string]any)
 			lo, ok1 := intOf(as["minNodes"])
 			hi, ok2 := intOf(as["maxNodes"])
@@ -175,6 +178,37 @@ func windowFindings(base string, sub map[string]any) []finding {
 		out = append(out, finding{ptr: joinPointer(base, strconv.Itoa(p.Index), p.Field), msg: p.Message})
 	}
 	return out
+}
+
+// drainFindings are what the schema cannot say of a drain: a timeout out
+// of range, and force with no timeout to be forced after.
+func drainFindings(base string, parent map[string]any) []finding {
+	dm, ok := parent["drain"].(map[string]any)
+	if !ok {
+		return nil
+	}
+	var out []finding
+	ts, hasTimeout := dm["timeout"].(string)
+	// The schema says what is wrong with the form; the rule the range.
+	if d, err := time.ParseDuration(ts); hasTimeout && err == nil && durationForm.MatchString(ts) && (d < DrainTimeoutMin || d > DrainTimeoutMax) {
+		out = append(out, finding{ptr: joinPointer(base, "timeout"),
+			msg: fmt.Sprintf("%s is out of range: a drain's timeout is from %s to %s", ts, shortDuration(DrainTimeoutMin), shortDuration(DrainTimeoutMax))})
+	}
+	if then, _ := dm["then"].(string); then == DrainForce && !hasTimeout {
+		out = append(out, finding{ptr: joinPointer(base, "then"),
+			msg: `then "force" needs a timeout to force after; add "timeout" (1h, say) or use then "wait"`})
+	}
+	return out
+}
+
+// durationForm is the schema's pattern of a drain's timeout.
+var durationForm = regexp.MustCompile(`^([1-9][0-9]{0,2}h)?([1-9][0-9]{0,3}m)?$`)
+
+// shortDuration is 168h, 1m: as the document writes them.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	s = strings.TrimSuffix(s, "0s")
+	return strings.TrimSuffix(s, "0m")
 }
 
 // zoneName is the schema's pattern of maintenance.windows[].timeZone.

@@ -81,6 +81,9 @@ func substrateValue(s *fleet.Substrate) map[string]any {
 		if f.Autoscaling != nil {
 			m["autoscaling"] = map[string]any{"minNodes": f.Autoscaling.MinNodes, "maxNodes": f.Autoscaling.MaxNodes}
 		}
+		if f.Drain != nil {
+			m["drain"] = drainValue(f.Drain)
+		}
 		flavors[i] = m
 	}
 	m := map[string]any{"kind": s.Kind, "account": s.Account, "cluster": cluster, "flavors": flavors}
@@ -103,6 +106,17 @@ func substrateValue(s *fleet.Substrate) map[string]any {
 			windows[i] = wm
 		}
 		m["maintenance"] = map[string]any{"windows": windows}
+	}
+	if s.Drain != nil {
+		m["drain"] = drainValue(s.Drain)
+	}
+	return m
+}
+
+func drainValue(d *fleet.Drain) map[string]any {
+	m := map[string]any{"then": d.Then}
+	if d.Timeout != "" {
+		m["timeout"] = d.Timeout
 	}
 	return m
 }

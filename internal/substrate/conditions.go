@@ -62,6 +62,12 @@ const (
 	// ReasonOutsideWindow: a step that takes running Nodes away waits for
 	// the substrate's next maintenance window.
 	ReasonOutsideWindow = "OutsideWindow"
+	// ReasonDraining: the Nodes a node pool is about to lose are being
+	// emptied, nothing blocks; ReasonDrainBlocked: pods or bookings hold
+	// the drain (Unknown), or have held it past the drain's timeout with
+	// then "wait" (False: a person decides).
+	ReasonDraining     = "Draining"
+	ReasonDrainBlocked = "DrainBlocked"
 
 	ReasonNodeDaemonApplied       = "NodeDaemonApplied"
 	ReasonNodeDaemonNotConfigured = "NodeDaemonNotConfigured"
@@ -91,6 +97,7 @@ var Reasons = []string{
 	ReasonClaimed, ReasonClaimRefused,
 	ReasonNodePoolsReady, ReasonNodePoolProvisioning, ReasonNodePoolDeletedElsewhere, ReasonNodePoolError, ReasonNodePoolNotOurs,
 	ReasonNodePoolKeepsDisappearing, ReasonNodePoolKeepsDiffering, ReasonNodePoolKeepsComingBack, ReasonOutsideWindow,
+	ReasonDraining, ReasonDrainBlocked,
 	ReasonNodeDaemonApplied, ReasonNodeDaemonNotConfigured, ReasonNodeDaemonApplyFailed, ReasonNodeDaemonRemoval,
 	ReasonTornDown, ReasonTearingDown, ReasonAdopterWaiting, ReasonClusterKeepsComingBack,
 	ReasonOrphansRemoved, ReasonOrphansRemaining,
