@@ -2,6 +2,7 @@ package substrate_test
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/crashtest"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/drain"
 )
 
 // TestBlueGreenReplacesAShapeChange: a blue/green flavor whose machine type
@@ -136,4 +138,67 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestBlueGreenNeverTakesMoreThanTheBudget measures, at every point between
+// journal steps (before and after every provider call) and after every
+// pass, how many of the flavor's wanted nodes are not in a running node
+// pool, through a replacement of a three-node flavor; the most ever must
+// be within the pool's disruption budget (one of three: the pool sets
+// none).
+func TestBlueGreenNeverTakesMoreThanTheBudget(t *testing.T) {
+	const wanted = 3
+	var (
+		mu    sync.Mutex
+		e     *env
+		worst int
+		looks int
+	)
+	measure := func() {
+		if e == nil || e.fake == nil {
+			return
+		}
+		running := 0
+		for _, c := range e.fake.Snapshot().Clusters {
+			for _, np := range c.NodePools {
+				if np.Status == providers.NodePoolRunning && strings.Contains(np.Name, "-h100") {
+					running += np.NodeCount
+				}
+			}
+		}
+		mu.Lock()
+		worst, looks = max(worst, wanted-running), looks+1
+		mu.Unlock()
+	}
+	e = newEnv(t, func(o *substrate.Options) {
+		substrate.SetCrashAt(o, func(substrate.Point) bool { measure(); return false })
+	})
+	bg := crashtest.Flavor{Name: "h100", MachineType: "fake-h100x8", Nodes: wanted, Replace: true}
+	pool := crashtest.Pool{Name: "gpu", Flavors: []crashtest.Flavor{bg}}
+	e.applyStep(crashtest.Step{Pools: []crashtest.Pool{pool}})
+	e.converge(10*time.Second, 30)
+	e.fakeCfg.Steps.NodePool, e.fakeCfg.Steps.Delete = 4, 3
+	e.restart()
+	mu.Lock()
+	worst, looks = 0, 0
+	mu.Unlock()
+	measure()
+	pool.Flavors[0].MachineType = "fake-cpu-8"
+	e.applyStep(crashtest.Step{Pools: []crashtest.Pool{pool}})
+	for range 40 {
+		if err := e.rec.ReconcileOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		measure()
+		if e.converged() {
+			break
+		}
+		e.clock.Advance(10 * time.Second)
+	}
+	e.check(crashtest.Step{Pools: []crashtest.Pool{pool}})
+	budget := drain.Budget(nil, wanted)
+	t.Logf("replacement of a %d-node flavor: at most %d of its nodes unavailable at once over %d looks (budget %d)", wanted, worst, looks, budget)
+	if looks < 10 || worst > budget {
+		t.Fatalf("at most %d nodes unavailable at once over %d looks; the budget is %d", worst, looks, budget)
+	}
 }
