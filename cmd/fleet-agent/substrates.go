@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/fleet-agent/fleet-agent/internal/clock"
 	"github.com/fleet-agent/fleet-agent/internal/config"
 	"github.com/fleet-agent/fleet-agent/internal/imagepin"
 	"github.com/fleet-agent/fleet-agent/internal/imageref"
@@ -14,6 +15,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/drain"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/incluster"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/join"
 )
@@ -50,7 +52,7 @@ func reconcilerOptions(store *state.Store, opened map[string]providers.Kubernete
 		joins.SetReviewer(pods)
 		pin := nodeDaemonPinner(store, cfg.Substrate.NodeDaemon, lg)
 		opts.InCluster = incluster.New(incluster.Options{Daemon: cfg.Substrate.NodeDaemon, Joins: joins, Tenant: cfg.Tenant, Log: lg, PodTokens: pods,
-			Image: func(ctx context.Context) string { return pin.Image(ctx).Image }})
+			Image: func(ctx context.Context) string { return pin.Image(ctx).Image }, Audit: drain.StateAudit{Store: store, Clock: clock.Real{}}})
 	}
 	return opts
 }

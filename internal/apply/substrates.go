@@ -82,6 +82,7 @@ func recordSubstrate(tx *state.Tx, tenant, commit string, now int64, poolID, nam
 		next.Spec.Flavors = sub.Flavors
 	}
 	next.Pool, next.Tenant = name, tenant
+	next.DisruptionBudget = disruptionBudget(obj)
 	if err := refreshAccount(tx, tenant, &next); err != nil {
 		return err
 	}
@@ -108,6 +109,24 @@ func substrateOf(obj inventory.Object) (*fleet.Substrate, error) {
 		return nil, fmt.Errorf("policy.substrate is not a substrate: %w", err)
 	}
 	return &s, nil
+}
+
+// disruptionBudget is the pool's policy.disruptionBudget when it is a
+// number (the policy is free-form: anything else is no budget).
+func disruptionBudget(obj inventory.Object) *float64 {
+	pol, _ := obj.Spec["policy"].(map[string]any)
+	switch v := pol["disruptionBudget"].(type) {
+	case float64:
+		return &v
+	case int64:
+		f := float64(v)
+		return &f
+	case json.Number:
+		if f, err := v.Float64(); err == nil {
+			return &f
+		}
+	}
+	return nil
 }
 
 func sameSpec(a, b fleet.Substrate) bool { return same(a, b) }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -366,6 +367,33 @@ func TestDrainIsRecordedWithoutANewGeneration(t *testing.T) {
 		if say(a.Spec.Drain) != c.sub || say(a.Spec.Flavors[0].Drain) != c.flavor || a.Generation != gen {
 			t.Fatalf("%s: recorded %q and %q (want %q and %q), generation %d (was %d)", c.name,
 				say(a.Spec.Drain), say(a.Spec.Flavors[0].Drain), c.sub, c.flavor, a.Generation, gen)
+		}
+	}
+}
+
+// TestDisruptionBudgetIsRecorded: the pool's disruptionBudget, which a
+// drain keeps within, is recorded beside the substrate and follows the
+// document; anything but a number is none.
+func TestDisruptionBudgetIsRecorded(t *testing.T) {
+	s := statetest.Open(t)
+	plain := k8sDoc("k8s", map[string]string{"a": oneFlavor})
+	for _, c := range []struct {
+		policy string
+		want   string
+	}{{`"disruptionBudget":0.25,`, "0.25"}, {`"disruptionBudget":1,`, "1"}, {`"disruptionBudget":"lots",`, "none"}, {``, "none"}} {
+		text := strings.Replace(plain, `"substrate":`, c.policy+`"substrate":`, 1)
+		if !strings.Contains(text, c.policy) {
+			t.Fatalf("the test document has no policy to add %s to", c.policy)
+		}
+		if _, err := apply.Apply(t.Context(), s, doc(t, text), apply.Options{Now: fixed, Commit: "c"}); err != nil {
+			t.Fatal(err)
+		}
+		got := "none"
+		if b := want(t, s, "a").DisruptionBudget; b != nil {
+			got = strconv.FormatFloat(*b, 'g', -1, 64)
+		}
+		if got != c.want {
+			t.Fatalf("policy %s: recorded budget %s, want %s", c.policy, got, c.want)
 		}
 	}
 }

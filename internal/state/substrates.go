@@ -71,6 +71,10 @@ type SubstrateWant struct {
 	// Present is false once a teardown was asked for.
 	Present  bool           `json:"present"`
 	Teardown TeardownReason `json:"teardown,omitempty"`
+	// DisruptionBudget is the pool's policy.disruptionBudget when it is a
+	// number: the share of a node pool's Nodes a drain may have
+	// unavailable at once.
+	DisruptionBudget *float64 `json:"disruptionBudget,omitempty"`
 	// Commit is the commit of the apply that last changed the record, when
 	// there was one; RecordedAt when (Unix ms).
 	Commit     string `json:"commit,omitempty"`

@@ -40,6 +40,38 @@ type InCluster interface {
 	Teardown(ctx context.Context, t Target) error
 }
 
+// Drainer empties the Nodes of a node pool before the pool deletes it
+// (docs/substrates.md, "Drains"): the in-cluster half implements it.
+// Without one, a node pool goes as the provider deletes it.
+type Drainer interface {
+	// Drain runs one pass of the node pool's drain; it never waits.
+	Drain(ctx context.Context, t Target, ask DrainAsk) (DrainReport, error)
+	// Undrain lets go of a drain no longer wanted: the Nodes it cordoned
+	// are schedulable again.
+	Undrain(ctx context.Context, t Target, nodePool string) error
+}
+
+// DrainAsk is one node pool's drain.
+type DrainAsk struct {
+	NodePool string
+	// Budget is the pool's policy.disruptionBudget (nil: none written).
+	Budget *float64
+	// Timeout (zero: never) and Force are the document's drain settings.
+	Timeout time.Duration
+	Force   bool
+}
+
+// DrainReport is what a drain pass found.
+type DrainReport struct {
+	// Finished: every Node of the node pool is empty (or gone).
+	Finished bool
+	// Blocked: pods or a booking hold it; Overdue: past the timeout, and
+	// the settings say wait.
+	Blocked, Overdue bool
+	// Message names the blockers, why and since when.
+	Message string
+}
+
 // Target is one substrate as the in-cluster half sees it. It holds no
 // credential: Credentials mints one for the run (providers.CredentialTTL),
 // which the caller holds in memory and never stores, logs or returns.

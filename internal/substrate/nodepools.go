@@ -80,6 +80,7 @@ func (p *step) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
 	wanted := map[string]bool{}
 	var seen []state.SeenNodePool
 	making := false
+	draining := p.draining()
 	for _, f := range p.want.Spec.Flavors {
 		res, err := p.flavor(ref, f, listed)
 		if err != nil {
@@ -117,9 +118,17 @@ func (p *step) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
 			continue
 		}
 		// A delete not started, or refused and not sent again yet (its
-		// retry lands whenever the schedule says), waits for a window.
-		if op := p.pending(np.Name, stepDeleteNodePool); (op == nil || op.State == state.Journaled) && p.outsideWindow(fmt.Sprintf("the delete of node pool %s (its flavor was removed, %d nodes)", np.Name, np.NodeCount)) {
+		// retry lands whenever the schedule says), waits for a window; a
+		// drain begun in one is finished.
+		op := p.pending(np.Name, stepDeleteNodePool)
+		if (op == nil || op.State == state.Journaled) && !draining[np.Name] && p.outsideWindow(fmt.Sprintf("the delete of node pool %s (its flavor was removed, %d nodes)", np.Name, np.NodeCount)) {
 			seen = append(seen, state.SeenNodePool{Name: np.Name, Status: string(np.Status), Nodes: np.NodeCount, Message: "flavor removed; its delete waits for a maintenance window"})
+			continue
+		}
+		// The delete is journaled only once the drain finished: an
+		// operation in the journal means its Nodes were emptied.
+		if op == nil && !p.drained(ref, np) {
+			seen = append(seen, state.SeenNodePool{Name: np.Name, Status: string(np.Status), Nodes: np.NodeCount, Message: drainingNote})
 			continue
 		}
 		del, err := p.deleteNodePool(ref, "", np.Name, "flavor removed")
@@ -128,6 +137,18 @@ func (p *step) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
 		}
 		if !del.gone {
 			seen = append(seen, state.SeenNodePool{Name: np.Name, Status: string(providers.NodePoolDeleting), Nodes: np.NodeCount, Message: "flavor removed; deleting"})
+		}
+	}
+	// A drain whose node pool is wanted again (its flavor put back) is
+	// let go: the Nodes it cordoned take pods again.
+	for name := range draining {
+		if !wanted[name] || p.undrain(ref, name) {
+			continue
+		}
+		for i := range seen {
+			if seen[i].Name == name {
+				seen[i].Message = drainingNote
+			}
 		}
 	}
 	if err := p.settleUnlisted("", listed, wanted); err != nil {

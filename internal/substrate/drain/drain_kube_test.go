@@ -52,6 +52,21 @@ type fixture struct {
 	d      *drain.Drainer
 }
 
+// TestBudgetRounding: a share of the node pool rounded down, at least one;
+// one without a budget, none with a zero one.
+func TestBudgetRounding(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	for _, c := range []struct {
+		share *float64
+		n     int
+		want  int
+	}{{nil, 10, 1}, {f(0), 10, 0}, {f(0.1), 4, 1}, {f(0.1), 30, 3}, {f(1), 4, 4}, {f(0.5), 5, 2}} {
+		if got := drain.Budget(c.share, c.n); got != c.want {
+			t.Errorf("Budget(%v, %d) = %d, want %d", c.share, c.n, got, c.want)
+		}
+	}
+}
+
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, ns: plane.Namespace(t), prefix: plane.Unique(t), clock: clock.NewFake(t0), store: statetest.Open(t)}
 	f.d = &drain.Drainer{Client: plane.Client(), Clock: f.clock, Audit: drain.StateAudit{Store: f.store, Clock: f.clock}}
@@ -342,16 +357,24 @@ func patchAnnotation(t *testing.T, node, key, value string) {
 // The budget is measured from outside: a watch on the Nodes counts, at
 // every change, the Nodes cordoned by the drain and not yet empty.
 func TestBudgetNeverExceeded(t *testing.T) {
+	for _, c := range []struct {
+		share float64
+		nodes int
+	}{{0.25, 1}, {0.5, 2}} {
+		t.Run(fmt.Sprint(c.share), func(t *testing.T) { budgetNeverExceeded(t, c.share, c.nodes) })
+	}
+}
+
+func budgetNeverExceeded(t *testing.T, share float64, budget int) {
 	f := newFixture(t)
 	nodes := f.nodes(4)
 	for i, n := range nodes {
 		f.pod(fmt.Sprintf("w%d", i), n, nil, 0)
 	}
-	quarter := 0.25
 	req := f.request(nodes, nodes, drain.Settings{})
-	req.MaxUnavailable = drain.Budget(&quarter, len(nodes))
-	if req.MaxUnavailable != 1 {
-		t.Fatalf("Budget(0.25, 4) = %d, want 1", req.MaxUnavailable)
+	req.MaxUnavailable = drain.Budget(&share, len(nodes))
+	if req.MaxUnavailable != budget {
+		t.Fatalf("Budget(%g, 4) = %d, want %d", share, req.MaxUnavailable, budget)
 	}
 
 	w, err := plane.Client().CoreV1().Nodes().Watch(t.Context(), metav1.ListOptions{LabelSelector: "drain-test=" + f.prefix})

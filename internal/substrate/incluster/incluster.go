@@ -41,6 +41,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/drain"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/join"
 )
 
@@ -74,6 +75,10 @@ type Options struct {
 	// PodTokens, when set, is told each pool's target once its claim is
 	// held, so that node daemons' Pod tokens are reviewed at its cluster.
 	PodTokens *PodTokens
+	// Audit records each pod a drain forces off its Node (drain.StateAudit
+	// writes the state's audit log); nil: a drain never forces, it says
+	// so instead.
+	Audit drain.Auditor
 }
 
 // InCluster is the in-cluster half. It keeps no credential between calls:
