@@ -4,8 +4,8 @@ package substrate
 // replacement (replace: "blueGreen"): a change its node pool cannot take
 // in place makes a new node pool beside the old one, under the next
 // generation's name; once the new pool's Nodes are up, the old pool is
-// deleted inside a maintenance window (its Nodes drained first, as every
-// node pool delete is).
+// drained through the drain room, then deleted, inside a maintenance
+// window.
 //
 // Nothing about a replacement is kept outside the provider and the
 // journal: the generations of a flavor are read from the node pools'
@@ -22,7 +22,8 @@ package substrate
 //	provisioning    any            wait                             Replacing (making)
 //	running, short  any            wait for its Nodes               Replacing (joining)
 //	running, full   outside window wait for the window              OutsideWindow
-//	running, full   present        delete them (journaled)          Replacing (deleting)
+//	running, full   Nodes in use   drain them (drain room)          Draining / DrainBlocked
+//	running, full   empty          delete them (journaled)          Replacing (deleting)
 //	running, full   none           converged: one pool, new shape   NodePoolsReady
 
 import (
@@ -109,6 +110,13 @@ func (p *step) blueGreen(ref providers.ClusterRef, f fleet.SubstrateFlavor, list
 			olds = append(olds, name)
 		}
 	}
+	// The pool kept may be one a previous pass began draining (the shape
+	// went back before its delete): its Nodes take pods again.
+	if slices.ContainsFunc(p.seen.NodePools, func(sp state.SeenNodePool) bool {
+		return sp.Name == want.Name && strings.HasPrefix(sp.Message, "replaced by ") && strings.HasSuffix(sp.Message, replacedDraining(""))
+	}) && !p.undrain(ref, want.Name) {
+		res.seen.Message = "uncordoning its Nodes (it was being drained for a replacement)"
+	}
 	if len(olds) == 0 {
 		return res, nil
 	}
@@ -174,8 +182,18 @@ func (p *step) retire(ref providers.ClusterRef, f fleet.SubstrateFlavor, name, b
 	if !isListed && op == nil {
 		return nil, nil
 	}
-	if (op == nil || op.State == state.Journaled) && p.outsideWindow(fmt.Sprintf("%s: step 2 of 2, the delete of %s (%d nodes)", what, name, np.NodeCount)) {
-		sp := p.oldSeen(f, name, listed, "replaced by "+by+"; its delete waits for a maintenance window")
+	// A drain begun inside a window is finished after it closes.
+	draining := slices.ContainsFunc(p.seen.NodePools, func(sp state.SeenNodePool) bool {
+		return sp.Name == name && sp.Message == replacedDraining(by)
+	})
+	if (op == nil || op.State == state.Journaled) && !draining && p.outsideWindow(fmt.Sprintf("%s: step 2 of 2, the drain and delete of %s (%d nodes)", what, name, np.NodeCount)) {
+		sp := p.oldSeen(f, name, listed, "replaced by "+by+"; its drain and delete wait for a maintenance window")
+		return &sp, nil
+	}
+	// The delete is journaled only once the drain finished (as a removed
+	// flavor's): an operation in the journal means its Nodes were emptied.
+	if op == nil && !p.drainedAs(ref, np, what+": step 2 of 2, draining "+name, p.want.Spec.DrainOf(f.Name)) {
+		sp := p.oldSeen(f, name, listed, replacedDraining(by))
 		return &sp, nil
 	}
 	before := p.waitReason
@@ -190,6 +208,14 @@ func (p *step) retire(ref providers.ClusterRef, f fleet.SubstrateFlavor, name, b
 	sp := p.oldSeen(f, name, listed, "replaced by "+by+"; deleting")
 	sp.Status = string(providers.NodePoolDeleting)
 	return &sp, nil
+}
+
+// replacedDraining is an old node pool's seen message while its Nodes are
+// emptied; the next pass reads it back to know its drain was begun. It is
+// not drains.go's note: a replaced pool is wanted, and a wanted pool
+// with that note is let go.
+func replacedDraining(by string) string {
+	return "replaced by " + by + "; draining its Nodes before the delete"
 }
 
 // oldSeen is an old node pool of a replacement as the record shows it.

@@ -119,7 +119,7 @@ func TestBlueGreenDeleteWaitsForAWindow(t *testing.T) {
 	if np := truth.NodePools[o.NodePoolName("h100-g2")]; np == nil || np.Status != providers.NodePoolRunning || truth.NodePools[o.NodePoolName("h100")] == nil {
 		t.Fatalf("outside the window: %v", keys(truth.NodePools))
 	}
-	if !strings.Contains(st.Message, "waits for a maintenance window") || !strings.Contains(st.Message, "the delete of "+o.NodePoolName("h100")) {
+	if !strings.Contains(st.Message, "waits for a maintenance window") || !strings.Contains(st.Message, "the drain and delete of "+o.NodePoolName("h100")) {
 		t.Fatalf("message %q", st.Message)
 	}
 	// Into the window (Tuesday 00:00 UTC; the clock is on a Monday).
