@@ -113,7 +113,7 @@ func (p *step) blueGreen(ref providers.ClusterRef, f fleet.SubstrateFlavor, list
 	// The pool kept may be one a previous pass began draining (the shape
 	// went back before its delete): its Nodes take pods again.
 	if slices.ContainsFunc(p.seen.NodePools, func(sp state.SeenNodePool) bool {
-		return sp.Name == want.Name && strings.HasPrefix(sp.Message, "replaced by ") && strings.HasSuffix(sp.Message, replacedDraining(""))
+		return sp.Name == want.Name && strings.HasPrefix(sp.Message, "replaced by ") && strings.HasSuffix(sp.Message, drainingTail)
 	}) && !p.undrain(ref, want.Name) {
 		res.seen.Message = "uncordoning its Nodes (it was being drained for a replacement)"
 	}
@@ -215,8 +215,10 @@ func (p *step) retire(ref providers.ClusterRef, f fleet.SubstrateFlavor, name, b
 // not drains.go's note: a replaced pool is wanted, and a wanted pool
 // with that note is let go.
 func replacedDraining(by string) string {
-	return "replaced by " + by + "; draining its Nodes before the delete"
+	return "replaced by " + by + drainingTail
 }
+
+const drainingTail = "; draining its Nodes before the delete"
 
 // oldSeen is an old node pool of a replacement as the record shows it.
 func (p *step) oldSeen(f fleet.SubstrateFlavor, name string, listed map[string]providers.NodePool, msg string) state.SeenNodePool {

@@ -171,6 +171,28 @@ func TestBlueGreenDrainsTheOldPool(t *testing.T) {
 	if _, ok := nodePools()[oldPool]; !ok || ours() != 2 {
 		t.Fatalf("node pools while the GPU job runs: %v", nodePools())
 	}
+	// The shape taken back before the delete: the old pool is kept, its
+	// drain let go (the Node takes pods again), the new one deleted.
+	h100.MachineType = "fake-h100x8"
+	pool.Flavors = []crashtest.Flavor{h100}
+	applyStep(crashtest.Step{Pools: []crashtest.Pool{pool}})
+	run("drain let go, the new pool deleted", func(s substrate.Status) bool {
+		measure()
+		n, err := kc.CoreV1().Nodes().Get(ctx, gpuNode, metav1.GetOptions{})
+		return err == nil && !n.Spec.Unschedulable && n.Annotations[drain.Annotation] == "" && ours() == 1 && s.Converged
+	})
+	if _, ok := nodePools()[oldPool]; !ok {
+		t.Fatalf("the old pool is not the one kept: %v", nodePools())
+	}
+	// Changed again: generation 3 is made, and the old pool's drain is
+	// held by the job once more until it ends.
+	h100.MachineType = "fake-cpu-8"
+	pool.Flavors = []crashtest.Flavor{h100}
+	applyStep(crashtest.Step{Pools: []crashtest.Pool{pool}})
+	run("drain held again", func(s substrate.Status) bool {
+		measure()
+		return strings.Contains(s.Message, "pod "+ns+"/train on "+gpuNode)
+	})
 	if err := kc.CoreV1().Pods(ns).Delete(ctx, "train", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
