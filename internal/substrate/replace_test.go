@@ -202,3 +202,28 @@ func TestBlueGreenNeverTakesMoreThanTheBudget(t *testing.T) {
 		t.Fatalf("at most %d nodes unavailable at once over %d looks; the budget is %d", worst, looks, budget)
 	}
 }
+
+// TestOptingInMendsAShapeError: a shape change without replace is an
+// error; the flavor opting in (the same shape asked) replaces the pool.
+func TestOptingInMendsAShapeError(t *testing.T) {
+	e := newEnv(t, nil)
+	fl := crashtest.Flavor{Name: "h100", MachineType: "fake-h100x8", Nodes: 1}
+	pool := crashtest.Pool{Name: "gpu", Flavors: []crashtest.Flavor{fl}}
+	e.applyStep(crashtest.Step{Pools: []crashtest.Pool{pool}})
+	e.converge(10*time.Second, 30)
+	pool.Flavors[0].MachineType = "fake-cpu-8"
+	e.applyStep(crashtest.Step{Pools: []crashtest.Pool{pool}})
+	e.converge(10*time.Second, 30)
+	if st := e.status("gpu"); st.State != "error" || !strings.Contains(st.Message, "never change in place") {
+		t.Fatalf("without replace: %s: %s", st.State, st.Message)
+	}
+	pool.Flavors[0].Replace = true
+	e.applyStep(crashtest.Step{Pools: []crashtest.Pool{pool}})
+	e.converge(10*time.Second, 30)
+	e.check(crashtest.Step{Pools: []crashtest.Pool{pool}})
+	st := e.status("gpu")
+	truth := e.fake.Snapshot().Clusters[st.Cluster.ID]
+	if np := truth.NodePools[testOwner(pool.ID()).NodePoolName("h100-g2")]; np == nil || len(truth.NodePools) != 1 || np.MachineType != "fake-cpu-8" {
+		t.Fatalf("after opting in: %v (%s: %s)", keys(truth.NodePools), st.State, st.Message)
+	}
+}
