@@ -86,7 +86,9 @@ func (p *step) blueGreen(ref providers.ClusterRef, f fleet.SubstrateFlavor, list
 	for gen, name := range gens {
 		newest = max(newest, gen)
 		np, isListed := listed[name]
-		if (isListed && shapeMatches(np.Shape, want.Shape)) || p.madeNow(name) {
+		// A pool on its way out is never kept: its delete is finished.
+		leaving := p.pending(name, stepDeleteNodePool) != nil || np.Status == providers.NodePoolDeleting
+		if !leaving && ((isListed && shapeMatches(np.Shape, want.Shape)) || p.madeNow(name)) {
 			keep = max(keep, gen)
 		}
 	}
@@ -112,10 +114,11 @@ func (p *step) blueGreen(ref providers.ClusterRef, f fleet.SubstrateFlavor, list
 	}
 	// The pool kept may be one a previous pass began draining (the shape
 	// went back before its delete): its Nodes take pods again.
-	if slices.ContainsFunc(p.seen.NodePools, func(sp state.SeenNodePool) bool {
-		return sp.Name == want.Name && strings.HasPrefix(sp.Message, "replaced by ") && strings.HasSuffix(sp.Message, drainingTail)
-	}) && !p.undrain(ref, want.Name) {
-		res.seen.Message = "uncordoning its Nodes (it was being drained for a replacement)"
+	for _, sp := range p.seen.NodePools {
+		if sp.Name == want.Name && strings.HasPrefix(sp.Message, "replaced by ") && strings.HasSuffix(sp.Message, drainingTail) && !p.undrain(ref, want.Name) {
+			// Kept as it was, so that the next pass tries again.
+			res.seen.Message = sp.Message
+		}
 	}
 	if len(olds) == 0 {
 		return res, nil
