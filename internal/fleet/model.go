@@ -214,7 +214,14 @@ type SubstrateFlavor struct {
 	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
 	// Drain replaces the substrate's drain for this flavor's node pool.
 	Drain *Drain `json:"drain,omitempty"`
+	// Replace is how a change that cannot be made in place is made:
+	// ReplaceBlueGreen, or empty (the substrate is in error instead).
+	Replace string `json:"replace,omitempty"`
 }
+
+// ReplaceBlueGreen asks for a new node pool beside the old one when a
+// flavor's shape changes; the old one is drained, then deleted.
+const ReplaceBlueGreen = "blueGreen"
 
 // GPUs are a node's accelerators.
 type GPUs struct {
@@ -408,6 +415,7 @@ func decodeSubstrate(m map[string]any) *Substrate {
 			sf.Autoscaling = &Autoscaling{MinNodes: i64(a["minNodes"]), MaxNodes: i64(a["maxNodes"])}
 		}
 		sf.Drain = decodeDrain(fm)
+		sf.Replace = s(fm["replace"])
 		sub.Flavors = append(sub.Flavors, sf)
 	}
 	return sub

@@ -82,6 +82,7 @@ func ruleFindings(tree any) []finding {
 		repeated(sflavors, pbase+"/policy/substrate/flavors", "name", byName, subject("substrate flavor"))
 		out = append(out, windowFindings(pbase+"/policy/substrate/maintenance/windows", sub)...)
 		out = append(out, drainFindings(pbase+"/policy/substrate/drain", sub)...)
+		out = append(out, replaceFindings(pbase+"/policy/substrate/flavors", sflavors)...)
 		for fi, f := range sflavors {
 			fm, _ := f.(map[string]any)
 			out = append(out, drainFindings(joinPointer(pbase, "policy", "substrate", "flavors", strconv.Itoa(fi), "drain"), fm)...)

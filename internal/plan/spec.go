@@ -87,6 +87,9 @@ func substrateValue(s *fleet.Substrate) map[string]any {
 		if f.Drain != nil {
 			m["drain"] = drainValue(f.Drain)
 		}
+		if f.Replace != "" {
+			m["replace"] = f.Replace
+		}
 		flavors[i] = m
 	}
 	m := map[string]any{"kind": s.Kind, "account": s.Account, "cluster": cluster, "flavors": flavors}

@@ -68,6 +68,9 @@ const (
 	// then "wait" (False: a person decides).
 	ReasonDraining     = "Draining"
 	ReasonDrainBlocked = "DrainBlocked"
+	// ReasonReplacing: a blue/green flavor's node pool is being replaced
+	// (the step, and the new pool's Nodes against those it needs).
+	ReasonReplacing = "Replacing"
 
 	ReasonNodeDaemonApplied       = "NodeDaemonApplied"
 	ReasonNodeDaemonNotConfigured = "NodeDaemonNotConfigured"
@@ -97,7 +100,7 @@ var Reasons = []string{
 	ReasonClaimed, ReasonClaimRefused,
 	ReasonNodePoolsReady, ReasonNodePoolProvisioning, ReasonNodePoolDeletedElsewhere, ReasonNodePoolError, ReasonNodePoolNotOurs,
 	ReasonNodePoolKeepsDisappearing, ReasonNodePoolKeepsDiffering, ReasonNodePoolKeepsComingBack, ReasonOutsideWindow,
-	ReasonDraining, ReasonDrainBlocked,
+	ReasonDraining, ReasonDrainBlocked, ReasonReplacing,
 	ReasonNodeDaemonApplied, ReasonNodeDaemonNotConfigured, ReasonNodeDaemonApplyFailed, ReasonNodeDaemonRemoval,
 	ReasonTornDown, ReasonTearingDown, ReasonAdopterWaiting, ReasonClusterKeepsComingBack,
 	ReasonOrphansRemoved, ReasonOrphansRemaining,

@@ -30,16 +30,20 @@ func (p *step) draining() map[string]bool {
 // node pool may go. Without a drainer, it may (the provider drains as it
 // deletes).
 func (p *step) drained(ref providers.ClusterRef, np providers.NodePool) bool {
+	return p.drainedAs(ref, np, "node pool "+np.Name+" (its flavor was removed)", p.want.Spec.Drain)
+}
+
+// drainedAs is drained with the drain settings that apply and the label
+// its messages start with.
+func (p *step) drainedAs(ref providers.ClusterRef, np providers.NodePool, label string, settings *fleet.Drain) bool {
 	d, ok := p.r.opts.InCluster.(Drainer)
 	if !ok {
 		return true
 	}
-	settings := p.want.Spec.Drain
 	ask := DrainAsk{NodePool: np.Name, Budget: p.want.DisruptionBudget, Timeout: settings.TimeoutDuration(),
 		Force: settings != nil && settings.Then == fleet.DrainForce}
 	rep, err := d.Drain(p.ctx, p.target(ref), ask)
 	next := p.r.clock.Now().Add(p.r.opts.Poll)
-	label := "node pool " + np.Name + " (its flavor was removed)"
 	switch {
 	case err != nil && refusal.CodeOf(err) == refusal.Unavailable:
 		p.wait(ReasonDraining, label+": draining: "+err.Error(), next)

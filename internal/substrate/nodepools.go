@@ -89,6 +89,10 @@ func (p *step) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
 		sp, m := res.seen, res.making
 		wanted[sp.Name] = true
 		seen = append(seen, sp)
+		for _, o := range res.replaced {
+			wanted[o.Name] = true
+			seen = append(seen, o)
+		}
 		making = making || m
 	}
 	// What a removed flavor's node pool had in flight (its create, a
@@ -171,12 +175,22 @@ var nodePoolSteps = []string{stepCreateNodePool, stepUpdateNodePool, stepResizeN
 type flavorResult struct {
 	seen   state.SeenNodePool
 	making bool
+	// replaced are the node pools a blue/green flavor is replacing: its
+	// own, never a removed flavor's.
+	replaced []state.SeenNodePool
 }
 
 // flavor converges one flavor's node pool. A refusal is this flavor's
 // error; the others go on.
 func (p *step) flavor(ref providers.ClusterRef, f fleet.SubstrateFlavor, listed map[string]providers.NodePool) (flavorResult, error) {
-	want := nodePoolSpec(p.owner(), f)
+	if f.Replace == fleet.ReplaceBlueGreen {
+		return p.blueGreen(ref, f, listed)
+	}
+	return p.flavorPool(ref, f, nodePoolSpec(p.owner(), f), listed)
+}
+
+// flavorPool converges the node pool want names for flavor f.
+func (p *step) flavorPool(ref providers.ClusterRef, f fleet.SubstrateFlavor, want providers.NodePoolSpec, listed map[string]providers.NodePool) (flavorResult, error) {
 	name := want.Name
 	sp := state.SeenNodePool{Flavor: f.Name, Name: name, Status: "missing"}
 	label := "flavor " + f.Name

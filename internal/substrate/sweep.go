@@ -345,6 +345,14 @@ func (r *Reconciler) sweepRecorded(ctx context.Context, prov Provider, acct prov
 		specs[o.NodePoolName(fl.Name)] = nodePoolSpec(o, fl)
 	}
 	for _, np := range pools {
+		// A blue/green flavor's pools are under its generations' names.
+		if fl, ok := generationFlavor(o, rec.Want.Spec.Flavors, np.Name); ok && !wanted[np.Name] {
+			spec := nodePoolSpec(o, fl)
+			spec.Name = np.Name
+			wanted[np.Name], specs[np.Name] = true, spec
+		}
+	}
+	for _, np := range pools {
 		have[np.Name] = true
 		label := np.Labels[providers.LabelSubstratePool]
 		switch {

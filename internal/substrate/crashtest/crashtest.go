@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
@@ -43,6 +44,9 @@ type Flavor struct {
 	Spot        bool
 	// Autoscaling is {min, max}, nil for a fixed size.
 	Autoscaling *[2]int
+	// Replace: the flavor asks for blue/green replacement; its node pool
+	// may be any generation of it, and exactly one.
+	Replace bool
 }
 
 // Pool is one pool of a document. A pool with no flavors has no substrate;
@@ -119,8 +123,21 @@ func Scenarios() []Scenario {
 			{Pools: created},
 			{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 2), cpu}}}, Prune: true},
 		}},
+		// A blue/green flavor's machine type changes twice (generations 2
+		// and 3), the second time with a resize; the other flavor resizes
+		// in place meanwhile.
+		{Name: "replaceBlueGreen", Setup: []Step{{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{bg, l4}}}}},
+			Steps: []Step{
+				{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{shaped(bg, "fake-cpu-8"), with(l4, 1)}}}},
+				{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(shaped(bg, "fake-h100x8"), 2), with(l4, 1)}}}},
+			}},
 	}
 }
+
+// bg is a blue/green flavor.
+var bg = Flavor{Name: "h100", MachineType: "fake-h100x8", Nodes: 1, Replace: true}
+
+func shaped(f Flavor, machineType string) Flavor { f.MachineType = machineType; return f }
 
 // FaultScenarios are the stories whose steps meet faults of their own, so
 // that every transition of the journal's state machine a step may make is
@@ -267,6 +284,9 @@ func Document(step Step) string {
 				}
 				if a := f.Autoscaling; a != nil {
 					s += fmt.Sprintf(`,"autoscaling":{"minNodes":%d,"maxNodes":%d}`, a[0], a[1])
+				}
+				if f.Replace {
+					s += `,"replace":"blueGreen"`
 				}
 				fl = append(fl, s+"}")
 			}
@@ -427,12 +447,46 @@ func checkPools(f *Findings, p Pool, present bool, c *fake.ClusterRecord, o prov
 			wanted[o.NodePoolName(fl.Name)] = fl
 		}
 	}
+	// A blue/green flavor's pool is any one generation of it.
+	generations := map[string][]string{}
+	for _, name := range sortedKeys(c.NodePools) {
+		for _, fl := range p.Flavors {
+			if gen, ok := fleet.GenerationOf(fl.Name, strings.TrimPrefix(name, o.NodePoolName(""))); present && fl.Replace && gen > 1 && ok {
+				generations[fl.Name] = append(generations[fl.Name], name)
+			}
+		}
+	}
+	for _, fl := range p.Flavors {
+		if !present || !fl.Replace {
+			continue
+		}
+		base := o.NodePoolName(fl.Name)
+		all := generations[fl.Name]
+		if _, ok := c.NodePools[base]; ok {
+			all = append([]string{base}, all...)
+		}
+		if len(all) > 1 {
+			f.add(&f.Duplicates, "pool %s: flavor %s has %d node pools %v, want one", p.Name, fl.Name, len(all), all)
+		}
+		if len(all) > 0 {
+			delete(wanted, base)
+			for _, name := range all {
+				wanted[name] = fl
+			}
+		}
+	}
+	seenGen := map[string]bool{}
 	for _, name := range sortedKeys(c.NodePools) {
 		np := c.NodePools[name]
 		if np.Seeded || np.Labels[providers.LabelSubstratePool] != id || o.Foreign(np.Labels) != "" {
 			continue
 		}
 		fl, ok := wanted[name]
+		if ok && fl.Replace {
+			// Counted once above when there are more; each is
+			// checked for its shape here.
+			seenGen[fl.Name] = true
+		}
 		switch {
 		case !ok:
 			f.add(&f.Leaks, "pool %s: node pool %s of no wanted flavor is there (%s)", p.Name, name, np.Status)
@@ -450,7 +504,10 @@ func checkPools(f *Findings, p Pool, present bool, c *fake.ClusterRecord, o prov
 		}
 		delete(wanted, name)
 	}
-	for name := range wanted {
+	for name, fl := range wanted {
+		if fl.Replace && seenGen[fl.Name] {
+			continue
+		}
 		f.add(&f.Disagreements, "pool %s: node pool %s is missing", p.Name, name)
 	}
 }

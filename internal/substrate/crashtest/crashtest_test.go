@@ -90,3 +90,47 @@ func TestFakeBlock(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 }
+
+// TestCheckFindsABlueGreenTwin: a blue/green flavor with its old and its
+// new generation both left is a duplicate; its new generation alone, of
+// the wanted shape, is a pass; of another shape, a disagreement.
+func TestCheckFindsABlueGreenTwin(t *testing.T) {
+	f, err := fake.New(crashtest.FakeConfig(filepath.Join(t.TempDir(), "fake.json")), crashtest.DefaultSecrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := crashtest.Pool{Name: "gpu", Flavors: []crashtest.Flavor{{Name: "h100", MachineType: "fake-cpu-8", Nodes: 1, Replace: true}}}
+	step := crashtest.Step{Pools: []crashtest.Pool{pool}}
+	acct := providers.Account{Name: crashtest.Account, Provider: "fake", Config: []byte(`{"token":"secret://fake-token","project":"fleet"}`)}
+	o := providers.Owner{PoolID: pool.ID(), Legacy: true}
+	label := o.PoolLabels(false)
+	c, err := f.EnsureCluster(t.Context(), acct, providers.ClusterSpec{Name: "fa-gpu-x", Location: "fake-east", Labels: label, ClientToken: "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_ = f.Advance()
+	}
+	makePool := func(name, machineType string) {
+		if _, err := f.EnsureNodePool(t.Context(), acct, c.Ref, providers.NodePoolSpec{Name: name,
+			Shape: providers.Shape{MachineType: machineType}, Size: providers.Size{NodeCount: 1}, Labels: label}); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			_ = f.Advance()
+		}
+	}
+	g2 := o.NodePoolName(fleet.GenerationName("h100", 2))
+	makePool(g2, "fake-cpu-8")
+	if got := crashtest.Check(f.Snapshot(), step, nil, ""); got.Duplicates+got.Leaks != 0 || strings.Contains(strings.Join(got.Problems, "|"), "node pool fa-") {
+		t.Fatalf("the new generation alone: %+v", got)
+	}
+	makePool(o.NodePoolName("h100"), "fake-h100x8")
+	if got := crashtest.Check(f.Snapshot(), step, nil, ""); got.Duplicates != 1 {
+		t.Fatalf("the old generation left beside the new: %+v", got)
+	}
+	pool.Flavors[0].MachineType = "fake-l4x1"
+	if got := crashtest.Check(f.Snapshot(), crashtest.Step{Pools: []crashtest.Pool{pool}}, nil, ""); got.Disagreements < 2 {
+		t.Fatalf("both generations of another shape: %+v", got)
+	}
+}
