@@ -409,15 +409,12 @@ func doctorNodeDaemon(cfg *config.Config, add addFunc) {
 	add("nodeDaemon", "node-daemon-ok", doctor.OK, "node daemons run "+nd.Image+" and join at "+nd.JoinURL+" (listener "+jl.Listen+")", "")
 }
 
-// doctorHandler serves GET /v1/doctor in the running agent: the report
+// doctorRoute serves GET /v1/doctor in the running agent: the report
 // made with the agent's own store and secrets.
-func (a *app) doctorHandler(cfg *config.Config, cfgPath string, store *state.Store, next http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/", next)
-	mux.HandleFunc("GET /v1/doctor", func(w http.ResponseWriter, r *http.Request) {
+func (a *app) doctorRoute(cfg *config.Config, cfgPath string, store *state.Store) localapi.Route {
+	return localapi.Route{Method: "GET", Path: "/v1/doctor", Handle: func(w http.ResponseWriter, r *http.Request) {
 		localapi.WriteJSON(w, http.StatusOK, a.doctorReport(r.Context(), cfg, cfgPath, store))
-	})
-	return mux
+	}}
 }
 
 // doctorEtcd reports an etcd store: each endpoint, and who leads.
