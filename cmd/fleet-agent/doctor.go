@@ -406,7 +406,10 @@ func doctorNodeDaemon(cfg *config.Config, add addFunc) {
 			return
 		}
 	}
-	add("nodeDaemon", "node-daemon-ok", doctor.OK, "node daemons run "+nd.Image+" and join at "+nd.JoinURL+" (listener "+jl.Listen+")", "")
+	// This section judges how Nodes join, not the image: whether the
+	// image is pinned to a digest is the fleet section's one verdict
+	// (node-daemon-pinned or node-daemon-not-pinned).
+	add("nodeDaemon", "node-daemon-ok", doctor.OK, "node daemons join at "+nd.JoinURL+" (listener "+jl.Listen+"); the fleet section says whether their image is pinned to a digest", "")
 }
 
 // doctorRoute serves GET /v1/doctor in the running agent: the report
