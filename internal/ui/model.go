@@ -18,6 +18,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
@@ -111,6 +112,16 @@ type Condition struct {
 	Message string `json:"message"`
 }
 
+// storedConditions are the substrate's conditions as the substrate package
+// reads them, for its table of what to do.
+func (s Substrate) storedConditions() []substrate.StatusCondition {
+	out := make([]substrate.StatusCondition, len(s.Conditions))
+	for i, c := range s.Conditions {
+		out[i] = substrate.StatusCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}
+	}
+	return out
+}
+
 // JoinedNode is one node daemon that joined a substrate's pool, connected
 // (a heartbeat within 90 s) or not.
 type JoinedNode struct {
@@ -178,7 +189,7 @@ func (f *Fleet) Attention() []Attention {
 		}
 		if s.State == string(state.SubstrateError) {
 			out = append(out, Attention{What: "The substrate of pool " + s.Pool + " is in error: " + s.Message,
-				Do: "Fix what the message names (credentials, quota, the document); the reconciler retries on its own.", Link: "substrates"})
+				Do: substrate.AdviceFor(s.storedConditions()), Link: "substrates"})
 		}
 		if w := s.WaitingToJoin; w.Count > 0 && w.Since != nil && f.Now.Sub(time.UnixMilli(*w.Since)) >= JoinLate {
 			out = append(out, Attention{What: plural(w.Count, "node", "nodes") + " of pool " + s.Pool + " have not joined for " + duration(f.Now.Sub(time.UnixMilli(*w.Since))) + ".",

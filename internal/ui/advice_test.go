@@ -1,0 +1,33 @@
+package ui
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/substrate"
+)
+
+// The page's advice for a substrate in error follows the reason of its
+// failing condition, from the same table the doctor reads: an account with
+// no adapter needs a restart, which "the reconciler retries on its own"
+// would deny.
+func TestSubstrateAttentionFollowsTheReason(t *testing.T) {
+	for _, reason := range []string{substrate.ReasonAccountUnavailable, substrate.ReasonClaimRefused} {
+		s := Substrate{Pool: "k8s", State: string(state.SubstrateError), Message: "m",
+			Conditions: []Condition{{Type: "Cluster", Status: "True", Reason: substrate.ReasonClusterRunning}, {Type: "X", Status: "False", Reason: reason}}}
+		f := Fleet{Substrates: []Substrate{s}}
+		var do string
+		for _, a := range f.Attention() {
+			if strings.Contains(a.What, "pool k8s is in error") {
+				do = a.Do
+			}
+		}
+		if do == "" || do != substrate.Advice(reason) {
+			t.Errorf("%s: the page says %q, the table %q", reason, do, substrate.Advice(reason))
+		}
+	}
+	if a := substrate.Advice(substrate.ReasonAccountUnavailable); !strings.Contains(a, "restart") || strings.Contains(a, "retries on its own") {
+		t.Errorf("AccountUnavailable advice %q: want a restart, not a retry on its own", a)
+	}
+}
