@@ -320,9 +320,18 @@ func (a *app) doctorGitHub(ctx context.Context, cfg *config.Config, resolver *se
 // fleet: a verification of its credentials.
 func (a *app) doctorProviders(ctx context.Context, cfg *config.Config, resolver *secrets.Resolver, st *state.Store, add addFunc) {
 	var accounts []inventory.Object
+	// backs: the pools whose substrate each account makes, by account.
+	backs := map[string][]string{}
 	if st != nil {
 		if snap, err := st.Snapshot(); err == nil {
 			accounts = snap.Objects(inventory.ProviderAccount)
+			for _, p := range snap.Objects(inventory.Pool) {
+				pol, _ := p.Spec["policy"].(map[string]any)
+				sub, _ := pol["substrate"].(map[string]any)
+				if acct, _ := sub["account"].(string); acct != "" && !p.Archived {
+					backs[acct] = append(backs[acct], p.Name)
+				}
+			}
 		}
 	}
 	opened, err := a.adapters(cfg, resolver)
@@ -353,8 +362,17 @@ func (a *app) doctorProviders(ctx context.Context, cfg *config.Config, resolver 
 		prov, _ := o.Spec["provider"].(string)
 		ad, ok := opened[prov]
 		if !ok {
-			add("provider", "provider-offline", doctor.Note, fmt.Sprintf("account %s (%s): no providers.%s block, so it is checked offline", o.Name, prov, prov),
-				"add providers."+prov+" to check it live")
+			// An account that backs a substrate without its adapter
+			// leaves that substrate unreconciled until a restart; one
+			// that backs none is only checked offline.
+			if pools := backs[o.Name]; len(pools) > 0 {
+				add("provider", "provider-offline", doctor.Fail, fmt.Sprintf("account %s (provider %s): no providers.%s block, so no adapter is open and the substrates of pools %s are not reconciled",
+					o.Name, prov, prov, strings.Join(pools, ", ")),
+					"add a providers."+prov+" block to the agent's config (docs/configuration.md), then restart the agent (systemctl restart fleet-agent): adapters open at start")
+			} else {
+				add("provider", "provider-offline", doctor.Note, fmt.Sprintf("account %s (provider %s): no providers.%s block, so it is checked offline; no pool's substrate uses it", o.Name, prov, prov),
+					"add providers."+prov+" to check it live")
+			}
 			continue
 		}
 		conf, _ := json.Marshal(o.Spec["config"])
