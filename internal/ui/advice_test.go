@@ -1,9 +1,11 @@
 package ui
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 )
@@ -29,5 +31,21 @@ func TestSubstrateAttentionFollowsTheReason(t *testing.T) {
 	}
 	if a := substrate.Advice(substrate.ReasonAccountUnavailable); !strings.Contains(a, "restart") || strings.Contains(a, "retries on its own") {
 		t.Errorf("AccountUnavailable advice %q: want a restart, not a retry on its own", a)
+	}
+}
+
+// A drift row kept only for its note (a substrate kept without prune) is
+// not drift: the page says the fleet matches, and shows the note apart.
+func TestDriftNoteIsNotDrift(t *testing.T) {
+	f := Fleet{Drift: &localapi.DriftView{Changes: json.RawMessage(`[{"kind":"pool","name":"gpu","action":"unchanged","note":"substrate kept: removing it needs prune"}]`)}}
+	if f.Drifted() || len(f.DriftChanges()) != 0 || len(f.DriftByKind()) != 0 {
+		t.Errorf("a note counted as drift: drifted %v, changes %v", f.Drifted(), f.DriftChanges())
+	}
+	if n := f.DriftNotes(); len(n) != 1 || n[0].Name != "gpu" {
+		t.Errorf("notes %v, want the kept substrate's", n)
+	}
+	f.Drift.Changes = json.RawMessage(`[{"kind":"pool","name":"gpu","action":"unchanged","note":"n"},{"kind":"pool","name":"b","action":"update","fields":["policy"]}]`)
+	if !f.Drifted() || len(f.DriftChanges()) != 1 || len(f.DriftNotes()) != 1 {
+		t.Errorf("drifted %v, changes %v, notes %v: want one change and one note", f.Drifted(), f.DriftChanges(), f.DriftNotes())
 	}
 }

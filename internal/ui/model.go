@@ -205,14 +205,26 @@ type KindCount struct {
 	N    int
 }
 
-// DriftChanges is the drift's changes, each as its plan line.
-func (f *Fleet) DriftChanges() []plan.Change {
+// DriftChanges is the drift's changes, each as its plan line: those that
+// are drift (plan.Change.Drifts), not the rows kept for a note.
+func (f *Fleet) DriftChanges() []plan.Change { return f.driftRows(true) }
+
+// DriftNotes is the rows the drift check kept only for their note: the
+// fleet differs from the document there, and no apply changes it.
+func (f *Fleet) DriftNotes() []plan.Change { return f.driftRows(false) }
+
+func (f *Fleet) driftRows(drifts bool) []plan.Change {
 	if f.Drift == nil {
 		return nil
 	}
-	var cs []plan.Change
+	var cs, out []plan.Change
 	_ = json.Unmarshal(f.Drift.Changes, &cs)
-	return cs
+	for _, c := range cs {
+		if c.Drifts() == drifts {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // DriftByKind counts the drifted changes by kind, most first.
