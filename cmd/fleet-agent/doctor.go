@@ -320,9 +320,18 @@ func (a *app) doctorGitHub(ctx context.Context, cfg *config.Config, resolver *se
 // fleet: a verification of its credentials.
 func (a *app) doctorProviders(ctx context.Context, cfg *config.Config, resolver *secrets.Resolver, st *state.Store, add addFunc) {
 	var accounts []inventory.Object
+	// backs: the pools whose substrate each account makes, by account.
+	backs := map[string][]string{}
 	if st != nil {
 		if snap, err := st.Snapshot(); err == nil {
 			accounts = snap.Objects(inventory.ProviderAccount)
+			for _, p := range snap.Objects(inventory.Pool) {
+				pol, _ := p.Spec["policy"].(map[string]any)
+				sub, _ := pol["substrate"].(map[string]any)
+				if acct, _ := sub["account"].(string); acct != "" && !p.Archived {
+					backs[acct] = append(backs[acct], p.Name)
+				}
+			}
 		}
 	}
 	opened, err := a.adapters(cfg, resolver)
@@ -353,8 +362,17 @@ func (a *app) doctorProviders(ctx context.Context, cfg *config.Config, resolver 
 		prov, _ := o.Spec["provider"].(string)
 		ad, ok := opened[prov]
 		if !ok {
-			add("provider", "provider-offline", doctor.Note, fmt.Sprintf("account %s (%s): no providers.%s block, so it is checked offline", o.Name, prov, prov),
-				"add providers."+prov+" to check it live")
+			// An account that backs a substrate without its adapter
+			// leaves that substrate unreconciled until a restart; one
+			// that backs none is only checked offline.
+			if pools := backs[o.Name]; len(pools) > 0 {
+				add("provider", "provider-offline", doctor.Fail, fmt.Sprintf("account %s (provider %s): no providers.%s block, so no adapter is open and the substrates of pools %s are not reconciled",
+					o.Name, prov, prov, strings.Join(pools, ", ")),
+					"add a providers."+prov+" block to the agent's config (docs/configuration.md), then restart the agent (systemctl restart fleet-agent): adapters open at start")
+			} else {
+				add("provider", "provider-offline", doctor.Note, fmt.Sprintf("account %s (provider %s): no providers.%s block, so it is checked offline; no pool's substrate uses it", o.Name, prov, prov),
+					"add providers."+prov+" to check it live")
+			}
 			continue
 		}
 		conf, _ := json.Marshal(o.Spec["config"])
@@ -419,18 +437,18 @@ func doctorNodeDaemon(cfg *config.Config, add addFunc) {
 			return
 		}
 	}
-	add("nodeDaemon", "node-daemon-ok", doctor.OK, "node daemons run "+nd.Image+" and join at "+nd.JoinURL+" (listener "+jl.Listen+")", "")
+	// This section judges how Nodes join, not the image: whether the
+	// image is pinned to a digest is the fleet section's one verdict
+	// (node-daemon-pinned or node-daemon-not-pinned).
+	add("nodeDaemon", "node-daemon-ok", doctor.OK, "node daemons join at "+nd.JoinURL+" (listener "+jl.Listen+"); the fleet section says whether their image is pinned to a digest", "")
 }
 
-// doctorHandler serves GET /v1/doctor in the running agent: the report
+// doctorRoute serves GET /v1/doctor in the running agent: the report
 // made with the agent's own store and secrets.
-func (a *app) doctorHandler(cfg *config.Config, cfgPath string, store *state.Store, next http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/", next)
-	mux.HandleFunc("GET /v1/doctor", func(w http.ResponseWriter, r *http.Request) {
+func (a *app) doctorRoute(cfg *config.Config, cfgPath string, store *state.Store) localapi.Route {
+	return localapi.Route{Method: "GET", Path: "/v1/doctor", Handle: func(w http.ResponseWriter, r *http.Request) {
 		localapi.WriteJSON(w, http.StatusOK, a.doctorReport(r.Context(), cfg, cfgPath, store))
-	})
-	return mux
+	}}
 }
 
 // doctorEtcd reports an etcd store: each endpoint, and who leads.

@@ -124,6 +124,14 @@ func TestDoctorSubstrateWithoutNodeDaemon(t *testing.T) {
 	if code != 1 || !slices.Contains(codes, "substrate-agent-missing") || !slices.Contains(codes, "provider-ok") || !slices.Contains(codes, "provider-offline") {
 		t.Fatalf("exit %d, codes %v\n%s", code, codes, out)
 	}
+	// The aws account has no providers.aws block and backs pool on-aws: its
+	// substrate is not reconciled, a failure that needs a restart.
+	for _, f := range rep.Findings {
+		if f.Code == "provider-offline" && (f.Severity != doctor.Fail || !strings.Contains(f.Found, "on-aws") ||
+			!strings.Contains(f.Found, "not reconciled") || !strings.Contains(f.Do, "restart")) {
+			t.Errorf("provider-offline %s %q, do %q: want a failure naming pool on-aws as not reconciled, and a restart", f.Severity, f.Found, f.Do)
+		}
+	}
 	if strings.Contains(out, liveToken) {
 		t.Fatal("the report holds the provider's token")
 	}

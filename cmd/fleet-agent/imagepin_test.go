@@ -103,4 +103,10 @@ func TestDoctorNodeDaemonNotPinned(t *testing.T) {
 	if code != 1 || found == nil || found.Severity != doctor.Fail || !strings.Contains(found.Found, imagepin.ReasonUnreachable) || found.Do == "" {
 		t.Fatalf("exit %d, finding %+v\n%s", code, found, out)
 	}
+	// One verdict on the image: no finding calls it fine beside the failure.
+	for _, f := range rep.Findings {
+		if f.Severity == doctor.OK && strings.Contains(f.Found, ref) {
+			t.Errorf("%s is OK and names the image %s while node-daemon-not-pinned fails: %q", f.Code, ref, f.Found)
+		}
+	}
 }

@@ -332,7 +332,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, cfgPath string, sto
 		hook = leaderOnly(store, gh.gh.WebhookHandler(ag.Wake))
 	}
 	page := ui.Handler(ui.Options{Read: pageSource(ag, store, gh.box, cfg).Read})
-	s := &servers{api: localapi.SocketServer(a.doctorHandler(cfg, cfgPath, store, localapi.Handler(ag, store))),
+	s := &servers{api: localapi.SocketServer(localapi.Handler(ag, store, a.doctorRoute(cfg, cfgPath, store))),
 		// Timeouts on the ops listener: a header within 10 s, a whole
 		// request within 30 s (the webhook sets its own shorter deadline
 		// for its body), an answer within 90 s (pprof's 30 s profile fits),

@@ -122,14 +122,18 @@ func (a *app) statusText(v localapi.StatusView) {
 		case !agent.Drifted(&state.Drift{Changes: dr.Changes, Blocked: dr.Blocked}):
 			fmt.Fprintf(w, "drift: none (%s)\n", when)
 		default:
-			var changes []plan.Change
-			_ = json.Unmarshal(dr.Changes, &changes)
-			fmt.Fprintf(w, "drift: %d change(s) (%s)\n", len(changes), when)
-			for _, c := range changes {
+			fmt.Fprintf(w, "drift: %d change(s) (%s)\n", agent.DriftCount(dr.Changes), when)
+			for _, c := range driftRows(dr.Changes, true) {
 				fmt.Fprintln(w, "  "+c.Line())
 			}
 			if dr.Error != "" {
 				fmt.Fprintf(w, "  (the last check failed: %s)\n", dr.Error)
+			}
+		}
+		// Rows kept for a note are not drift (docs/drift.md): said apart.
+		if dr != nil {
+			for _, c := range driftRows(dr.Changes, false) {
+				fmt.Fprintf(w, "  note, not drift: %s: %s\n", c.Line(), c.Note)
 			}
 		}
 	}
@@ -229,4 +233,17 @@ func valueOrNone(v string) string {
 		return "(none)"
 	}
 	return v
+}
+
+// driftRows is a drift record's rows that are drift (plan.Change.Drifts),
+// or those that are not.
+func driftRows(raw json.RawMessage, drifts bool) []plan.Change {
+	var cs, out []plan.Change
+	_ = json.Unmarshal(raw, &cs)
+	for _, c := range cs {
+		if c.Drifts() == drifts {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -101,7 +101,23 @@ func Drifted(dr *state.Drift) bool {
 	if dr == nil {
 		return false
 	}
-	return dr.Blocked || (len(dr.Changes) > 0 && string(dr.Changes) != "[]" && string(dr.Changes) != "null")
+	return dr.Blocked || DriftCount(dr.Changes) > 0
+}
+
+// DriftCount is how many of a drift record's changes are drift: rows kept
+// only for a note are not (plan.Change.Drifts).
+func DriftCount(changes json.RawMessage) int {
+	var cs []plan.Change
+	if err := json.Unmarshal(changes, &cs); err != nil {
+		return 0
+	}
+	n := 0
+	for _, c := range cs {
+		if c.Drifts() {
+			n++
+		}
+	}
+	return n
 }
 
 // NowOptions are what StatusNow plans the drift with: the config's tenant

@@ -151,7 +151,7 @@ func CheckFleet(r *Report, f Fleet, now time.Time) {
 					"or set the flavor's drain.then to force, which evicts them (and deletes what a PodDisruptionBudget holds), each in the audit log")
 		case s.State == "error":
 			r.Add("fleet", "substrate-error", Fail, fmt.Sprintf("pool %s: %s%s", s.Pool, s.Message, failing(s)),
-				"see fleet-agent substrates; the message says what the provider refused")
+				substrate.AdviceFor(s.Conditions))
 		case !f.NodeDaemon && s.State != "deleted" && s.State != "deleting":
 			r.Add("fleet", "substrate-agent-missing", Fail,
 				fmt.Sprintf("pool %s has a Kubernetes substrate and substrate.nodeDaemon is not configured: its Nodes never join", s.Pool),

@@ -204,3 +204,27 @@ func TestDrainBlockedPastItsTimeout(t *testing.T) {
 		}
 	}
 }
+
+// A substrate in error says what to do by the reason it failed for, not a
+// sentence for every reason: an account whose adapter the agent's config
+// does not open needs a config block and a restart, and nothing was
+// refused.
+func TestSubstrateErrorAdviceFollowsTheReason(t *testing.T) {
+	for _, tc := range []struct {
+		reason, says, not string
+	}{
+		{substrate.ReasonAccountUnavailable, "restart", "refused"},
+		{substrate.ReasonNodePoolError, "provider", "restart"},
+	} {
+		var r Report
+		st := substrate.Status{Pool: "k8s", State: "error", Message: "m", Conditions: []substrate.StatusCondition{
+			{Type: "Account", Status: "False", Reason: tc.reason, Message: "m"}}}
+		CheckFleet(&r, Fleet{Substrates: []substrate.Status{st}, NodeDaemon: true}, time.Unix(0, 0))
+		if len(r.Findings) != 1 || r.Findings[0].Code != "substrate-error" {
+			t.Fatalf("findings %v", r.Codes())
+		}
+		if do := r.Findings[0].Do; do != substrate.Advice(tc.reason) || !strings.Contains(do, tc.says) || strings.Contains(do, tc.not) {
+			t.Errorf("%s: do %q, want the table's advice saying %q and not %q", tc.reason, do, tc.says, tc.not)
+		}
+	}
+}

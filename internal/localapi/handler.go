@@ -71,15 +71,22 @@ func (api handler) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 // JSON string, with room to spare.
 const maxRequest = 32 << 20
 
-// Handler serves the local API, every route of it: the command line reaches
-// the fleet through it while the agent holds the state file.
-func Handler(loop Loop, store *state.Store) http.Handler {
+// Route is one route of the local API: a method and an exact path.
+type Route struct {
+	Method, Path string
+	Handle       http.HandlerFunc
+}
+
+// Handler serves the local API, every route of it (its own and extra, the
+// doctor's from the command's package): the command line reaches the fleet
+// through it while the agent holds the state file.
+func Handler(loop Loop, store *state.Store, extra ...Route) http.Handler {
 	api := handler{loop: loop, store: store}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) {
+	mux := routes{}
+	mux.add("GET", "/v1/ping", func(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]any{"agent": true, "branch": api.branch(), "following": true})
 	})
-	mux.HandleFunc("POST /v1/plan", func(w http.ResponseWriter, r *http.Request) {
+	mux.add("POST", "/v1/plan", func(w http.ResponseWriter, r *http.Request) {
 		var req PlanRequest
 		f, ok := readPlanRequest(w, r, &req, &req.Output)
 		if !ok {
@@ -108,7 +115,7 @@ func Handler(loop Loop, store *state.Store) http.Handler {
 		}
 		api.replyPlanOf(w, p, f, req.Calls, full, 0, proposal)
 	})
-	mux.HandleFunc("POST /v1/plan-document", func(w http.ResponseWriter, r *http.Request) {
+	mux.add("POST", "/v1/plan-document", func(w http.ResponseWriter, r *http.Request) {
 		var req PlanDocumentRequest
 		f, ok := readPlanRequest(w, r, &req, &req.Output)
 		if !ok {
@@ -126,7 +133,7 @@ func Handler(loop Loop, store *state.Store) http.Handler {
 		}
 		api.replyPlan(w, p, f, req.Calls, "", 0)
 	})
-	mux.HandleFunc("POST /v1/apply", api.leaderOnly(func(w http.ResponseWriter, r *http.Request) {
+	mux.add("POST", "/v1/apply", api.leaderOnly(func(w http.ResponseWriter, r *http.Request) {
 		var req ApplyRequest
 		if !readJSON(w, r, &req) {
 			return
@@ -150,21 +157,21 @@ func Handler(loop Loop, store *state.Store) http.Handler {
 		}
 		api.replyPlan(w, p, plan.Text, false, req.Commit, n)
 	}))
-	mux.HandleFunc("POST /v1/apply-document", func(w http.ResponseWriter, r *http.Request) {
+	mux.add("POST", "/v1/apply-document", func(w http.ResponseWriter, r *http.Request) {
 		_, repository, branch := api.loop.Following()
 		WriteError(w, refusal.New(refusal.InvalidState,
 			"this agent follows %s: documents reach the fleet from branch %s; merge the change, or apply a commit of it by hand with fleet-agent apply --commit SHA --plan-hash H",
 			repository, branch))
 	})
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+	mux.add("GET", "/v1/status", func(w http.ResponseWriter, r *http.Request) {
 		v, err := api.loop.StatusView()
 		reply(w, v, err)
 	})
-	mux.HandleFunc("GET /v1/substrates", func(w http.ResponseWriter, r *http.Request) {
+	mux.add("GET", "/v1/substrates", func(w http.ResponseWriter, r *http.Request) {
 		list, err := api.loop.Substrates()
 		reply(w, list, err)
 	})
-	mux.HandleFunc("GET /v1/export", func(w http.ResponseWriter, r *http.Request) {
+	mux.add("GET", "/v1/export", func(w http.ResponseWriter, r *http.Request) {
 		data, err := Export(api.store)
 		if err != nil {
 			WriteError(w, err)
@@ -173,7 +180,7 @@ func Handler(loop Loop, store *state.Store) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(data)
 	})
-	mux.HandleFunc("POST /v1/edit", api.leaderOnly(func(w http.ResponseWriter, r *http.Request) {
+	mux.add("POST", "/v1/edit", api.leaderOnly(func(w http.ResponseWriter, r *http.Request) {
 		var req EditRequest
 		if !readJSON(w, r, &req) {
 			return
@@ -184,14 +191,17 @@ func Handler(loop Loop, store *state.Store) http.Handler {
 		}
 		reply(w, map[string]any{"ok": err == nil, "who": who}, err)
 	}))
-	mux.HandleFunc("GET /v1/audit", func(w http.ResponseWriter, r *http.Request) {
+	mux.add("GET", "/v1/audit", func(w http.ResponseWriter, r *http.Request) {
 		rows, err := AuditRows(api.store)
 		reply(w, rows, err)
 	})
-	mux.HandleFunc("GET /v1/backup", func(w http.ResponseWriter, r *http.Request) {
+	mux.add("GET", "/v1/backup", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		_, _ = api.store.WriteBackup(w)
 	})
+	for _, r := range extra {
+		mux.add(r.Method, r.Path, r.Handle)
+	}
 	return mux
 }
 
@@ -314,7 +324,7 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		err = errors.New("more than one JSON value")
 	}
 	if err != nil {
-		WriteError(w, refusal.New(refusal.InvalidInput, "bad request: %v", err))
+		WriteError(w, refusal.New(refusal.InvalidInput, "bad request: %s", decodeError(err)))
 		return false
 	}
 	return true

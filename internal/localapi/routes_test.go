@@ -13,7 +13,7 @@ import (
 // script author finds it there.
 func TestEveryRouteIsDocumented(t *testing.T) {
 	root := filepath.Join("..", "..")
-	route := regexp.MustCompile(`HandleFunc\("((?:GET|POST) /v1/[a-z-]+)"`)
+	route := regexp.MustCompile(`(?:add\(|Method: )"(GET|POST)", (?:Path: )?"(/v1/[a-z-]+)"`)
 	var routes []string
 	for _, f := range []string{"internal/localapi/handler.go", "cmd/fleet-agent/doctor.go"} {
 		src, err := os.ReadFile(filepath.Join(root, f))
@@ -21,7 +21,7 @@ func TestEveryRouteIsDocumented(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range route.FindAllStringSubmatch(string(src), -1) {
-			routes = append(routes, m[1])
+			routes = append(routes, m[1]+" "+m[2])
 		}
 	}
 	if len(routes) < 10 {

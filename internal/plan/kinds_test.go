@@ -544,7 +544,7 @@ func TestBlocked(t *testing.T) {
 		}, doc: setTo(pSub+"/cluster", obj(`{"adopt":"c-2"}`)),
 			want: "! pool kube (policy): " + identity + "\n" + notChecked + "\n" + counts(0, 0, 0, 10, 1), calls: []string{}},
 		{name: "substrate of a non-Kubernetes provider", doc: newPool(sub("cloud", `{"create":{"location":"x"}}`)),
-			want: `! pool new: substrate account "cloud" is a hetzner-cloud account; a Kubernetes substrate needs an account of one of the providers aws, digitalocean, fake, gcp` + "\n" + notChecked + "\n" + counts(0, 0, 0, 11, 1), calls: []string{}},
+			want: `! pool new: substrate account "cloud" is an account of provider hetzner-cloud; a Kubernetes substrate needs an account of one of the providers aws, digitalocean, fake, gcp` + "\n" + notChecked + "\n" + counts(0, 0, 0, 11, 1), calls: []string{}},
 		{name: "substrate of an unknown account", doc: newPool(sub("ghost", `{"create":{"location":"x"}}`)),
 			want: `! pool new: unknown provider account "ghost" (policy.substrate.account)` + "\n" + notChecked + "\n" + counts(0, 0, 0, 11, 1), calls: []string{}},
 		{name: "two pools adopt one cluster", doc: edit(newPool(sub("k8s", `{"adopt":"c-1"}`)),

@@ -372,7 +372,7 @@ func (p *planner) poolsPlan() {
 			case provider == "":
 				blocked = append(blocked, fmt.Sprintf("unknown provider account %q (policy.substrate.account)", sub.Account))
 			case !providers.Known(provider):
-				blocked = append(blocked, fmt.Sprintf("substrate account %q is a %s account; a Kubernetes substrate needs an account of one of the providers %s", sub.Account, provider, strings.Join(providers.KnownIDs, ", ")))
+				blocked = append(blocked, fmt.Sprintf("substrate account %q is an account of provider %s; a Kubernetes substrate needs an account of one of the providers %s", sub.Account, provider, strings.Join(providers.KnownIDs, ", ")))
 			}
 			if exists && !existing.Archived {
 				if old, ok := stored["substrate"].(map[string]any); ok && !sameIdentity(old, substrateValue(sub)) {

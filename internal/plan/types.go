@@ -113,6 +113,12 @@ func (c Change) NoteLines() []string {
 // something, is blocked, or carries a note.
 func (c Change) Shown() bool { return c.Action != Unchanged || c.Blocked != "" || c.Note != "" }
 
+// Drifts reports whether the change, found by a drift check, is drift: it
+// does something or is blocked. An unchanged row shown only for its note
+// (a substrate kept because removing it needs prune) is a note: the fleet
+// differs from the document in a way no apply without prune changes.
+func (c Change) Drifts() bool { return c.Action != Unchanged || c.Blocked != "" }
+
 // Call is one operation an apply makes: a method and its canonical params
 // (the object's id and the fields it sets).
 type Call struct {

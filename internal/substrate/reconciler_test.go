@@ -351,7 +351,7 @@ func TestAccountWithoutAnOpenAdapterSaysWhatToAdd(t *testing.T) {
 	if st.State != "error" {
 		t.Fatalf("state %s: %s", st.State, st.Message)
 	}
-	for _, want := range []string{`"k8s"`, "fake account", "no providers.fake block", "add a providers.fake block", "restart"} {
+	for _, want := range []string{`"k8s"`, "account of provider fake", "no providers.fake block", "add a providers.fake block", "restart"} {
 		if !strings.Contains(st.Message, want) {
 			t.Errorf("the message does not say %q: %s", want, st.Message)
 		}

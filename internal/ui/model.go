@@ -18,6 +18,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
@@ -111,6 +112,16 @@ type Condition struct {
 	Message string `json:"message"`
 }
 
+// storedConditions are the substrate's conditions as the substrate package
+// reads them, for its table of what to do.
+func (s Substrate) storedConditions() []substrate.StatusCondition {
+	out := make([]substrate.StatusCondition, len(s.Conditions))
+	for i, c := range s.Conditions {
+		out[i] = substrate.StatusCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}
+	}
+	return out
+}
+
 // JoinedNode is one node daemon that joined a substrate's pool, connected
 // (a heartbeat within 90 s) or not.
 type JoinedNode struct {
@@ -178,7 +189,7 @@ func (f *Fleet) Attention() []Attention {
 		}
 		if s.State == string(state.SubstrateError) {
 			out = append(out, Attention{What: "The substrate of pool " + s.Pool + " is in error: " + s.Message,
-				Do: "Fix what the message names (credentials, quota, the document); the reconciler retries on its own.", Link: "substrates"})
+				Do: substrate.AdviceFor(s.storedConditions()), Link: "substrates"})
 		}
 		if w := s.WaitingToJoin; w.Count > 0 && w.Since != nil && f.Now.Sub(time.UnixMilli(*w.Since)) >= JoinLate {
 			out = append(out, Attention{What: plural(w.Count, "node", "nodes") + " of pool " + s.Pool + " have not joined for " + duration(f.Now.Sub(time.UnixMilli(*w.Since))) + ".",
@@ -194,14 +205,26 @@ type KindCount struct {
 	N    int
 }
 
-// DriftChanges is the drift's changes, each as its plan line.
-func (f *Fleet) DriftChanges() []plan.Change {
+// DriftChanges is the drift's changes, each as its plan line: those that
+// are drift (plan.Change.Drifts), not the rows kept for a note.
+func (f *Fleet) DriftChanges() []plan.Change { return f.driftRows(true) }
+
+// DriftNotes is the rows the drift check kept only for their note: the
+// fleet differs from the document there, and no apply changes it.
+func (f *Fleet) DriftNotes() []plan.Change { return f.driftRows(false) }
+
+func (f *Fleet) driftRows(drifts bool) []plan.Change {
 	if f.Drift == nil {
 		return nil
 	}
-	var cs []plan.Change
+	var cs, out []plan.Change
 	_ = json.Unmarshal(f.Drift.Changes, &cs)
-	return cs
+	for _, c := range cs {
+		if c.Drifts() == drifts {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // DriftByKind counts the drifted changes by kind, most first.

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,11 +107,20 @@ func New(o Options) *InCluster {
 // (providers.FenceTransport): in a pass that is the term's, so a request
 // of a term that ended is never sent.
 func NewClient(c providers.Credential) (kubernetes.Interface, error) {
+	// A host under .invalid never resolves: a provider names it for a
+	// cluster that has no API (the fake provider without its kube block).
+	if u, err := url.Parse(c.Endpoint); err == nil && strings.HasSuffix(u.Hostname(), ".invalid") {
+		return nil, refusal.New(refusal.InvalidState,
+			"the cluster has no Kubernetes API (its endpoint %s is a name that never resolves): a fake provider's clusters have one only when its config has a kube block (docs/configuration.md)", c.Endpoint)
+	}
 	cs, err := kubernetes.NewForConfig(&rest.Config{Host: c.Endpoint, BearerToken: c.Token, Timeout: RequestTimeout,
 		TLSClientConfig: rest.TLSClientConfig{CAData: c.CACert}, UserAgent: "fleet-agent",
 		WrapTransport: providers.FenceTransport})
 	if err != nil {
-		return nil, refusal.Wrap(refusal.Internal, err, "cannot make a client for the cluster API at %s", c.Endpoint)
+		// What fails here is the credential the provider handed over (a
+		// CA certificate that does not parse, an endpoint that is not a
+		// URL): the next pass asks it for a new one.
+		return nil, refusal.Wrap(refusal.Unavailable, err, "the provider's credential for the cluster API at %s cannot be used; the agent asks for a new one on its next pass", c.Endpoint)
 	}
 	return cs, nil
 }
