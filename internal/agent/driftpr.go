@@ -550,7 +550,8 @@ func applyInMemory(snap *inventory.Snapshot, calls []plan.Call) *inventory.Snaps
 			delete(objs, id)
 		}
 	}
-	return inventory.NewSnapshot(out)
+	// The clusters run what they ran: an apply changes no running version.
+	return inventory.NewSnapshot(out).WithClusterVersions(snap.ClusterVersions())
 }
 
 // editProposalText opens the pull request, or edits its text; without

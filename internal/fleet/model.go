@@ -155,6 +155,10 @@ type Cluster struct {
 type ClusterCreate struct {
 	Location     string `json:"location"`
 	PrivateNodes bool   `json:"privateNodes,omitempty"`
+	// Version is the Kubernetes minor ("1.34") the cluster runs; "" leaves
+	// the choice to the provider at create, and export then writes the
+	// minor it chose, so the document pins it from then on.
+	Version string `json:"version,omitempty"`
 }
 
 // SubstrateFlavor is one node pool shape of a substrate.
@@ -335,6 +339,7 @@ func decodeSubstrate(m map[string]any) *Substrate {
 	if cr, ok := c["create"].(map[string]any); ok {
 		sub.Cluster.Create = &ClusterCreate{Location: s(cr["location"])}
 		sub.Cluster.Create.PrivateNodes, _ = cr["privateNodes"].(bool)
+		sub.Cluster.Create.Version = s(cr["version"])
 	}
 	if a, ok := c["adopt"]; ok {
 		sub.Cluster.Adopt = s(a)

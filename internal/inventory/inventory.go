@@ -132,7 +132,29 @@ type Snapshot struct {
 	byKind map[Kind][]Object
 	byName map[Kind]map[string]int
 	byID   map[string]Object
+	// running is the Kubernetes version each substrate's cluster last ran,
+	// by pool id, as its reconciler recorded it: the provider's choice
+	// when the document named none, which a plan and an export compare
+	// the document against.
+	running map[string]string
 }
+
+// WithClusterVersions sets the running cluster versions (pool id to the
+// version the provider reports) and returns s. It is set once, by the
+// reader that made the snapshot.
+func (s *Snapshot) WithClusterVersions(running map[string]string) *Snapshot {
+	s.running = running
+	return s
+}
+
+// ClusterVersion is the version the substrate of the pool with this id
+// last ran, as the provider reports it ("1.33.5-gke.1200"); "" when no
+// cluster of it was seen running.
+func (s *Snapshot) ClusterVersion(poolID string) string { return s.running[poolID] }
+
+// ClusterVersions returns every running cluster version by pool id (a
+// copy), for a snapshot derived from this one.
+func (s *Snapshot) ClusterVersions() map[string]string { return maps.Clone(s.running) }
 
 // NewSnapshot indexes objects.
 func NewSnapshot(objects []Object) *Snapshot {

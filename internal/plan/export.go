@@ -68,6 +68,7 @@ func Export(snap *inventory.Snapshot) (*fleet.Document, error) {
 		if a, ok := m["providerAccount"].(string); ok {
 			m["providerAccount"] = nameOf(a)
 		}
+		pin(m, snap.ClusterVersion(o.ID))
 		if q := quotas[o.ID]; q != nil {
 			m["ownerQuota"] = q
 		}
@@ -117,6 +118,28 @@ func Export(snap *inventory.Snapshot) (*fleet.Document, error) {
 		return nil, errs.Refusal()
 	}
 	return d, nil
+}
+
+// pin writes the minor a created cluster runs into a pool's exported
+// policy when the applied document named none: the provider's choice at
+// create becomes the document's, so the cluster's version changes only
+// when a reviewed document says so. A recorded version is kept as it was
+// applied, even when the cluster has since moved past it.
+func pin(pool map[string]any, running string) {
+	m, ok := fleet.MinorOf(running)
+	if !ok {
+		return
+	}
+	pol, _ := pool["policy"].(map[string]any)
+	sub, _ := pol["substrate"].(map[string]any)
+	cl, _ := sub["cluster"].(map[string]any)
+	cr, ok := cl["create"].(map[string]any)
+	if !ok {
+		return
+	}
+	if _, has := cr["version"]; !has {
+		cr["version"] = m.String()
+	}
 }
 
 // fitsADocument refuses a fleet no document can describe: a list longer

@@ -30,6 +30,11 @@ type Verdict struct {
 	Blocked []string
 	// Notes are shown to the reviewer.
 	Notes []string
+	// ClusterVersion is the Kubernetes version an adopted cluster runs, as
+	// the check read it ("" when not read): the plan shows it on a change
+	// of the pool, never compares it (an adopted cluster's version is its
+	// owner's).
+	ClusterVersion string
 }
 
 // Live is what a plan asks of the live world. The provider registry

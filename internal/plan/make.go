@@ -378,6 +378,12 @@ func (p *planner) poolsPlan() {
 				if old, ok := stored["substrate"].(map[string]any); ok && !sameIdentity(old, substrateValue(sub)) {
 					blocked = append(blocked, "the substrate's account and cluster (location, private nodes or adopted id) cannot change; create a new pool instead")
 				}
+				vv := p.clusterVersion(sub, existing, stored)
+				blocked = append(blocked, vv.blocked...)
+				notes = append(notes, vv.notes...)
+				if vv.pinned {
+					unpin(want)
+				}
 			}
 			if key := adoptKey(want["policy"]); key != "" {
 				if other, taken := claims[key]; taken && other != name {
@@ -407,6 +413,9 @@ func (p *planner) poolsPlan() {
 			p.block(e, blocked...)
 		} else if e.change.Action == Unchanged && len(blocked) > 0 && !onlyLive(blocked, p.facts().Substrates[name]) {
 			p.block(e, blocked...)
+		}
+		if sub := pool.Substrate(); sub != nil && sub.Cluster.Adopt != "" && e.change.Action != Unchanged {
+			notes = append(notes, p.adoptedVersion(name, existing.ID, exists)...)
 		}
 		p.note(e, notes)
 		if e.change.Action == Create && e.change.Blocked != "" {
@@ -442,7 +451,7 @@ func adoptKey(policy any) string {
 
 // sameIdentity compares a substrate's identity: its account and cluster.
 func sameIdentity(a, b map[string]any) bool {
-	return equal(a["account"], b["account"]) && equal(a["cluster"], b["cluster"])
+	return equal(a["account"], b["account"]) && equal(withoutVersion(a["cluster"]), withoutVersion(b["cluster"]))
 }
 
 func (p *planner) quotas(pool *fleet.Pool) {

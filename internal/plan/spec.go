@@ -51,6 +51,9 @@ func substrateValue(s *fleet.Substrate) map[string]any {
 		if s.Cluster.Create.PrivateNodes {
 			c["privateNodes"] = true
 		}
+		if s.Cluster.Create.Version != "" {
+			c["version"] = s.Cluster.Create.Version
+		}
 		cluster["create"] = c
 	}
 	if s.Cluster.Adopt != "" {

@@ -283,7 +283,11 @@ func (t *Tx) Snapshot() (*inventory.Snapshot, error) {
 			return nil, refusal.Wrap(refusal.InvalidState, err, "the state file is damaged; restore a backup")
 		}
 	}
-	return inventory.NewSnapshot(objects), nil
+	running, err := t.clusterVersions()
+	if err != nil {
+		return nil, refusal.Wrap(refusal.InvalidState, err, "the state file is damaged; restore a backup")
+	}
+	return inventory.NewSnapshot(objects).WithClusterVersions(running), nil
 }
 
 // storedObject is what one object record holds; kind, id and name live in

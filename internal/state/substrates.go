@@ -310,6 +310,38 @@ func (t *Tx) Substrates() ([]SubstrateRecord, error) {
 	return out, err
 }
 
+// clusterVersions reads the version each substrate's cluster last ran, by
+// pool id, from the reconciler's records: a plan compares a document that
+// names no version (or the one the provider chose) against it. It never
+// creates a bucket, so a snapshot inside a write transaction changes
+// nothing.
+func (t *Tx) clusterVersions() (map[string]string, error) {
+	root := t.tx.Bucket(bucketSubstrates)
+	if root == nil {
+		return nil, nil
+	}
+	seen := root.Bucket(substratesSeen)
+	if seen == nil {
+		return nil, nil
+	}
+	out := map[string]string{}
+	err := seen.ForEach(func(k, v []byte) error {
+		var r struct {
+			Cluster *struct {
+				Version string `json:"version"`
+			} `json:"cluster"`
+		}
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("substrate record seen/%s is damaged: %w", k, err)
+		}
+		if r.Cluster != nil && r.Cluster.Version != "" {
+			out[string(k)] = r.Cluster.Version
+		}
+		return nil
+	})
+	return out, err
+}
+
 // ClaimCluster claims a cluster (by its provider-global id) for a pool's
 // substrate. It returns the pool that holds the claim: poolID when the claim
 // is now (or already was) this pool's, another pool's id when that pool holds

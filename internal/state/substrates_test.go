@@ -150,3 +150,34 @@ func mustView(t *testing.T, s *state.Store, fn func(*state.Tx) error) {
 		t.Fatal(err)
 	}
 }
+
+// TestSnapshotCarriesRunningClusterVersions: a snapshot holds the version
+// each substrate's cluster last ran, from the reconciler's half, so a plan
+// and an export can compare a document against it; a snapshot read inside
+// a write transaction creates no bucket on a fresh file.
+func TestSnapshotCarriesRunningClusterVersions(t *testing.T) {
+	s := statetest.Open(t)
+	mustUpdate(t, s, func(tx *state.Tx) error {
+		snap, err := tx.Snapshot()
+		if err == nil && snap.ClusterVersion("pool_a") != "" {
+			t.Error("a fresh file reports a running version")
+		}
+		return err
+	})
+	mustUpdate(t, s, func(tx *state.Tx) error {
+		return tx.PutSubstrateSeen(state.SubstrateSeen{PoolID: "pool_a", Cluster: &state.SeenCluster{ID: "c1", Version: "1.33.5-gke.1200"}})
+	})
+	mustUpdate(t, s, func(tx *state.Tx) error {
+		return tx.PutSubstrateSeen(state.SubstrateSeen{PoolID: "pool_b", State: state.SubstratePending})
+	})
+	snap, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snap.ClusterVersion("pool_a"); got != "1.33.5-gke.1200" {
+		t.Errorf("pool_a runs %q, want 1.33.5-gke.1200", got)
+	}
+	if got := snap.ClusterVersion("pool_b"); got != "" {
+		t.Errorf("pool_b, never seen running, runs %q", got)
+	}
+}

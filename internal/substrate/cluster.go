@@ -27,8 +27,10 @@ func (p *pass) clusterRef() providers.ClusterRef {
 func (p *step) created() (clusterResult, error) {
 	cr := p.want.Spec.Cluster.Create
 	name := ClusterName(p.want.Pool, p.owner())
+	// The version is asked for at create only: a running cluster's version
+	// changes through upgrade hops, never through a create's request.
 	spec := providers.ClusterSpec{Name: name, Location: cr.Location, PrivateNodes: cr.PrivateNodes,
-		Labels: p.owner().Labels()}
+		Version: cr.Version, Labels: p.owner().Labels()}
 	// A delete left from a teardown the document took back is abandoned
 	// where nothing runs at the provider yet, else followed until the
 	// cluster is gone, and made again then.
