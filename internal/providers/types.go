@@ -172,8 +172,13 @@ type NodePoolSpec struct {
 	Shape
 	Size
 	// Labels go on the pool's Kubernetes Nodes. They change in place.
-	Labels      map[string]string `json:"labels,omitempty"`
-	ClientToken string            `json:"clientToken,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Version is the Kubernetes minor wanted for the pool's kubelets; ""
+	// leaves them as they are (a new pool takes its cluster's). A later
+	// version is reached in place, one minor per call and never past the
+	// control plane (see NextPoolVersion).
+	Version     string `json:"version,omitempty"`
+	ClientToken string `json:"clientToken,omitempty"`
 }
 
 // NodePoolStatus is where a node pool is in its life at the provider.
@@ -201,6 +206,14 @@ type NodePool struct {
 	Labels  map[string]string `json:"labels,omitempty"`
 	Status  NodePoolStatus    `json:"status"`
 	Message string            `json:"message,omitempty"`
+	// Version is the Kubernetes version of the pool's kubelets as the
+	// provider reports it ("1.34", "1.34.3-gke.1100000"); "" where the
+	// provider does not say per pool (DOKS: its nodes follow the cluster).
+	Version string `json:"version,omitempty"`
+	// Operation is the provider's id of the upgrade an EnsureNodePool
+	// started (the EKS update id, the GKE operation name), for the journal
+	// to record and read back; "" when the call started none.
+	Operation string `json:"operation,omitempty"`
 }
 
 // CredentialTTL is how long an admin credential lives: long enough for one

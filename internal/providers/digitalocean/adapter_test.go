@@ -406,9 +406,9 @@ func TestRequestsPerStep(t *testing.T) {
 		}, []string{get}},
 		{"Credentials", func() error { _, err := w.ad.Credentials(ctx, acct, c.Ref); return err }, []string{creds}},
 		{"ListClusters", func() error { _, err := w.ad.ListClusters(ctx, acct, providers.LabelSubstratePool); return err }, []string{list}},
+		{"DeleteNodePool", func() error { _, err := w.ad.DeleteNodePool(ctx, acct, c.Ref, "fa-cpu"); return err }, []string{get, deletePool}},
 		{"EnsureCluster, upgrade", func() error { s := spec; s.Version = "1.35"; _, err := w.ad.EnsureCluster(ctx, acct, s); return err }, []string{list, upgrades, upgrade}},
 		{"GetCluster, upgraded", func() error { var err error; c, err = w.ad.GetCluster(ctx, acct, c.Ref); return err }, []string{get}},
-		{"DeleteNodePool", func() error { _, err := w.ad.DeleteNodePool(ctx, acct, c.Ref, "fa-cpu"); return err }, []string{get, deletePool}},
 		{"RevokeAccess", func() error { return w.ad.RevokeAccess(ctx, acct, c.Ref) }, []string{get}},
 		{"DeleteCluster by id", func() error { _, err := w.ad.DeleteCluster(ctx, acct, c.Ref); return err }, []string{del}},
 	}

@@ -304,6 +304,19 @@ func compareVersions(a, b string) int {
 	return 0
 }
 
+// nextHop is the version one upgrade goes to from the release have toward
+// want: the next minor when want is further, else want.
+func nextHop(have, want string) string {
+	var ha, hi, wa, wi int
+	if _, err := fmt.Sscanf(have, "%d.%d", &ha, &hi); err != nil {
+		return want
+	}
+	if _, err := fmt.Sscanf(want, "%d.%d", &wa, &wi); err != nil || wa != ha || wi <= hi+1 {
+		return want
+	}
+	return fmt.Sprintf("%d.%d", ha, hi+1)
+}
+
 // newer orders release slugs: by version, then by DigitalOcean's revision.
 func newer(a, b string) bool {
 	if c := compareVersions(a, b); c != 0 {
@@ -329,16 +342,20 @@ func (a *Adapter) upgrade(ctx context.Context, s *session, c *wireCluster, v pro
 	if err := a.call(ctx, s, http.MethodGet, "v2/kubernetes/clusters/"+c.ID+"/upgrades", nil, &root); err != nil {
 		return providers.Cluster{}, err
 	}
+	// DOKS goes one minor at a time: the hop is the next minor on the way
+	// to want (or want itself when it is that near), and the journal calls
+	// again until want is reached.
+	hop := nextHop(c.VersionSlug, want)
 	target := ""
 	var offered []string
 	for _, u := range root.Versions {
 		offered = append(offered, u.Slug)
-		if versionIs(u.Slug, want) && (target == "" || newer(u.Slug, target)) {
+		if versionIs(u.Slug, hop) && (target == "" || newer(u.Slug, target)) {
 			target = u.Slug
 		}
 	}
 	if target == "" {
-		return providers.Cluster{}, providers.Invalidf(s.op, "version", "DigitalOcean offers cluster %s (on %s) no upgrade to %s (offered: %s)", c.Name, c.VersionSlug, want, strings.Join(offered, ", "))
+		return providers.Cluster{}, providers.Invalidf(s.op, "version", "DigitalOcean offers cluster %s (on %s) no upgrade to %s on the way to %s (offered: %s)", c.Name, c.VersionSlug, hop, want, strings.Join(offered, ", "))
 	}
 	if err := a.call(ctx, s, http.MethodPost, "v2/kubernetes/clusters/"+c.ID+"/upgrade", &godo.KubernetesClusterUpgradeRequest{VersionSlug: target}, nil); err != nil {
 		return providers.Cluster{}, err

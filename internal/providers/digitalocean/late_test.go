@@ -183,11 +183,14 @@ func TestLateUpgradeRefused(t *testing.T) {
 		_, err := old.EnsureCluster(ctx, acct, to("1.34"))
 		return err
 	}, func() {
-		if _, err := w.ad.EnsureCluster(t.Context(), acct, to("1.35")); err != nil {
-			t.Fatal(err)
-		}
-		if got := running(); got.Outputs.Version != "1.35.1-do.0" {
-			t.Fatalf("the new leader's upgrade: %q", got.Outputs.Version)
+		// DOKS goes one minor per upgrade: two hops.
+		for _, hop := range []string{"1.34.2-do.1", "1.35.1-do.0"} {
+			if _, err := w.ad.EnsureCluster(t.Context(), acct, to("1.35")); err != nil {
+				t.Fatal(err)
+			}
+			if got := running(); got.Outputs.Version != hop {
+				t.Fatalf("the new leader's upgrade: %q, want %s", got.Outputs.Version, hop)
+			}
 		}
 	})
 	if status != http.StatusUnprocessableEntity {

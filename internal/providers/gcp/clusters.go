@@ -3,6 +3,7 @@ package gcp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -274,8 +275,11 @@ func (a *Adapter) convergeCluster(ctx context.Context, s *session, spec provider
 		if olderMinor(spec.Version, c.CurrentMasterVersion) {
 			return providers.Cluster{}, providers.Invalidf(s.op, "downgrade", "cluster %s runs %s; GKE does not go down to %s", v.Ref, c.CurrentMasterVersion, spec.Version)
 		}
-		steps = append(steps, step{"upgrading the control plane to " + spec.Version, func(ctx context.Context) (*container.Operation, error) {
-			return s.ctr.Projects.Locations.Clusters.Update(path, &container.UpdateClusterRequest{Update: &container.ClusterUpdate{DesiredMasterVersion: spec.Version}}).Context(ctx).Do()
+		// GKE upgrades the control plane one minor at a time: this call
+		// takes the next hop, the journal calls again for the rest.
+		hop := nextHop(c.CurrentMasterVersion, spec.Version)
+		steps = append(steps, step{"upgrading the control plane to " + hop, func(ctx context.Context) (*container.Operation, error) {
+			return s.ctr.Projects.Locations.Clusters.Update(path, &container.UpdateClusterRequest{Update: &container.ClusterUpdate{DesiredMasterVersion: hop}}).Context(ctx).Do()
 		}})
 	}
 	if len(steps) == 0 {
@@ -335,6 +339,17 @@ func minor(v string) (int, int, bool) {
 	x, err1 := strconv.Atoi(maj)
 	y, err2 := strconv.Atoi(rest)
 	return x, y, err1 == nil && err2 == nil
+}
+
+// nextHop is the version one upgrade goes to from have toward want: the
+// next minor when want is further, else want.
+func nextHop(have, want string) string {
+	hx, hy, ok1 := minor(have)
+	wx, wy, ok2 := minor(want)
+	if !ok1 || !ok2 || wx != hx || wy <= hy+1 {
+		return want
+	}
+	return fmt.Sprintf("%d.%d", hx, hy+1)
 }
 
 // olderMinor reports whether version want is a minor below have's: GKE

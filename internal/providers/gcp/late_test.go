@@ -219,7 +219,11 @@ func TestLateUpgradeRefused(t *testing.T) {
 	status := late(t, p, func(ctx context.Context) error {
 		_, err := old.EnsureCluster(ctx, v.acct, to("1.34"))
 		return err
-	}, func() { v.ready(t, to("1.35")) })
+	}, func() {
+		// GKE goes one minor per upgrade: two hops.
+		v.ready(t, to("1.35"))
+		v.ready(t, to("1.35"))
+	})
 	if status != http.StatusBadRequest {
 		t.Errorf("the late upgrade was answered %d, want 400 (no downgrade)", status)
 	}

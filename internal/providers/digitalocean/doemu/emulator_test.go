@@ -416,35 +416,6 @@ func TestDevicePlugins(t *testing.T) {
 	}
 }
 
-func TestUpgrade(t *testing.T) {
-	w := newWorld(t, doemu.Options{}, wireAll)
-	ctx := t.Context()
-	c := w.running(t, "fa-upgrade")
-	ups, _, err := w.do.Kubernetes.GetUpgrades(ctx, c.ID)
-	if err != nil || len(ups) != 1 || ups[0].Slug != "1.35.1-do.0" {
-		t.Fatalf("upgrades of 1.34: %v %+v", err, ups)
-	}
-	if _, err := w.do.Kubernetes.Upgrade(ctx, c.ID, &godo.KubernetesClusterUpgradeRequest{VersionSlug: "1.33.6-do.0"}); status(err) != 422 {
-		t.Errorf("a downgrade: %v", err)
-	}
-	if resp, err := w.do.Kubernetes.Upgrade(ctx, c.ID, &godo.KubernetesClusterUpgradeRequest{VersionSlug: "1.35.1-do.0"}); err != nil || resp.StatusCode != 202 {
-		t.Fatalf("Upgrade: %v", err)
-	}
-	if _, err := w.do.Kubernetes.Upgrade(ctx, c.ID, &godo.KubernetesClusterUpgradeRequest{VersionSlug: "1.35.1-do.0"}); status(err) != 409 {
-		t.Errorf("an upgrade while upgrading: %v", err)
-	}
-	var got *godo.KubernetesCluster
-	for range 2 {
-		got, _, _ = w.do.Kubernetes.Get(ctx, c.ID)
-	}
-	if got.Status.State != godo.KubernetesClusterStatusRunning || got.VersionSlug != "1.35.1-do.0" {
-		t.Fatalf("after the upgrade: %+v %s", got.Status, got.VersionSlug)
-	}
-	if ups, _, _ := w.do.Kubernetes.GetUpgrades(ctx, c.ID); ups != nil {
-		t.Errorf("an up-to-date cluster lists upgrades %+v", ups)
-	}
-}
-
 func TestPagination(t *testing.T) {
 	w := newWorld(t, doemu.Options{MaxPerPage: 2}, wireAll)
 	ctx := t.Context()

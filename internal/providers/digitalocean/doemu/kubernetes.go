@@ -755,14 +755,29 @@ func (e *Emulator) upgrades(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var out []map[string]any
+	for _, v := range e.upgradesOf(c) {
+		out = append(out, map[string]any{"slug": v.Slug, "kubernetes_version": v.Kubernetes})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"available_upgrade_versions": out})
+}
+
+// upgradesOf are the releases a cluster may go to: later ones of its own
+// minor or of the next, never two minors at once (DOKS offers the next
+// minor only). Called with mu held.
+func (e *Emulator) upgradesOf(c *cluster) []Version {
+	var ha, hi int
+	fmt.Sscanf(e.kubernetesOf(c.version), "%d.%d", &ha, &hi)
+	var out []Version
 	newer := false
 	for _, v := range e.opts.Versions {
-		if newer {
-			out = append(out, map[string]any{"slug": v.Slug, "kubernetes_version": v.Kubernetes})
+		var a, b int
+		fmt.Sscanf(v.Kubernetes, "%d.%d", &a, &b)
+		if newer && a == ha && b <= hi+1 {
+			out = append(out, v)
 		}
 		newer = newer || v.Slug == c.version
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"available_upgrade_versions": out})
+	return out
 }
 
 func (e *Emulator) upgrade(w http.ResponseWriter, r *http.Request) {
@@ -783,9 +798,7 @@ func (e *Emulator) upgrade(w http.ResponseWriter, r *http.Request) {
 		busy(w, c)
 		return
 	}
-	at := slices.IndexFunc(e.opts.Versions, func(v Version) bool { return v.Slug == c.version })
-	to := slices.IndexFunc(e.opts.Versions, func(v Version) bool { return v.Slug == req.Version })
-	if to < 0 || to <= at {
+	if !slices.ContainsFunc(e.upgradesOf(c), func(v Version) bool { return v.Slug == req.Version }) {
 		unprocessable(w, "%q is not an available upgrade for this cluster (it runs %s)", req.Version, c.version)
 		return
 	}

@@ -52,6 +52,9 @@ type node struct {
 	state            string
 	op               *op
 	created, updated time.Time
+	// version is the release the node was made with; an upgrade replaces
+	// the nodes whose release is not the cluster's.
+	version string
 }
 
 type pool struct {
@@ -125,7 +128,9 @@ func (e *Emulator) settle(c *cluster) bool {
 		case "provisioning":
 			c.state, c.message = "running", ""
 		case "upgrading":
-			c.version, c.target, c.state, c.message = c.target, "", "running", ""
+			// The control plane is done; the nodes are replaced next, and
+			// the cluster stays upgrading until they are.
+			c.version, c.target, c.message = c.target, "", "upgrading node pools"
 		case e.opts.DeletingState:
 			delete(e.clusters, c.id)
 			e.order = slices.DeleteFunc(e.order, func(id string) bool { return id == c.id })
@@ -137,7 +142,75 @@ func (e *Emulator) settle(c *cluster) bool {
 	for _, p := range slices.Clone(c.pools) {
 		e.settlePool(c, p, now)
 	}
+	if c.state == "upgrading" && c.op == nil {
+		e.roll(c, now)
+	}
 	return true
+}
+
+// maxSurge is how many nodes of a pool DOKS replaces at once in a surge
+// upgrade (DigitalOcean's documentation: up to 10 new nodes per pool).
+const maxSurge = 10
+
+// roll replaces the nodes of every pool that still run the old release,
+// one wave at a time per pool: with surge_upgrade up to maxSurge new nodes
+// come up beside as many draining old ones, without it one. The cluster
+// runs again once no pool has an old node; its message counts the nodes
+// replaced, which is the progress DOKS shows. Called with mu held.
+//
+// Guess: DOKS documents surge upgrades per pool but not whether the
+// replaced nodes drain while their replacements boot or after; the
+// emulator does both at once.
+func (e *Emulator) roll(c *cluster, now time.Time) {
+	done, total, settled := 0, 0, true
+	for _, p := range c.pools {
+		if p.deleting {
+			continue
+		}
+		total += p.count
+		var stale []*node
+		moving := false
+		for _, n := range p.nodes {
+			switch {
+			case n.state != "running":
+				moving = true
+			case n.version != c.version:
+				stale = append(stale, n)
+			default:
+				done++
+			}
+		}
+		if moving || len(stale) > 0 {
+			settled = false
+		}
+		if moving || len(stale) == 0 {
+			continue
+		}
+		k := 1
+		if c.surgeUpgrade {
+			k = min(len(stale), maxSurge)
+		}
+		for _, n := range stale[:k] {
+			n.state, n.op, n.updated = "draining", e.newOp(e.opts.Steps.Drain), now
+			e.addNode(c, p, now)
+		}
+	}
+	if settled {
+		c.state, c.message, c.updated = "running", "", now
+		return
+	}
+	c.message = fmt.Sprintf("upgrading node pools: %d of %d nodes replaced", done, total)
+}
+
+// addNode starts one new node of a pool on the cluster's release. Called
+// with mu held.
+func (e *Emulator) addNode(c *cluster, p *pool, now time.Time) {
+	e.seq++
+	id := e.uuid("node", e.seq)
+	p.nodes = append(p.nodes, &node{
+		id: id, name: p.name + "-" + suffix(id), dropletID: fmt.Sprint(300000000 + e.seq),
+		state: "provisioning", op: e.newOp(e.opts.Steps.Node), created: now, updated: now, version: c.version,
+	})
 }
 
 func (e *Emulator) settlePool(c *cluster, p *pool, now time.Time) {
@@ -170,12 +243,7 @@ func (e *Emulator) reconcile(c *cluster, p *pool) {
 		}
 	}
 	for ; live < p.count; live++ {
-		e.seq++
-		id := e.uuid("node", e.seq)
-		p.nodes = append(p.nodes, &node{
-			id: id, name: p.name + "-" + suffix(id), dropletID: fmt.Sprint(300000000 + e.seq),
-			state: "provisioning", op: e.newOp(e.opts.Steps.Node), created: now, updated: now,
-		})
+		e.addNode(c, p, now)
 	}
 	for i := len(p.nodes) - 1; i >= 0 && live > p.count; i-- {
 		if n := p.nodes[i]; n.state != "draining" {

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -668,8 +669,14 @@ func (e *Emulator) updateCluster(w http.ResponseWriter, c *call) {
 		writeAPIError(w, aerr)
 		return
 	}
-	if req.Update == nil || req.Update.DesiredMasterVersion == "" {
-		writeAPIError(w, badRequest("The emulator models ClusterUpdate.desiredMasterVersion only."))
+	u := req.Update
+	switch {
+	case u == nil || (u.DesiredMasterVersion == "" && u.DesiredNodeVersion == ""):
+		writeAPIError(w, badRequest("The emulator models ClusterUpdate.desiredMasterVersion and desiredNodeVersion only."))
+		return
+	case u.DesiredMasterVersion != "" && u.DesiredNodeVersion != "":
+		// Guess: GKE takes one kind of change per update.
+		writeAPIError(w, badRequest("Only one of desired_master_version and desired_node_version may be set in one update."))
 		return
 	}
 	e.mu.Lock()
@@ -679,21 +686,127 @@ func (e *Emulator) updateCluster(w http.ResponseWriter, c *call) {
 		writeAPIError(w, aerr)
 		return
 	}
-	v, ok := e.resolveVersion(req.Update.DesiredMasterVersion)
-	if !ok {
-		writeAPIError(w, badRequest("Master version %q is unsupported.", req.Update.DesiredMasterVersion))
+	var op *operation
+	if u.DesiredMasterVersion != "" {
+		op, aerr = e.upgradeMaster(cl, u.DesiredMasterVersion)
+	} else {
+		// gcloud's `clusters upgrade` without --master: the nodes of one
+		// pool (the only pool when none is named).
+		name := u.DesiredNodePoolID
+		if name == "" && len(cl.pools) == 1 {
+			name = cl.pools[0].name
+		}
+		i := slices.IndexFunc(cl.pools, func(p *nodePool) bool { return p.name == name })
+		switch {
+		case name == "":
+			aerr = badRequest("Invalid value for field 'update.desired_node_pool_id': the cluster has several node pools; name one.")
+		case i < 0:
+			aerr = notFound(fmt.Sprintf("projects/%s/%s/clusters/%s/nodePools/%s", cl.project.ID, locPath(cl.location, cl.regional), cl.name, name))
+		case u.DesiredImageType != "" && u.DesiredImageType != cl.pools[i].cfg.imageType:
+			aerr = badRequest("The emulator does not model image changes: send the pool's own image type %s.", cl.pools[i].cfg.imageType)
+		default:
+			op, aerr = e.upgradeNodes(cl, cl.pools[i], u.DesiredNodeVersion)
+		}
+	}
+	if aerr != nil {
+		writeAPIError(w, aerr)
 		return
+	}
+	writeJSON(w, http.StatusOK, e.opJSON(op))
+}
+
+// maxKubeletLag is how many minors a kubelet may trail its API server
+// (the Kubernetes version skew policy).
+const maxKubeletLag = 3
+
+// minorOf is the major and minor of a GKE version ("1.34.3-gke.1100000").
+func minorOf(v string) (int, int) {
+	var a, b int
+	fmt.Sscanf(v, "%d.%d", &a, &b)
+	return a, b
+}
+
+// upgradeMaster starts a control plane upgrade: one minor at a time (or a
+// patch of the same minor), never down, never leaving a node pool's
+// kubelets more than three minors behind. Called with mu held, on a
+// cluster that takes a change now.
+//
+// Guess: the texts of the two-minor and skew refusals are the emulator's;
+// GKE answers both 400 INVALID_ARGUMENT [INF].
+func (e *Emulator) upgradeMaster(cl *cluster, want string) (*operation, *apiError) {
+	v, ok := e.resolveVersion(want)
+	if !ok {
+		return nil, badRequest("Master version %q is unsupported.", want)
 	}
 	if compareVersions(v, cl.masterVersion) < 0 {
-		writeAPIError(w, badRequest("Master cannot be downgraded from %s to %s.", cl.masterVersion, v))
-		return
+		return nil, badRequest("Master cannot be downgraded from %s to %s.", cl.masterVersion, v)
+	}
+	ha, hi := minorOf(cl.masterVersion)
+	ta, ti := minorOf(v)
+	if ta != ha || ti > hi+1 {
+		return nil, badRequest("Master cannot be upgraded from %s to %s: the control plane is upgraded one minor version at a time; upgrade to %d.%d first.", cl.masterVersion, v, ha, hi+1)
+	}
+	for _, p := range cl.pools {
+		if na, ni := minorOf(p.version); na != ta || ti-ni > maxKubeletLag {
+			return nil, badRequest("Master cannot be upgraded to %s: node pool %s runs %s, which would be more than %d minor versions older than the control plane. Upgrade the node pool first.", v, p.name, p.version, maxKubeletLag)
+		}
 	}
 	cl.status = "RECONCILING"
-	op := e.startOp(cl, "", "UPGRADE_MASTER", "upgrading cluster", e.opts.Steps.Update, func(*operation) {
+	return e.startOp(cl, "", "UPGRADE_MASTER", "upgrading cluster", e.opts.Steps.Update, func(*operation) {
 		cl.masterVersion, cl.status = v, "RUNNING"
 		cl.etag++
+	}), nil
+}
+
+// upgradeNodes starts a node pool upgrade: to any offered version not
+// newer than the control plane's and not older than the pool's. Its nodes
+// are replaced by surge on the emulator's clock; the operation's progress
+// counts them. Called with mu held, on a pool that takes a change now.
+//
+// Guess: the texts of the refusals are the emulator's; GKE answers them
+// 400 INVALID_ARGUMENT [INF].
+func (e *Emulator) upgradeNodes(cl *cluster, p *nodePool, want string) (*operation, *apiError) {
+	v, ok := e.resolveVersion(want)
+	if want == "-" {
+		v, ok = cl.masterVersion, true // "-" is the master's version for nodes
+	}
+	if !ok {
+		return nil, badRequest("Node version %q is unsupported.", want)
+	}
+	switch {
+	case compareVersions(v, cl.masterVersion) > 0:
+		return nil, badRequest("Node version %s must not be newer than the master version %s: upgrade the master first.", v, cl.masterVersion)
+	case compareVersions(v, p.version) < 0:
+		return nil, badRequest("Node pool %s cannot be downgraded from %s to %s.", p.name, p.version, v)
+	case v == p.version:
+		return nil, badRequest("Node pool %s already runs %s.", p.name, v)
+	}
+	e.during(p)
+	op := e.startOp(cl, p.name, "UPGRADE_NODES", "upgrading node pool "+p.name, e.opts.Steps.Update, func(*operation) {
+		p.version, p.status = v, "RUNNING"
+		p.etag++
 	})
-	writeJSON(w, http.StatusOK, e.opJSON(op))
+	op.nodes = e.poolTarget(p) * len(p.locations)
+	return op, nil
+}
+
+// progressOf is how far an upgrade is, as GKE's operation progress tells
+// it: the nodes done of the nodes to do (one "node" for a control plane).
+// Called with mu held.
+func (e *Emulator) progressOf(op *operation) *wProgress {
+	total := max(op.nodes, 1)
+	n := op.seen
+	if e.opts.StepEvery > 0 {
+		n += int(e.now().Sub(op.start) / e.opts.StepEvery)
+	}
+	done := total
+	if op.status != "DONE" && op.steps > 0 {
+		done = min(total, total*n/op.steps)
+	}
+	return &wProgress{Status: op.status, Metrics: []wMetric{
+		{Name: "NODES_TOTAL", IntValue: strconv.Itoa(total)},
+		{Name: "NODES_DONE", IntValue: strconv.Itoa(done)},
+	}}
 }
 
 func (e *Emulator) deleteCluster(w http.ResponseWriter, c *call) {
@@ -1006,10 +1119,6 @@ func (e *Emulator) updateNodePool(w http.ResponseWriter, c *call) {
 		writeAPIError(w, badRequest("Invalid value for field 'node_version' and 'image_type': both are required."))
 		return
 	}
-	if req.Labels == nil && req.ResourceLabels == nil && req.Taints == nil {
-		writeAPIError(w, badRequest("The emulator models node pool updates of labels, resourceLabels and taints only."))
-		return
-	}
 	if req.Labels != nil {
 		if aerr := checkNodeLabels(req.Labels.Labels); aerr != nil {
 			writeAPIError(w, aerr)
@@ -1029,12 +1138,48 @@ func (e *Emulator) updateNodePool(w http.ResponseWriter, c *call) {
 		writeAPIError(w, aerr)
 		return
 	}
-	if v, ok := e.resolveVersion(req.NodeVersion); !ok || (req.NodeVersion != "-" && v != p.version) || req.ImageType != p.cfg.imageType {
-		writeAPIError(w, badRequest("The emulator does not model node upgrades or image changes: send the pool's own version %s and image type %s.", p.version, p.cfg.imageType))
+	if req.ImageType != p.cfg.imageType {
+		writeAPIError(w, badRequest("The emulator does not model image changes: send the pool's own image type %s.", p.cfg.imageType))
+		return
+	}
+	v, ok := e.resolveVersion(req.NodeVersion)
+	if req.NodeVersion == "-" {
+		v, ok = cl.masterVersion, true
+	}
+	upgrade := ok && v != p.version
+	if upgrade && (req.Labels != nil || req.ResourceLabels != nil || req.Taints != nil) {
+		// Guess: an upgrade is its own operation.
+		writeAPIError(w, badRequest("A node version change cannot be combined with other node pool changes in one update."))
+		return
+	}
+	if !upgrade && req.Labels == nil && req.ResourceLabels == nil && req.Taints == nil {
+		if !ok {
+			writeAPIError(w, badRequest("Node version %q is unsupported.", req.NodeVersion))
+			return
+		}
+		writeAPIError(w, badRequest("The emulator models node pool updates of nodeVersion, labels, resourceLabels and taints only."))
 		return
 	}
 	if req.Etag != "" && req.Etag != fingerprintOf([]any{cl.key(), p.name, p.etag}) {
 		writeAPIError(w, errf(http.StatusConflict, "ABORTED", "aborted", "The etag of node pool %s does not match: it changed since it was read.", p.name))
+		return
+	}
+	if upgrade || !ok {
+		op, aerr := e.upgradeNodes(cl, p, req.NodeVersion)
+		if aerr != nil {
+			writeAPIError(w, aerr)
+			return
+		}
+		writeJSON(w, http.StatusOK, e.opJSON(op))
+		return
+	}
+	if upgrade || !ok {
+		op, aerr := e.upgradeNodes(cl, p, req.NodeVersion)
+		if aerr != nil {
+			writeAPIError(w, aerr)
+			return
+		}
+		writeJSON(w, http.StatusOK, e.opJSON(op))
 		return
 	}
 	e.during(p)

@@ -88,7 +88,7 @@ var rules = map[string]map[string]rule{
 		"nodeVersion": ruleModel, "imageType": ruleModel, "labels": ruleModel, "resourceLabels": ruleModel,
 		"taints": ruleModel, "etag": ruleModel,
 	}),
-	"ClusterUpdate": {"desiredMasterVersion": ruleModel},
+	"ClusterUpdate": {"desiredMasterVersion": ruleModel, "desiredNodeVersion": ruleModel, "desiredNodePoolId": ruleModel, "desiredImageType": ruleModel},
 	"Cluster": {
 		"name": ruleModel, "initialNodeCount": ruleModel, "nodeConfig": ruleModel, "locations": ruleModel,
 		"initialClusterVersion": ruleModel, "resourceLabels": ruleModel, "nodePools": ruleModel,

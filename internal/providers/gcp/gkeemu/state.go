@@ -180,6 +180,7 @@ type operation struct {
 	errMsg   string
 	detail   string
 	finish   func(op *operation)
+	nodes    int // the nodes an upgrade replaces
 }
 
 // hash8 is a short stable hex of s, for names the service derives.

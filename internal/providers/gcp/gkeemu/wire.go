@@ -164,6 +164,19 @@ type wOperation struct {
 	StartTime     string   `json:"startTime"`
 	EndTime       string   `json:"endTime,omitempty"`
 	Error         *wStatus `json:"error,omitempty"`
+	// Progress is set on upgrades: how far the nodes (or the control
+	// plane) are.
+	Progress *wProgress `json:"progress,omitempty"`
+}
+
+type wProgress struct {
+	Status  string    `json:"status"`
+	Metrics []wMetric `json:"metrics"`
+}
+
+type wMetric struct {
+	Name     string `json:"name"`
+	IntValue string `json:"intValue"`
 }
 
 type wStatus struct {
@@ -182,6 +195,9 @@ func (e *Emulator) opJSON(op *operation) wOperation {
 		SelfLink:   link + locPath(op.location, e.isRegion(op.location)) + "/operations/" + op.name,
 		TargetLink: link + op.target,
 		StartTime:  stamp(op.start),
+	}
+	if op.opType == "UPGRADE_NODES" || op.opType == "UPGRADE_MASTER" {
+		w.Progress = e.progressOf(op)
 	}
 	if op.status == "DONE" {
 		w.EndTime = stamp(op.end)
@@ -456,6 +472,9 @@ type reqUpdateCluster struct {
 	Name   string `json:"name"`
 	Update *struct {
 		DesiredMasterVersion string `json:"desiredMasterVersion"`
+		DesiredNodeVersion   string `json:"desiredNodeVersion"`
+		DesiredNodePoolID    string `json:"desiredNodePoolId"`
+		DesiredImageType     string `json:"desiredImageType"`
 	} `json:"update"`
 }
 
