@@ -53,6 +53,8 @@ func view(c *wireCluster) providers.Cluster {
 		PrivateNodes: c.IsolatedWorkers,
 		Labels:       labelsOf(c.Tags),
 		Outputs:      providers.ClusterOutputs{Location: c.RegionSlug, GlobalID: c.ID},
+		// The answer carries the pools themselves (revision.go).
+		NodePoolsRevision: poolsRevision(c),
 	}
 	// The endpoint is not there until the cluster has provisioned.
 	if status != providers.ClusterProvisioning && c.Endpoint != "" {

@@ -146,7 +146,9 @@ func (a *Adapter) ReadAdoptable(ctx context.Context, acct providers.Account, ado
 }
 
 // ListClusters lists the project's clusters, in every location, that carry
-// the label key (encoded as labels.go says), sorted by ref.
+// the label key (encoded as labels.go says), sorted by ref. When there is
+// one, it also lists the project's operations once, for each cluster's node
+// pool revision (revision.go).
 func (a *Adapter) ListClusters(ctx context.Context, acct providers.Account, labelKey string) ([]providers.Cluster, error) {
 	const op = "ListClusters"
 	s, err := a.open(ctx, op, acct)
@@ -166,11 +168,26 @@ func (a *Adapter) ListClusters(ctx context.Context, acct providers.Account, labe
 		// A partial list would make clusters in those zones look gone.
 		return nil, providers.Errorf(op, providers.Unavailable, providers.None, "GKE could not list clusters in %s; try again", strings.Join(res.MissingZones, ", "))
 	}
-	var out []providers.Cluster
+	var ours []*container.Cluster
 	for _, c := range res.Clusters {
 		if _, ok := c.ResourceLabels[key]; ok {
-			out = append(out, s.view(c))
+			ours = append(ours, c)
 		}
+	}
+	// The sweep's change check (revision.go): one more listing, only with
+	// a cluster of ours to tell about.
+	var ops map[string][]*container.Operation
+	opsOK := false
+	if len(ours) > 0 {
+		ops, opsOK = s.clusterOps(ctx)
+	}
+	var out []providers.Cluster
+	for _, c := range ours {
+		v := s.view(c)
+		if opsOK {
+			v.NodePoolsRevision = poolsRevision(c, ops[c.Location+"/"+c.Name])
+		}
+		out = append(out, v)
 	}
 	slices.SortFunc(out, func(x, y providers.Cluster) int { return strings.Compare(x.Ref.String(), y.Ref.String()) })
 	return out, nil

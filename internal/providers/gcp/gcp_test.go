@@ -420,7 +420,7 @@ func TestRequestsPerStep(t *testing.T) {
 			return err
 		}},
 		{"Credentials: clusters.get", 1, func() error { _, err := v.ad.Credentials(ctx, v.acct, ref); return err }},
-		{"ListClusters: clusters.list over every location", 1, func() error {
+		{"ListClusters: clusters.list over every location, operations.list for the node pool revision of ours", 2, func() error {
 			_, err := v.ad.ListClusters(ctx, v.acct, providers.LabelSubstratePool)
 			return err
 		}},

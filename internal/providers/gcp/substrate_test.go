@@ -447,7 +447,7 @@ func upAndDown(t *testing.T, vr variant) {
 	}
 
 	// Idle: converged passes make no request, and a discovery sweep lists
-	// the project's clusters once and finds nothing to do.
+	// the project's clusters and operations once and finds nothing to do.
 	c = phase("idle", func() int {
 		for range 5 {
 			v.clk.Advance(time.Minute)
@@ -470,7 +470,7 @@ func upAndDown(t *testing.T, vr variant) {
 		}
 		return 0
 	})
-	if c["clusters.list"] != 1 || total(c) > 1+c["clusters.nodePools.list"]+c["compute.instanceGroupManagers.get"] {
+	if c["clusters.list"] != 1 || c["operations.list"] != 1 || total(c) > 2+c["clusters.nodePools.list"]+c["compute.instanceGroupManagers.get"] {
 		t.Fatalf("sweep: %s", describeCalls(c))
 	}
 

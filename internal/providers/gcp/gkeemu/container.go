@@ -1067,7 +1067,9 @@ func (e *Emulator) setNodePoolSize(w http.ResponseWriter, c *call) {
 			}
 		}
 		e.settleMIGs(p)
-		p.etag++
+		if !e.opts.Guesses.ResizeKeepsEtag {
+			p.etag++
+		}
 	})
 	writeJSON(w, http.StatusOK, e.opJSON(op))
 }

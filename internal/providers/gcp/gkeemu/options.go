@@ -65,6 +65,11 @@ type Guesses struct {
 	// operations (resize, autoscaling, labels) runs. The default (false)
 	// shows RECONCILING, as GKE does during upgrades.
 	PoolRunningDuringOps bool
+	// ResizeKeepsEtag: setSize leaves the node pool's etag as it was.
+	// GKE computes the etag from the pool's fields, and setSize may change
+	// none of them (see InitialCountTracksResize); the default (false)
+	// moves it.
+	ResizeKeepsEtag bool
 }
 
 // Project is a Google Cloud project: its id and its number (the number
