@@ -75,6 +75,7 @@ func TestBinaryCheckCatchesAnEmulator(t *testing.T) {
 		{"testutil/kubeplane/demoplane", "test support"},
 		{"state/statetest", "test support"},
 		{"substrate/crashtest", "test support"},
+		{"substrate/killtest", "test support"},
 		{"providers/conformance", "the providers' conformance cases"},
 		{"providers/digitalocean/doemu/wirecheck", "a wire checker"},
 		{"providers/aws", ""},

@@ -11,13 +11,13 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
 	"github.com/fleet-agent/fleet-agent/internal/clock"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // Reasons an image is not pinned, as status and doctor show them.
@@ -233,15 +233,10 @@ func (p *Pinner) record(ctx context.Context, pin Pin) {
 // the registry's own words, which are not ours to print at any length.
 const MaxDetail = 400
 
-// clean keeps a detail printable: a registry's control characters (a
-// terminal's escape sequences) become spaces, and it is cut at MaxDetail.
+// clean keeps a detail one line of plain text (a registry's words may
+// carry a terminal's escape sequences), cut at MaxDetail.
 func clean(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == utf8.RuneError {
-			return ' '
-		}
-		return r
-	}, s)
+	s = textline.Plain(s)
 	if len(s) > MaxDetail {
 		cut := MaxDetail
 		for cut > 0 && !utf8.RuneStart(s[cut]) {

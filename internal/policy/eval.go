@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/cost"
@@ -20,6 +19,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // sizes bounds every list, map and string an expression reads at MaxSize
@@ -317,24 +317,10 @@ func (r *Rule) judge(cv *changeVars, act interpreter.Activation, m *meter) (bool
 	if !ok || s == "" {
 		return true, def
 	}
-	return true, oneLine(s)
-}
-
-// oneLine is a rule's message as one line of plain characters: control
-// characters (a line break, an escape sequence, a carriage return), line
-// and paragraph separators and the bidirectional overrides become spaces. A
-// message may quote the document, which a pull request author writes: in a
-// terminal, a log line or the page it must not forge a line of its own or
-// turn text around. Markup is the renderers' to escape.
-func oneLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case unicode.IsControl(r), r == '\u2028', r == '\u2029',
-			r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069', r == '\u200e', r == '\u200f', r == '\u061c':
-			return ' '
-		}
-		return r
-	}, s)
+	// A message may quote the document, which a pull request author
+	// writes: in a terminal, a log line or the page it must not forge a
+	// line of its own or turn text around.
+	return true, textline.Plain(s)
 }
 
 // world holds what every change's variables share: the document and the

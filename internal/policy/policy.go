@@ -34,6 +34,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // Action is what a broken rule does.
@@ -339,7 +340,7 @@ func (l *loader) rule(n *yaml.Node) *Rule {
 	l.fields(n, r.Name, func(key string, v *yaml.Node) {
 		switch key {
 		case "name":
-			if s, ok := l.str(v, r.Name, "name"); ok && (s == "" || len(s) > 100 || s != oneLine(s)) {
+			if s, ok := l.str(v, r.Name, "name"); ok && (s == "" || len(s) > 100 || !textline.IsPlain(s)) {
 				l.add(v.Line, r.Name, "name must be 1 to 100 characters on one line, without control or text-direction characters")
 			}
 		case "match":

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/opjournal"
 )
 
 // claim records the cluster's provider-global id as this pool's before any
@@ -63,5 +64,5 @@ func (p *pass) claim() (claimResult, error) {
 	}
 	p.seen.Claim = key
 	p.r.log.Info().Str("pool", p.want.Pool).Str("globalId", key).Msg("substrate: cluster claimed")
-	return claimResult{}, p.r.at(Point{Kind: PointTransition, PoolID: p.want.PoolID, Step: "claim"})
+	return claimResult{}, p.r.at(opjournal.Point{Kind: opjournal.PointTransition, PoolID: p.want.PoolID, Step: "claim"})
 }

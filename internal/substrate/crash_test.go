@@ -111,7 +111,7 @@ func calibrateWith(t *testing.T, scenarios []crashtest.Scenario, faults []fake.F
 	cal := calibration{points: map[string][]int64{}, keys: map[string]bool{}}
 	for _, s := range scenarios {
 		c := &crasher{}
-		e := newEnv(t, func(o *substrate.Options) { o.Hooks = &substrate.Hooks{At: c.at}; o.Concurrency = 1 })
+		e := newEnv(t, func(o *substrate.Options) { substrate.SetCrashAt(o, c.at); o.Concurrency = 1 })
 		for _, st := range s.Setup {
 			e.applyStep(st)
 			e.converge(10*time.Second, 40)
@@ -215,7 +215,7 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 	rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15))
 	s := scenarios[rng.IntN(len(scenarios))]
 	c := &crasher{}
-	e := newEnv(t, func(o *substrate.Options) { o.Hooks = &substrate.Hooks{At: c.at} })
+	e := newEnv(t, func(o *substrate.Options) { substrate.SetCrashAt(o, c.at) })
 	fail := func(format string, args ...any) {
 		msg := fmt.Sprintf("seed %d (scenario %s): %s; replay with -run 'TestCrashCampaign' -campaign.seed %d", seed, s.Name, fmt.Sprintf(format, args...), seed)
 		counts.mu.Lock()
@@ -422,7 +422,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 		j := jobs[i]
 		name := fmt.Sprintf("%s/faults%v/step%d/point%d", j.s.Name, j.faults, j.step, j.k)
 		c := &crasher{}
-		e := newEnv(t, func(o *substrate.Options) { o.Hooks = &substrate.Hooks{At: c.at}; o.Concurrency = 1 })
+		e := newEnv(t, func(o *substrate.Options) { substrate.SetCrashAt(o, c.at); o.Concurrency = 1 })
 		for _, st := range j.s.Setup {
 			e.applyStep(st)
 			e.converge(10*time.Second, 40)

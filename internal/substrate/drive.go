@@ -327,8 +327,8 @@ type passJournal struct{ p *pass }
 func (j passJournal) Move(op *state.JournalOp, ev Event, change func(*state.JournalOp), also func(*state.Tx) error) error {
 	return j.p.move(op, ev, change, also)
 }
-func (j passJournal) At(pt Point) error { return j.p.r.at(pt) }
-func (j passJournal) Alive() error      { return j.p.alive() }
+func (j passJournal) At(pt opjournal.Point) error { return j.p.r.at(pt) }
+func (j passJournal) Alive() error                { return j.p.alive() }
 
 // passCalls are the pass's provider calls, for the driver.
 type passCalls struct{ p *pass }

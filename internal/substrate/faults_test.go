@@ -118,7 +118,7 @@ func TestUnknownCreateNeverWedges(t *testing.T) {
 	var armed sync.Once
 	var e *env
 	e = newEnv(t, func(o *substrate.Options) {
-		o.Hooks = &substrate.Hooks{At: func(p substrate.Point) bool {
+		substrate.SetCrashAt(o, func(p substrate.Point) bool {
 			// The provider goes away once the create's answer is lost, so
 			// the read-backs fail (the read made before the create, to see
 			// whether its name is taken, is not what this test is about).
@@ -130,7 +130,7 @@ func TestUnknownCreateNeverWedges(t *testing.T) {
 				})
 			}
 			return false
-		}}
+		})
 	})
 	step := crashtest.Scenarios()[0].Steps[0]
 	if err := e.fake.DropNextResponse("EnsureCluster", 1); err != nil {

@@ -45,13 +45,13 @@ func TestCreateDoneWithoutIdentity(t *testing.T) {
 			crashed := false
 			e := newEnv(t, func(o *substrate.Options) {
 				o.Providers["fake"] = noIdentity{Provider: o.Providers["fake"], left: left}
-				o.Hooks = &substrate.Hooks{At: func(p substrate.Point) bool {
+				substrate.SetCrashAt(o, func(p substrate.Point) bool {
 					if crash && !crashed && p.Kind == substrate.PointTransition && p.Step == "createCluster" && p.To == state.Succeeded {
 						crashed = true
 						return true
 					}
 					return false
-				}}
+				})
 			})
 			e.applyStep(gpuStep)
 			if crash {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/state"
-	"github.com/fleet-agent/fleet-agent/internal/substrate/opjournal"
 )
 
 // Provider is what the reconciler asks of a provider adapter: clusters,
@@ -103,24 +102,3 @@ func (nopMetrics) SweepDecision(string)               {}
 func (nopMetrics) PassFailed(string)                  {}
 func (nopMetrics) SubstrateStates(map[string]int)     {}
 func (nopMetrics) SubstrateNodes(_, _ map[string]int) {}
-
-// PointKind says where a test hook is called.
-type PointKind = opjournal.PointKind
-
-// The points between journal steps.
-const (
-	PointTransition = opjournal.PointTransition
-	PointBeforeCall = opjournal.PointBeforeCall
-	PointAfterCall  = opjournal.PointAfterCall
-)
-
-// Point is one place between journal steps.
-type Point = opjournal.Point
-
-// Hooks are for tests; nil in production.
-type Hooks struct {
-	// At is called at every point between journal steps; returning true
-	// crashes the reconciler there: from then on nothing is written or
-	// called, as if the process had been killed.
-	At func(Point) bool
-}

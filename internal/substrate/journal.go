@@ -95,12 +95,12 @@ func RetryWait(n int) time.Duration { return opjournal.RetryWait(n) }
 // RefusalWait is the wait after the n-th refusal (n from 1).
 func RefusalWait(n int) time.Duration { return opjournal.RefusalWait(n) }
 
-// errCrashed is what every step returns once a test hook crashed the
+// errCrashed is what every step returns once a test crashed the
 // reconciler: nothing more is written or called.
 var errCrashed = errors.New("substrate: crashed (test hook)")
 
-// IsCrashed reports whether err comes from a crash a test hook asked for.
-func IsCrashed(err error) bool { return errors.Is(err, errCrashed) }
+// isCrashed reports whether err comes from a crash a test asked for.
+func isCrashed(err error) bool { return errors.Is(err, errCrashed) }
 
 // open writes a new operation in state journaled, and marks the substrate
 // not converged in the same transaction, so that a crash before the pass
@@ -139,7 +139,7 @@ func (p *pass) open(step, object string, repeat int, req request) (*state.Journa
 	p.ops[key] = op
 	p.r.log.Info().Str("pool", p.want.Pool).Str("op", key).Str("step", step).Str("object", object).
 		Str("to", string(op.State)).Int64("rev", rev).Msg("substrate: journal operation written")
-	return op, p.r.at(Point{Kind: PointTransition, PoolID: p.want.PoolID, Op: key, Step: step, To: state.Journaled})
+	return op, p.r.at(opjournal.Point{Kind: opjournal.PointTransition, PoolID: p.want.PoolID, Op: key, Step: step, To: state.Journaled})
 }
 
 // move makes one transition of op: in one transaction it checks that the
@@ -193,7 +193,7 @@ func (p *pass) move(op *state.JournalOp, ev Event, change func(*state.JournalOp)
 	}
 	ev2.Msg("substrate: journal transition")
 	p.r.metrics.JournalOp(op.Step, resultOf(ev, to))
-	return p.r.at(Point{Kind: PointTransition, PoolID: p.want.PoolID, Op: op.Key, Step: op.Step, From: from, To: to, Event: ev})
+	return p.r.at(opjournal.Point{Kind: opjournal.PointTransition, PoolID: p.want.PoolID, Op: op.Key, Step: op.Step, From: from, To: to, Event: ev})
 }
 
 // resultOf names a transition for the journal metric.

@@ -227,7 +227,9 @@ func (p *pass) account() error {
 	}
 	p.acct = *acct
 	if p.prov = p.r.opts.Providers[acct.Provider]; p.prov == nil {
-		return fmt.Errorf("provider account %q is a %s account and this build of fleet-agent has no %s adapter (providers.%s)", acct.Name, acct.Provider, acct.Provider, acct.Provider)
+		// Every provider of this build has an adapter; one is open only
+		// when the agent's config has its block.
+		return fmt.Errorf("provider account %q is a %s account and the agent's config has no providers.%s block, so no %s adapter is open: add a providers.%s block to the agent's config (docs/configuration.md) and restart the agent", acct.Name, acct.Provider, acct.Provider, acct.Provider, acct.Provider)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/clock"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/opjournal"
 )
 
 // The defaults of Options.
@@ -54,8 +55,10 @@ type Options struct {
 	NodePoolCheckEvery time.Duration
 	// Concurrency bounds the passes running at once.
 	Concurrency int
-	// Hooks are for tests; nil in production.
-	Hooks *Hooks
+	// crashAt, set only by tests (export_test.go), is asked at every
+	// point between journal steps; true stops the reconciler there as a
+	// kill would. Unexported so that no caller of the package can reach it.
+	crashAt func(opjournal.Point) bool
 	// Events hears, inside the transaction that records it, a substrate
 	// becoming ready or going into error (events.webhooks); nil for none.
 	Events StateEvents
@@ -177,15 +180,6 @@ func (r *Reconciler) Wake() {
 	}
 }
 
-// Crash stops the reconciler as a kill would: every pass stops at its next
-// step without writing or calling anything more, and no cleanup runs. It
-// returns once the passes have stopped; the caller then closes the store.
-// For tests.
-func (r *Reconciler) Crash() {
-	r.crashed.Store(true)
-	r.wg.Wait()
-}
-
 // alive is checked before every write and every call.
 func (r *Reconciler) alive() error {
 	if r.crashed.Load() {
@@ -206,12 +200,12 @@ func (p *pass) alive() error {
 	return p.r.store.FencedIn(p.ctx)
 }
 
-// at is a point between journal steps: a test hook may crash there.
-func (r *Reconciler) at(p Point) error {
+// at is a point between journal steps: a test may crash there.
+func (r *Reconciler) at(p opjournal.Point) error {
 	if err := r.alive(); err != nil {
 		return err
 	}
-	if r.opts.Hooks != nil && r.opts.Hooks.At != nil && r.opts.Hooks.At(p) {
+	if r.opts.crashAt != nil && r.opts.crashAt(p) {
 		r.crashed.Store(true)
 		return errCrashed
 	}
@@ -341,11 +335,11 @@ func (r *Reconciler) runPass(ctx context.Context, poolID string) error {
 	if !n.IsZero() {
 		next = n
 	}
-	if err != nil && !IsCrashed(err) && ctx.Err() == nil {
+	if err != nil && !isCrashed(err) && ctx.Err() == nil {
 		r.log.Error().Err(err).Str("poolId", poolID).Msg("substrate: a pass failed; it is tried again")
 		r.passFailed(poolID, err, next)
 	}
-	if ctx.Err() != nil && !IsCrashed(err) {
+	if ctx.Err() != nil && !isCrashed(err) {
 		return nil
 	}
 	return err
@@ -407,7 +401,7 @@ func (r *Reconciler) dispatch(ctx context.Context, woken bool) time.Duration {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			if _, err := r.Sweep(ctx); err != nil && !IsCrashed(err) && ctx.Err() == nil {
+			if _, err := r.Sweep(ctx); err != nil && !isCrashed(err) && ctx.Err() == nil {
 				r.log.Error().Err(err).Msg("substrate: discovery sweep failed; it runs again later")
 			}
 			r.mu.Lock()

@@ -336,3 +336,27 @@ func TestStopInTheMiddleOfAPassRecordsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAccountWithoutAnOpenAdapterSaysWhatToAdd: a substrate whose account's
+// provider has no adapter open (the agent's config has no providers.<id>
+// block) is in error with a message that names the block to add, not one
+// that blames the build.
+func TestAccountWithoutAnOpenAdapterSaysWhatToAdd(t *testing.T) {
+	e := newEnv(t, func(o *substrate.Options) { o.Providers = map[string]substrate.Provider{} })
+	e.applyStep(gpuStep)
+	if err := e.rec.ReconcileOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	st := e.status("gpu")
+	if st.State != "error" {
+		t.Fatalf("state %s: %s", st.State, st.Message)
+	}
+	for _, want := range []string{`"k8s"`, "fake account", "no providers.fake block", "add a providers.fake block", "restart"} {
+		if !strings.Contains(st.Message, want) {
+			t.Errorf("the message does not say %q: %s", want, st.Message)
+		}
+	}
+	if strings.Contains(st.Message, "this build") {
+		t.Errorf("the message blames the build: %s", st.Message)
+	}
+}

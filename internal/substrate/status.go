@@ -5,10 +5,10 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/join"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // Status is one substrate as the surface shows it (docs/substrates.md:
@@ -93,22 +93,6 @@ type StatusWaiting struct {
 	Since *int64 `json:"since"`
 }
 
-// plainText is a message as one line of printable characters: a provider's
-// words reach it (a node pool's error, a refusal), and a terminal, a log
-// line or the page must show them, never obey them. Control characters (an
-// escape sequence, a carriage return, a line break), line and paragraph
-// separators and the bidirectional overrides become spaces.
-func plainText(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case unicode.IsControl(r), r == '\u2028', r == '\u2029',
-			r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069', r == '\u200e', r == '\u200f', r == '\u061c':
-			return ' '
-		}
-		return r
-	}, s)
-}
-
 // PendingMessage is a recorded substrate's message before the reconciler
 // first looked at it.
 const PendingMessage = "recorded; waiting for the substrate reconciler"
@@ -129,7 +113,7 @@ func StatusOf(rec state.SubstrateRecord) Status {
 	if s == nil {
 		return st
 	}
-	st.State, st.Message = string(s.State), plainText(s.Message)
+	st.State, st.Message = string(s.State), textline.Plain(s.Message)
 	st.Converged = s.Converged && s.ObservedGeneration >= w.Generation
 	if s.UpdatedAt > st.UpdatedAt {
 		st.UpdatedAt = s.UpdatedAt
@@ -141,7 +125,7 @@ func StatusOf(rec state.SubstrateRecord) Status {
 		st.NodePools = append(st.NodePools, StatusNodePool{Flavor: np.Flavor, Name: np.Name, Status: np.Status, Nodes: np.Nodes})
 	}
 	for _, c := range s.Conditions {
-		c.Message = plainText(c.Message)
+		c.Message = textline.Plain(c.Message)
 		st.Conditions = append(st.Conditions, StatusCondition(c))
 	}
 	st.Nodes = StatusNodes{Listed: s.Nodes.Listed, Joined: s.Nodes.Joined}

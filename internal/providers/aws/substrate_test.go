@@ -24,6 +24,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/providers/aws/eksemu"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/killtest"
 )
 
 // The reference's EKS example, as the repository holds it.
@@ -106,8 +107,10 @@ func withoutPools(doc map[string]any) { doc["pools"] = []any{} }
 // started again over the same file and the same emulator.
 type substrateEnv struct {
 	*harness
-	path  string
-	hooks *substrate.Hooks
+	path string
+	// kill, when set, wraps every adapter the env starts: it kills the
+	// agent from outside right after one provider call.
+	kill *killtest.KillAfter
 	// logs are the reconciler's log lines, read once its passes returned.
 	logs bytes.Buffer
 
@@ -116,11 +119,11 @@ type substrateEnv struct {
 	rec     *substrate.Reconciler
 }
 
-func newSubstrateEnv(t *testing.T, hooks *substrate.Hooks) *substrateEnv {
+func newSubstrateEnv(t *testing.T, kill *killtest.KillAfter) *substrateEnv {
 	t.Helper()
 	steps := eksTimes
 	h := newHarness(t, harnessOpts{emu: eksemu.Options{Subnets: referenceSubnets(), Steps: &steps, StepEvery: eksStep}})
-	e := &substrateEnv{harness: h, path: filepath.Join(t.TempDir(), "fleet.db"), hooks: hooks}
+	e := &substrateEnv{harness: h, path: filepath.Join(t.TempDir(), "fleet.db"), kill: kill}
 	e.start()
 	t.Cleanup(func() { _ = e.stop() })
 	return e
@@ -135,17 +138,21 @@ func (e *substrateEnv) start() {
 		e.t.Fatal(err)
 	}
 	e.adapter = e.open()
-	e.rec = substrate.New(substrate.Options{Store: e.store, Providers: map[string]substrate.Provider{providers.AWS: e.adapter},
-		Clock: e.clk, Log: zerolog.New(zerolog.SyncWriter(&e.logs)), Hooks: e.hooks})
+	var prov substrate.Provider = e.adapter
+	if e.kill != nil {
+		prov = e.kill.Provider(prov)
+	}
+	e.rec = substrate.New(substrate.Options{Store: e.store, Providers: map[string]substrate.Provider{providers.AWS: prov},
+		Clock: e.clk, Log: zerolog.New(zerolog.SyncWriter(&e.logs))})
 }
 
-// stop ends the reconciler as a kill would and closes the state file
-// without any cleanup.
+// stop ends the agent as a kill would: the state file is closed with no
+// cleanup of the reconciler's (no pass runs between the test's calls; a
+// store the kill closed already stays closed).
 func (e *substrateEnv) stop() error {
 	if e.rec == nil {
 		return nil
 	}
-	e.rec.Crash()
 	err := e.store.Close()
 	e.rec, e.store, e.adapter = nil, nil, nil
 	return err
@@ -493,21 +500,29 @@ func TestSubstrateCrashAfterACreate(t *testing.T) {
 			if !slices.Contains(substrate.Steps, step) {
 				t.Fatalf("%s is not a step of the substrate (%v)", step, substrate.Steps)
 			}
-			fired := false
-			e := newSubstrateEnv(t, &substrate.Hooks{At: func(p substrate.Point) bool {
-				if p.Kind == substrate.PointAfterCall && p.Step == step && !fired {
-					fired = true
-					return true
+			calls := map[string]killtest.Call{"createCluster": killtest.EnsureCluster, "createNodePool": killtest.EnsureNodePool}
+			kill := &killtest.KillAfter{Call: calls[step]}
+			e := newSubstrateEnv(t, kill)
+			kill.Kill = func() {
+				if err := e.store.Close(); err != nil {
+					t.Error(err)
 				}
-				return false
-			}})
+			}
 			e.apply(referenceDocument(t, nil), false)
 			crashed := false
 			for i := 0; i < 200 && !crashed; i++ {
 				err := e.rec.ReconcileOnce(t.Context())
 				switch {
-				case substrate.IsCrashed(err):
+				case kill.Fired():
+					if err == nil {
+						t.Fatal("a pass whose store was closed under it reported no error")
+					}
 					crashed = true
+					// Open the file again to read what the kill left.
+					if err := e.stop(); err != nil {
+						t.Fatal(err)
+					}
+					e.start()
 				case err != nil:
 					t.Fatal(err)
 				case e.converged():

@@ -24,6 +24,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/providers/digitalocean/doemu"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/killtest"
 )
 
 // referenceDocument is the reference's DOKS example.
@@ -99,15 +100,17 @@ type doksAgent struct {
 	url  string
 	path string
 	// logs is the reconciler's log, read once its passes have returned.
-	logs  *bytes.Buffer
-	hooks *substrate.Hooks
+	logs *bytes.Buffer
+	// kill, when set, wraps the adapter of every start: it kills the agent
+	// from outside right after one provider call.
+	kill *killtest.KillAfter
 
 	store *state.Store
 	ad    *digitalocean.Adapter
 	rec   *substrate.Reconciler
 }
 
-func newDOKSAgent(t *testing.T, opts doemu.Options, hooks *substrate.Hooks) *doksAgent {
+func newDOKSAgent(t *testing.T, opts doemu.Options, kill *killtest.KillAfter) *doksAgent {
 	t.Helper()
 	clk := clock.NewFake(epoch)
 	opts.Clock = clk
@@ -120,12 +123,9 @@ func newDOKSAgent(t *testing.T, opts doemu.Options, hooks *substrate.Hooks) *dok
 	emu := doemu.New(opts)
 	srv := httptest.NewServer(emu)
 	t.Cleanup(srv.Close)
-	a := &doksAgent{t: t, clk: clk, emu: emu, url: srv.URL, path: filepath.Join(t.TempDir(), "fleet.db"), logs: &bytes.Buffer{}, hooks: hooks}
+	a := &doksAgent{t: t, clk: clk, emu: emu, url: srv.URL, path: filepath.Join(t.TempDir(), "fleet.db"), logs: &bytes.Buffer{}, kill: kill}
 	a.start()
 	t.Cleanup(func() {
-		if a.rec != nil {
-			a.rec.Crash()
-		}
 		if a.store != nil {
 			_ = a.store.Close()
 		}
@@ -143,15 +143,19 @@ func (a *doksAgent) start() {
 	if a.ad, err = digitalocean.Open(block(a.t, "apiURL: "+a.url+"\n"), doksSecrets, digitalocean.WithClock(a.clk)); err != nil {
 		a.t.Fatal(err)
 	}
-	a.rec = substrate.New(substrate.Options{Store: a.store, Providers: map[string]substrate.Provider{providers.DigitalOcean: a.ad},
-		Clock: a.clk, Log: zerolog.New(zerolog.SyncWriter(a.logs)), Hooks: a.hooks})
+	var prov substrate.Provider = a.ad
+	if a.kill != nil {
+		prov = a.kill.Provider(prov)
+	}
+	a.rec = substrate.New(substrate.Options{Store: a.store, Providers: map[string]substrate.Provider{providers.DigitalOcean: prov},
+		Clock: a.clk, Log: zerolog.New(zerolog.SyncWriter(a.logs))})
 }
 
-// restart kills the reconciler where it stands (no cleanup), closes the
-// file and starts again over it.
+// restart kills the agent where it stands: the file is closed with no
+// cleanup of the reconciler's (no pass runs between the test's calls; a
+// store the kill closed already stays closed), and it starts again over it.
 func (a *doksAgent) restart() {
 	a.t.Helper()
-	a.rec.Crash()
 	if err := a.store.Close(); err != nil {
 		a.t.Fatal(err)
 	}

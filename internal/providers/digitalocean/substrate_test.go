@@ -12,6 +12,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/providers/digitalocean/doemu"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/killtest"
 	"github.com/fleet-agent/fleet-agent/internal/testutil/golden"
 )
 
@@ -242,24 +243,23 @@ func wireOff(v any) bool {
 func TestSubstrateCrashAfterCreate(t *testing.T) {
 	for _, step := range []string{"createCluster", "createNodePool"} {
 		t.Run(step, func(t *testing.T) {
-			fired := false
-			hooks := &substrate.Hooks{At: func(p substrate.Point) bool {
-				if !fired && p.Kind == substrate.PointAfterCall && p.Step == step {
-					fired = true
-					return true
+			calls := map[string]killtest.Call{"createCluster": killtest.EnsureCluster, "createNodePool": killtest.EnsureNodePool}
+			kill := &killtest.KillAfter{Call: calls[step]}
+			a := newDOKSAgent(t, doemu.Options{}, kill)
+			kill.Kill = func() {
+				if err := a.store.Close(); err != nil {
+					t.Error(err)
 				}
-				return false
-			}}
-			a := newDOKSAgent(t, doemu.Options{}, hooks)
+			}
 			a.apply(doksDocument(t, h100Flavor(2), l40sSpot()), false)
-			for i := 0; !fired; i++ {
+			for i := 0; !kill.Fired(); i++ {
 				if i == 100 {
 					t.Fatalf("the %s call was never made", step)
 				}
 				err := a.rec.ReconcileOnce(t.Context())
-				if fired {
-					if !substrate.IsCrashed(err) {
-						t.Fatalf("the crash was not reported: %v", err)
+				if kill.Fired() {
+					if err == nil {
+						t.Fatal("a pass whose store was closed under it reported no error")
 					}
 					break
 				}
@@ -268,6 +268,8 @@ func TestSubstrateCrashAfterCreate(t *testing.T) {
 				}
 				a.clk.Advance(substrate.DefaultPoll)
 			}
+			// Started again over the same file: what the kill left in it.
+			a.restart()
 			var inFlight []string
 			if err := a.store.View(func(tx *state.Tx) error {
 				ops, err := tx.JournalOps("")
@@ -283,7 +285,6 @@ func TestSubstrateCrashAfterCreate(t *testing.T) {
 			if len(inFlight) != 1 {
 				t.Fatalf("%d %s operations in flight at the crash, want 1", len(inFlight), step)
 			}
-			a.restart()
 			a.converge(200)
 			if st := a.status(); st.State != "creating" || !strings.Contains(st.Message, substrate.NoDaemonMessage) {
 				t.Fatalf("after the restart: %+v", st)

@@ -2,6 +2,7 @@ package gcp_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -23,6 +24,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/providers/gcp/gkeemu"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/killtest"
 )
 
 // The reference's GKE pool, and the names the documented surface gives its cluster
@@ -51,6 +53,8 @@ type gkeDoc struct {
 	h100, l4        int
 	l4Scale         *[2]int
 	noZones, noPool bool
+	// l4Name is the second flavor's name ("" is l4).
+	l4Name string
 }
 
 func (d gkeDoc) bytes(t *testing.T) []byte {
@@ -73,7 +77,7 @@ func (d gkeDoc) bytes(t *testing.T) []byte {
 	flavors := sub["flavors"].([]any)
 	flavors[0].(map[string]any)["nodes"] = d.h100
 	l4 := map[string]any{
-		"name": "l4", "machineType": "g2-standard-8", "nodes": d.l4, "spot": true,
+		"name": cmp.Or(d.l4Name, "l4"), "machineType": "g2-standard-8", "nodes": d.l4, "spot": true,
 		"gpus": map[string]any{"type": "nvidia-l4", "count": 1}, "zones": []any{"us-central1-a"}, "diskGiB": 200,
 	}
 	if d.l4Scale != nil {
@@ -101,7 +105,11 @@ type agent struct {
 	// logs are the reconciler's; read once no pass runs (ReconcileOnce
 	// returns after its passes).
 	logs *bytes.Buffer
-	hook func(substrate.Point) bool
+	// kill, when set, wraps the adapter of every start: it kills the
+	// agent from outside right after one provider call; killSeen once a
+	// pass returned after it.
+	kill     *killtest.KillAfter
+	killSeen bool
 
 	store    *state.Store
 	rec      *substrate.Reconciler
@@ -121,20 +129,18 @@ func (a *agent) start() {
 	if a.store, err = state.Open(a.path, state.Options{Now: a.v.clk.Now, NoSync: true, Installation: testInstallation}); err != nil {
 		a.t.Fatal(err)
 	}
-	opts := substrate.Options{Store: a.store, Providers: map[string]substrate.Provider{providers.GCP: a.v.ad},
-		Clock: a.v.clk, Log: zerolog.New(zerolog.SyncWriter(a.logs))}
-	if a.hook != nil {
-		opts.Hooks = &substrate.Hooks{At: a.hook}
+	var prov substrate.Provider = a.v.ad
+	if a.kill != nil {
+		prov = a.kill.Provider(prov)
 	}
-	a.rec = substrate.New(opts)
+	a.rec = substrate.New(substrate.Options{Store: a.store, Providers: map[string]substrate.Provider{providers.GCP: prov},
+		Clock: a.v.clk, Log: zerolog.New(zerolog.SyncWriter(a.logs))})
 }
 
-// stop is a kill -9: the reconciler stops where it stands and the state
-// file is closed with no cleanup of the reconciler's.
+// stop is a kill -9: the state file is closed with no cleanup of the
+// reconciler's (no pass runs between the test's calls; a store the kill
+// closed already stays closed).
 func (a *agent) stop() {
-	if a.rec != nil {
-		a.rec.Crash()
-	}
 	if a.store != nil {
 		if err := a.store.Close(); err != nil {
 			a.t.Error(err)
@@ -144,7 +150,7 @@ func (a *agent) stop() {
 }
 
 // restart stops the agent and starts it again over the same state file
-// (with the same hook).
+// (with the same kill).
 func (a *agent) restart() {
 	a.t.Helper()
 	a.stop()
@@ -189,13 +195,17 @@ func (a *agent) converged() bool {
 
 // converge runs passes, the clock 10 s on between them (the emulator's
 // operations move per observation), until the substrate converged. A pass
-// the hook crashed restarts the agent. It returns the passes it took.
+// the kill ended restarts the agent. It returns the passes it took.
 func (a *agent) converge(max int) int {
 	a.t.Helper()
 	for i := range max {
 		err := a.rec.ReconcileOnce(a.t.Context())
 		switch {
-		case substrate.IsCrashed(err):
+		case a.kill != nil && a.kill.Fired() && !a.killSeen:
+			if err == nil {
+				a.t.Fatalf("pass %d: its store was closed under it and it reported no error", i)
+			}
+			a.killSeen = true
 			a.restart()
 		case err != nil:
 			a.t.Fatalf("pass %d: %v", i, err)
@@ -575,33 +585,31 @@ func mintedTokens(t *testing.T, emu *gkeemu.Emulator) []string {
 func TestSubstrateCrashAfterCreateAccepted(t *testing.T) {
 	for _, c := range []struct {
 		step, method, object string
+		call                 killtest.Call
 	}{
-		{"createCluster", "container.projects.locations.clusters.create", refCluster},
-		{"createNodePool", "container.projects.locations.clusters.nodePools.create", refH100Pool},
+		{"createCluster", "container.projects.locations.clusters.create", refCluster, killtest.EnsureCluster},
+		{"createNodePool", "container.projects.locations.clusters.nodePools.create", refH100Pool, killtest.EnsureNodePool},
 	} {
 		t.Run(c.step, func(t *testing.T) {
 			v := newEnv(t, envOpts{zones: []string{"us-central1-a"}})
 			a := newAgent(t, v)
 			a.apply(gkeDoc{h100: 2, l4: 1}.bytes(t), false)
-			crashed := false
-			a.hook = func(p substrate.Point) bool {
-				if crashed || p.Kind != substrate.PointAfterCall || p.Step != c.step || !strings.Contains(p.Op, c.object) {
-					return false
-				}
+			a.kill = &killtest.KillAfter{Call: c.call, Name: c.object, Kill: func() {
 				// The create reached GKE and was accepted: the last exchange
 				// is its 200, and nothing of it is in the journal yet.
 				x := v.emu.Exchanges()
 				last := x[len(x)-1]
 				if last.MethodID != c.method || last.Status != 200 || !bytes.Contains(last.RequestBody, []byte(`"name":"`+c.object+`"`)) {
-					t.Errorf("at the crash point the last exchange is %s %d", last.MethodID, last.Status)
+					t.Errorf("at the kill the last exchange is %s %d", last.MethodID, last.Status)
 				}
-				crashed = true
-				return true
-			}
-			a.restart() // a reconciler with the hook
+				if err := a.store.Close(); err != nil {
+					t.Error(err)
+				}
+			}}
+			a.restart() // a reconciler whose provider kills
 			a.converge(60)
-			if !crashed || a.restarts != 2 {
-				t.Fatalf("the reconciler never crashed after %s (crashed %v)", c.step, crashed)
+			if !a.kill.Fired() || a.restarts != 2 {
+				t.Fatalf("the reconciler was never killed after %s (killed %v, %d restarts)", c.step, a.kill.Fired(), a.restarts)
 			}
 			if st := a.status(); st.State != "creating" || !strings.Contains(st.Message, substrate.NoDaemonMessage) {
 				t.Fatalf("after the restart: %s: %s", st.State, st.Message)
@@ -625,6 +633,52 @@ func TestSubstrateCrashAfterCreateAccepted(t *testing.T) {
 			ops := a.journal()
 			if i := slices.IndexFunc(ops, func(op state.JournalOp) bool { return !op.State.Terminal() }); i >= 0 {
 				t.Fatalf("converged with %s still %s", ops[i].Key, ops[i].State)
+			}
+		})
+	}
+}
+
+// TestSubstrateFlavorNameLimitOnGKE: the document takes flavor names of up
+// to 40 characters, and a node pool is named fa-<6>-<flavor>, so on GKE
+// (node pool names of at most 40) a flavor of 30 characters makes its node
+// pool and one of 31 passes the plan and is refused by the adapter before
+// anything reaches GKE: the substrate is in error with the limit in its
+// message (docs/substrates.md says so).
+func TestSubstrateFlavorNameLimitOnGKE(t *testing.T) {
+	for _, n := range []int{30, 31} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			name := "l4" + strings.Repeat("x", n-2)
+			v := newEnv(t, envOpts{zones: []string{"us-central1-a"}})
+			a := newAgent(t, v)
+			a.apply(gkeDoc{h100: 1, l4: 1, l4Name: name}.bytes(t), false) // passes the plan's live checks
+			var st substrate.Status
+			for i := range 60 {
+				if err := a.rec.ReconcileOnce(t.Context()); err != nil {
+					t.Fatalf("pass %d: %v", i, err)
+				}
+				st = a.status()
+				if st.State == "error" || a.converged() {
+					break
+				}
+				v.clk.Advance(10 * time.Second)
+			}
+			sent, accepted := 0, 0
+			for _, x := range v.emu.Exchanges() {
+				if x.MethodID == "container.projects.locations.clusters.nodePools.create" && bytes.Contains(x.RequestBody, []byte(`"name":"`+testOwner(refPoolID).NodePoolName(name)+`"`)) {
+					sent++
+					if x.Status == 200 {
+						accepted++
+					}
+				}
+			}
+			if n == 30 {
+				if !a.converged() || accepted != 1 {
+					t.Fatalf("a flavor of 30 characters: %s: %s (%d creates accepted)", st.State, st.Message, accepted)
+				}
+				return
+			}
+			if st.State != "error" || !strings.Contains(st.Message, "at most 40 characters") || !strings.Contains(st.Message, name) || sent != 0 {
+				t.Fatalf("a flavor of 31 characters: %s: %s (%d creates sent)", st.State, st.Message, sent)
 			}
 		})
 	}

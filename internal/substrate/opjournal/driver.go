@@ -88,8 +88,9 @@ type Journal interface {
 	// Move makes one transition of op (compare-and-swap on what op holds),
 	// with change applied to it and also written in the same transaction.
 	Move(op *state.JournalOp, ev Event, change func(*state.JournalOp), also func(*state.Tx) error) error
-	// At is passed at each point between journal steps where a crash is
-	// tested; an error stops the drive there.
+	// At is asked at each point between journal steps whether the drive
+	// may go on (a leader asks its fence there, right before a provider
+	// call); an error stops the drive at that point. Tests crash there.
 	At(Point) error
 	// Alive is nil while the caller may make provider calls (it leads).
 	Alive() error
@@ -112,7 +113,7 @@ type Inputs[V any] struct {
 	Stale bool
 }
 
-// PointKind says where a crash point is.
+// PointKind says which kind of point between journal steps a Point is.
 type PointKind string
 
 // The points between journal steps.
@@ -125,7 +126,9 @@ const (
 	PointAfterCall PointKind = "afterCall"
 )
 
-// Point is one place between journal steps.
+// Point is one place between journal steps, as the driver tells its
+// Journal where it stands (Journal.At). It is part of the driver's
+// interface: a Journal in another package must be able to name it.
 type Point struct {
 	Kind   PointKind
 	PoolID string
