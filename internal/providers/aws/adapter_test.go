@@ -114,6 +114,48 @@ func TestLostAnswersAreFoundNotRepeated(t *testing.T) {
 			t.Errorf("%d UpdateClusterVersion requests", n)
 		}
 	})
+	t.Run("UpdateNodegroupVersion", func(t *testing.T) {
+		h := newHarness(t, harnessOpts{emu: eksemu.Options{Steps: &eksemu.Steps{Update: 2}}})
+		c := h.running("c1")
+		spec := h.pool("fa-abcdef-cpu", "m5.large", 1)
+		if _, err := h.adapter.EnsureNodePool(ctx, h.acct, c.Ref, spec); err != nil {
+			t.Fatal(err)
+		}
+		spec.Version = "1.35"
+		if _, err := h.adapter.EnsureNodePool(ctx, h.acct, c.Ref, spec); providers.ClassOf(err) != providers.Conflict {
+			t.Fatalf("a pool ahead of its control plane: %v, want Conflict", err)
+		}
+		cs := h.spec("c1")
+		cs.Version = "1.35"
+		if _, err := h.adapter.EnsureCluster(ctx, h.acct, cs); err != nil {
+			t.Fatal(err)
+		}
+		h.emu.Advance()
+		h.emu.Advance()
+		h.emu.DropAfterActing("UpdateNodegroupVersion", 1)
+		if _, err := h.adapter.EnsureNodePool(ctx, h.acct, c.Ref, spec); providers.SideEffectOf(err) != providers.Maybe {
+			t.Fatalf("a lost answer: %v", err)
+		}
+		p, err := h.adapter.EnsureNodePool(ctx, h.acct, c.Ref, spec)
+		if err != nil || p.Status != providers.NodePoolUpdating || p.Version != "1.34" {
+			t.Fatalf("the retry: %v %+v", err, p)
+		}
+		if n := h.emu.Count("UpdateNodegroupVersion"); n != 1 {
+			t.Errorf("%d UpdateNodegroupVersion requests", n)
+		}
+		h.emu.Advance()
+		h.emu.Advance()
+		if p, err = h.adapter.GetNodePool(ctx, h.acct, c.Ref, spec.Name); err != nil || p.Status != providers.NodePoolRunning || p.Version != "1.35" {
+			t.Fatalf("after the upgrade: %v %+v", err, p)
+		}
+		if p, err = h.adapter.EnsureNodePool(ctx, h.acct, c.Ref, spec); err != nil || p.Operation != "" || h.emu.Count("UpdateNodegroupVersion") != 1 {
+			t.Errorf("an upgraded pool ensured again: %v %+v, %d upgrades sent", err, p, h.emu.Count("UpdateNodegroupVersion"))
+		}
+		spec.Version = "1.34"
+		if _, err := h.adapter.EnsureNodePool(ctx, h.acct, c.Ref, spec); providers.ReasonOf(err) != "downgrade" {
+			t.Errorf("a downgrade: %v", err)
+		}
+	})
 	t.Run("DeleteCluster", func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
 		c := h.running("c1")

@@ -39,6 +39,7 @@ func TestConformance(t *testing.T) {
 					Location:      "us-east-1",
 					Version:       "1.34",
 					UpgradeTo:     "1.35",
+					OldVersion:    "1.33",
 					NodePool:      providers.NodePoolSpec{Shape: providers.Shape{MachineType: "m7i.large"}, Size: providers.Size{NodeCount: 1}},
 					GPUNodePool: providers.NodePoolSpec{
 						Shape: providers.Shape{MachineType: "g6.xlarge", Accelerators: &providers.Accelerators{Type: "nvidia-l4", Count: 1}},

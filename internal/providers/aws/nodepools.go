@@ -177,9 +177,10 @@ func (s *session) poolView(ctx context.Context, ng *ekstypes.Nodegroup) (provide
 		Shape: providers.Shape{
 			Spot: ng.CapacityType == ekstypes.CapacityTypesSpot, DiskGiB: int(sdkaws.ToInt32(ng.DiskSize)), Zones: zones,
 		},
-		Size:   sc.size(max(len(zones), 1)),
-		Labels: maps.Clone(ng.Labels),
-		Status: nodegroupStatus[ng.Status],
+		Size:    sc.size(max(len(zones), 1)),
+		Labels:  maps.Clone(ng.Labels),
+		Status:  nodegroupStatus[ng.Status],
+		Version: sdkaws.ToString(ng.Version),
 	}
 	if len(ng.InstanceTypes) > 0 {
 		p.MachineType = ng.InstanceTypes[0]
@@ -340,7 +341,60 @@ func (s *session) convergePool(ctx context.Context, cname string, ng *ekstypes.N
 	if len(changed) > 0 {
 		return providers.NodePool{}, providers.Invalidf(s.op, "shapeChange", "node group %s: %s; machine type, Spot, disk and zones never change in place: make a new node pool", spec.Name, strings.Join(changed, "; "))
 	}
-	return s.reconfigure(ctx, cname, ng, view, spec.Size, false, spec.Labels, spec.ClientToken)
+	p, err := s.reconfigure(ctx, cname, ng, view, spec.Size, false, spec.Labels, spec.ClientToken)
+	if err != nil || p.Status != view.Status {
+		return p, err // a config update went out: the upgrade is the next call's
+	}
+	return s.upgradeNodegroup(ctx, cname, ng, p, spec)
+}
+
+// upgradeNodegroup raises a node group's Kubernetes version toward
+// spec.Version with one UpdateNodegroupVersion. EKS moves a node group only
+// to its cluster's version, in one update however far behind the group
+// is, so the control plane leads and the kubelets never pass it. A group
+// already UPDATING is left to finish (the next call goes on), so an
+// upgrade is never sent twice; the token names the step and the version it
+// starts from, so a repeat after a lost answer is the same request.
+func (s *session) upgradeNodegroup(ctx context.Context, cname string, ng *ekstypes.Nodegroup, view providers.NodePool, spec providers.NodePoolSpec) (providers.NodePool, error) {
+	have := sdkaws.ToString(ng.Version)
+	if spec.Version == "" || have == spec.Version {
+		return view, nil
+	}
+	c, err := s.describeCluster(ctx, cname)
+	if err != nil {
+		return providers.NodePool{}, err
+	}
+	cp := sdkaws.ToString(c.Version)
+	next, err := providers.NextPoolVersion(s.op, spec.Name, have, spec.Version, cp)
+	if err != nil || next == "" {
+		return view, err
+	}
+	if next != cp {
+		if cmp, _, _ := nextMinor(cp, spec.Version); cmp > 0 {
+			return providers.NodePool{}, providers.Invalidf(s.op, "version", "node group %s runs %s and its cluster %s; EKS moves a node group only to its cluster's version, so %s cannot be reached in place: make a new node pool", spec.Name, have, cp, spec.Version)
+		}
+		next = cp
+	}
+	switch ng.Status {
+	case ekstypes.NodegroupStatusUpdating:
+		return view, nil
+	case ekstypes.NodegroupStatusActive, ekstypes.NodegroupStatusDegraded:
+	default:
+		return providers.NodePool{}, providers.Errorf(s.op, providers.Conflict, providers.None, "node group %s is %s; it is upgraded once ACTIVE", spec.Name, ng.Status)
+	}
+	out, err := s.eks.UpdateNodegroupVersion(ctx, &eks.UpdateNodegroupVersionInput{
+		ClusterName: sdkaws.String(cname), NodegroupName: ng.NodegroupName, Version: sdkaws.String(next),
+		ClientRequestToken: sdkaws.String(token("nodegroup-version", spec.ClientToken, view.ID, have, next)),
+	})
+	if err != nil {
+		return providers.NodePool{}, s.fail("UpdateNodegroupVersion", true, err)
+	}
+	view.Status = providers.NodePoolUpdating
+	view.Message = fmt.Sprintf("upgrading from %s to %s", have, next)
+	if out.Update != nil {
+		view.Operation = sdkaws.ToString(out.Update.Id)
+	}
+	return view, nil
 }
 
 // reconfigure makes one UpdateNodegroupConfig (and a TagResource when the

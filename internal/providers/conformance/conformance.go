@@ -17,6 +17,7 @@ package conformance
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -52,6 +53,10 @@ type Subject struct {
 	Version string
 	// UpgradeTo is a later version for the upgrade case; "" skips it.
 	UpgradeTo string
+	// OldVersion is offered and two minors before UpgradeTo, for the cases
+	// that upgrade a cluster and its node pools over more than one minor;
+	// "" skips them.
+	OldVersion string
 	// NodePool is a CPU node pool: MachineType and NodeCount (at least 1).
 	// The cases set Name, Labels, Spot and ClientToken.
 	NodePool providers.NodePoolSpec
@@ -130,6 +135,7 @@ func Cases() []Case {
 		{"CreateIdempotent", createIdempotent},
 		{"ModeNeverChangesInPlace", modeNeverChanges},
 		{"UpgradeInPlace", upgradeInPlace},
+		{"UpgradeOneMinorPerStep", upgradeOneMinorPerStep},
 		{"LabelledGPUNodePool", labelledGPUNodePool},
 		{"SpotNodePool", spotNodePool},
 		{"ResizeInPlace", resizeInPlace},
@@ -412,6 +418,79 @@ func upgradeInPlace(t *testing.T, s *Subject) {
 	if after.Outputs.GlobalID != c.Outputs.GlobalID || after.Outputs.Endpoint == "" {
 		t.Errorf("the upgrade changed the cluster's identity: %+v, was %+v", after.Outputs, c.Outputs)
 	}
+}
+
+// upgradeOneMinorPerStep: a cluster and its node pool asked for a version
+// two minors on go there one minor per step, the control plane first: a
+// pool is never asked past its control plane (Conflict, nothing done), a
+// step asked again while it runs starts nothing new, each pool reports the
+// version it runs, and downgrades are refused.
+func upgradeOneMinorPerStep(t *testing.T, s *Subject) {
+	if s.OldVersion == "" || s.UpgradeTo == "" {
+		t.Skip("the subject names no versions two minors apart")
+	}
+	ctx := t.Context()
+	spec := s.clusterSpec("fa-conf-hops")
+	spec.Version = s.OldVersion
+	c, err := s.Provider.EnsureCluster(ctx, s.Account, spec)
+	if err != nil {
+		t.Fatalf("EnsureCluster at %s: %v", s.OldVersion, err)
+	}
+	s.waitCluster(t, c.Ref, "running", running)
+	pool := s.pool(s.NodePool, "hops", false)
+	if p := s.readyPool(t, c.Ref, pool); !strings.HasPrefix(p.Version, s.OldVersion) {
+		t.Errorf("a new pool on a %s cluster reports version %q", s.OldVersion, p.Version)
+	}
+	ox, oy, _ := providers.Minor(s.OldVersion)
+	middle := fmt.Sprintf("%d.%d", ox, oy+1)
+
+	for i, hop := range []string{middle, s.UpgradeTo} {
+		// The pool may not pass its control plane.
+		ahead := pool
+		ahead.Version = hop
+		if _, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, ahead); providers.ClassOf(err) != providers.Conflict || providers.SideEffectOf(err) != providers.None {
+			t.Fatalf("hop %d: a pool asked for %s before its control plane: %v, want Conflict that did nothing", i+1, hop, err)
+		}
+		up := spec
+		up.Version, up.ClientToken = s.UpgradeTo, spec.ClientToken+":to:"+s.UpgradeTo
+		if _, err := s.Provider.EnsureCluster(ctx, s.Account, up); err != nil {
+			t.Fatalf("hop %d: EnsureCluster toward %s: %v", i+1, s.UpgradeTo, err)
+		}
+		// Asked again while the hop runs, the provider starts nothing new
+		// (or says it is busy); a hop already done is not "running".
+		if now, err := s.Provider.GetCluster(ctx, s.Account, c.Ref); err == nil && now.Status == providers.ClusterUpdating {
+			if _, err := s.Provider.EnsureCluster(ctx, s.Account, up); err != nil && (providers.ClassOf(err) != providers.Conflict || providers.SideEffectOf(err) != providers.None) {
+				t.Fatalf("hop %d: EnsureCluster again while the hop runs: %v", i+1, err)
+			}
+		}
+		got := s.waitCluster(t, c.Ref, "upgraded to "+hop, func(c providers.Cluster, err error) bool {
+			return running(c, err) && strings.HasPrefix(c.Outputs.Version, hop)
+		})
+		if strings.HasPrefix(got.Outputs.Version, s.UpgradeTo) && hop != s.UpgradeTo {
+			t.Fatalf("hop %d went from %s straight to %s", i+1, s.OldVersion, got.Outputs.Version)
+		}
+		pool.Version = hop
+		if _, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, pool); err != nil {
+			t.Fatalf("hop %d: EnsureNodePool to %s: %v", i+1, hop, err)
+		}
+		if _, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, pool); err != nil && providers.ClassOf(err) != providers.Conflict {
+			t.Fatalf("hop %d: EnsureNodePool again while the pool upgrades: %v", i+1, err)
+		}
+		p := s.waitPool(t, c.Ref, pool.Name, "upgraded to "+hop, func(p providers.NodePool, err error) bool {
+			return poolRunning(p, err) && strings.HasPrefix(p.Version, hop)
+		})
+		if p.Operation != "" {
+			t.Errorf("hop %d: a settled pool reports operation %q", i+1, p.Operation)
+		}
+	}
+	down := pool
+	down.Version = s.OldVersion
+	_, err = s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, down)
+	refusedInvalid(t, "a node pool downgrade", err)
+	back := spec
+	back.Version = s.OldVersion
+	_, err = s.Provider.EnsureCluster(ctx, s.Account, back)
+	refusedInvalid(t, "a control plane downgrade", err)
 }
 
 // labelledGPUNodePool: a GPU pool carries our labels and its accelerators;

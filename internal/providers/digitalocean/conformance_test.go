@@ -58,6 +58,7 @@ func TestConformance(t *testing.T) {
 					Location:      "tor1",
 					Version:       "1.34",
 					UpgradeTo:     "1.35",
+					OldVersion:    "1.33",
 					NodePool:      providers.NodePoolSpec{Shape: providers.Shape{MachineType: "s-2vcpu-4gb"}, Size: providers.Size{NodeCount: 1}},
 					GPUNodePool: providers.NodePoolSpec{
 						Shape: providers.Shape{MachineType: "gpu-h100x8-640gb", Accelerators: &providers.Accelerators{Type: "nvidia-h100", Count: 8}},

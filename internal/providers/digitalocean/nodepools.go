@@ -216,6 +216,13 @@ func (a *Adapter) EnsureNodePool(ctx context.Context, acct providers.Account, cl
 		return a.createPool(ctx, s, c, spec, sizes)
 	}
 	v := poolView(clusterStat, p, sizes)
+	v.Version = c.VersionSlug
+	// DOKS upgrades a cluster's node pools with it (EnsureCluster's
+	// upgrade replaces every pool's nodes): a pool's wanted version is
+	// reached when its cluster's is, and only checked here.
+	if _, err := providers.NextPoolVersion(s.op, spec.Name, c.VersionSlug, spec.Version, c.VersionSlug); err != nil {
+		return providers.NodePool{}, err
+	}
 	switch {
 	case v.Status == providers.NodePoolDeleting:
 		return providers.NodePool{}, providers.Errorf(s.op, providers.Conflict, providers.None, "node pool %s is being deleted; it can be made again once it is gone", spec.Name)
@@ -322,7 +329,10 @@ func (a *Adapter) GetNodePool(ctx context.Context, acct providers.Account, clust
 		return providers.NodePool{}, err
 	}
 	st, _ := clusterStatus(c.Status)
-	return poolView(st, p, sizes), nil
+	v := poolView(st, p, sizes)
+	// A DOKS pool's nodes follow their cluster's release.
+	v.Version = c.VersionSlug
+	return v, nil
 }
 
 // ResizeNodePool changes a pool's count and autoscaling in place.
@@ -370,7 +380,9 @@ func (a *Adapter) ListNodePools(ctx context.Context, acct providers.Account, clu
 	st, _ := clusterStatus(c.Status)
 	out := []providers.NodePool{}
 	for _, p := range c.NodePools {
-		out = append(out, poolView(st, p, sizes))
+		v := poolView(st, p, sizes)
+		v.Version = c.VersionSlug
+		out = append(out, v)
 	}
 	slices.SortFunc(out, func(x, y providers.NodePool) int { return strings.Compare(x.Name+"\x00"+x.ID, y.Name+"\x00"+y.ID) })
 	return out, nil

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"regexp"
 	"slices"
@@ -21,11 +22,16 @@ var dnsLabel = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 // progress tells how far an operation has come: one step per observation,
 // and with StepEvery one per interval of the injected clock.
 func (f *Fake) finished(op *Operation) bool {
+	op.Done = min(f.stepsDone(op), op.Steps)
+	return op.Done >= op.Steps
+}
+
+func (f *Fake) stepsDone(op *Operation) int {
 	n := op.Observed
 	if f.cfg.StepEvery > 0 {
 		n += int(f.clock.Now().Sub(op.AcceptedAt) / f.cfg.StepEvery)
 	}
-	return n >= op.Steps
+	return n
 }
 
 func (f *Fake) newOp(kind string, steps int) *Operation {
@@ -43,14 +49,70 @@ func (f *Fake) settleCluster(c *ClusterRecord) bool {
 			delete(f.st.Grants, c.ID)
 			return false
 		case "update":
-			c.Version, c.NodeVersion = c.Op.Target, c.Op.Target
+			c.Version = c.Op.Target
 		}
 		c.Status, c.Op = providers.ClusterRunning, nil
 	}
 	for _, name := range sortedKeys(c.NodePools) {
 		f.settlePool(c, c.NodePools[name])
 	}
+	c.NodeVersion = nodeVersion(c)
 	return true
+}
+
+// nodeVersion is the oldest version a cluster's nodes run: its pools'
+// (which follow the control plane only when upgraded themselves), or the
+// control plane's when it has none.
+func nodeVersion(c *ClusterRecord) string {
+	v := ""
+	for _, p := range c.NodePools {
+		pv := poolVersion(c, p)
+		if v == "" || compareVersions(pv, v) < 0 {
+			v = pv
+		}
+	}
+	if v == "" {
+		return c.Version
+	}
+	return v
+}
+
+// poolVersion is a pool's version; a pool recorded before pools had one
+// runs what its cluster did when last read.
+func poolVersion(c *ClusterRecord, p *NodePoolRecord) string {
+	if p.Version != "" {
+		return p.Version
+	}
+	if c.NodeVersion != "" {
+		return c.NodeVersion
+	}
+	return c.Version
+}
+
+// nextClusterVersion is the one minor a control plane goes up toward
+// want, as the real services take it: never two at once, never leaving a
+// node pool's kubelets more than providers.MaxKubeletLag minors behind.
+func (f *Fake) nextClusterVersion(c *ClusterRecord, want string) (string, error) {
+	hx, hy, ok1 := providers.Minor(c.Version)
+	wx, wy, ok2 := providers.Minor(want)
+	if !ok1 || !ok2 || hx != wx {
+		return "", providers.Invalidf("", "version", "cluster %s runs %s; %q is not a later minor of the same major", c.Name, c.Version, want)
+	}
+	next := want
+	if wy > hy+1 {
+		next = fmt.Sprintf("%d.%d", hx, hy+1)
+	}
+	if !slices.Contains(f.cfg.Versions, next) {
+		return "", providers.Invalidf("", "version", "cluster %s goes one minor at a time and %s is not offered on the way to %s (offered: %s)", c.Name, next, want, strings.Join(f.cfg.Versions, ", "))
+	}
+	_, ny, _ := providers.Minor(next)
+	for _, name := range sortedKeys(c.NodePools) {
+		pv := poolVersion(c, c.NodePools[name])
+		if _, py, ok := providers.Minor(pv); ok && ny-py > providers.MaxKubeletLag {
+			return "", providers.Invalidf("", "versionSkew", "node pool %s runs %s: the control plane going to %s would leave its kubelets more than %d minors behind; upgrade the node pool first", name, pv, next, providers.MaxKubeletLag)
+		}
+	}
+	return next, nil
 }
 
 func (f *Fake) settlePool(c *ClusterRecord, p *NodePoolRecord) bool {
@@ -61,6 +123,9 @@ func (f *Fake) settlePool(c *ClusterRecord, p *NodePoolRecord) bool {
 	if p.Op.Kind == "delete" {
 		delete(c.NodePools, p.Name)
 		return false
+	}
+	if p.Op.Kind == "upgrade" {
+		p.Version, p.Operation = p.Op.Target, ""
 	}
 	p.Status, p.Op = providers.NodePoolRunning, nil
 	return true
@@ -312,18 +377,25 @@ func (f *Fake) ensureCluster(a account, spec providers.ClusterSpec) (*ClusterRec
 	if spec.Version == "" || spec.Version == c.Version {
 		return c, nil
 	}
-	if c.Op != nil {
-		if c.Op.Kind == "update" && c.Op.Target == spec.Version {
-			return c, nil
-		}
-		return nil, providers.Errorf("", providers.Conflict, providers.None, "cluster %s: a %s is in progress", spec.Name, c.Op.Kind)
-	}
 	if compareVersions(spec.Version, c.Version) < 0 {
 		return nil, providers.Invalidf("", "downgrade", "cluster %s runs %s; it cannot go down to %s", spec.Name, c.Version, spec.Version)
 	}
+	next, err := f.nextClusterVersion(c, spec.Version)
+	if err != nil {
+		return nil, err
+	}
+	if c.Op != nil {
+		if c.Op.Kind == "update" && c.Op.Target == next {
+			return c, nil // the hop under way; the next call goes on
+		}
+		return nil, providers.Errorf("", providers.Conflict, providers.None, "cluster %s: a %s is in progress", spec.Name, c.Op.Kind)
+	}
+	if busy := slices.IndexFunc(sortedKeys(c.NodePools), func(n string) bool { return c.NodePools[n].Op != nil }); busy >= 0 {
+		return nil, providers.Errorf("", providers.Conflict, providers.None, "cluster %s: node pool %s has a change in progress; the control plane is upgraded once it is done", spec.Name, sortedKeys(c.NodePools)[busy])
+	}
 	c.Status = providers.ClusterUpdating
 	c.Op = f.newOp("update", f.cfg.Steps.Update)
-	c.Op.Target = spec.Version
+	c.Op.Target = next
 	f.settleCluster(c)
 	return c, nil
 }

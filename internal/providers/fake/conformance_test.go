@@ -100,6 +100,7 @@ func TestConformance(t *testing.T) {
 					Location:      "fake-east",
 					Version:       "1.34",
 					UpgradeTo:     "1.35",
+					OldVersion:    "1.33",
 					NodePool:      providers.NodePoolSpec{Shape: providers.Shape{MachineType: "fake-cpu-4"}, Size: providers.Size{NodeCount: 1}},
 					GPUNodePool: providers.NodePoolSpec{
 						Shape: providers.Shape{MachineType: "fake-h100x8", Accelerators: &providers.Accelerators{Type: "nvidia-h100", Count: 8}},

@@ -2,6 +2,7 @@ package fake
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -132,6 +133,9 @@ func poolView(p *NodePoolRecord) providers.NodePool {
 	}
 	if p.Op != nil {
 		v.Message = p.Op.Kind + " in progress"
+		if p.Op.Kind == "upgrade" {
+			v.Message = fmt.Sprintf("upgrading from %s to %s: step %d of %d", p.Version, p.Op.Target, p.Op.Done, p.Op.Steps)
+		}
 	}
 	return v
 }
@@ -187,7 +191,7 @@ func (f *Fake) ensureNodePool(a account, ref providers.ClusterRef, spec provider
 		p = &NodePoolRecord{NodePool: providers.NodePool{
 			Name: spec.Name, ID: f.nextID("nodepool", c.ID+"/"+spec.Name),
 			Shape: shape, Size: size, Labels: maps.Clone(spec.Labels),
-			Status: providers.NodePoolProvisioning,
+			Status: providers.NodePoolProvisioning, Version: c.Version,
 		}, Op: f.newOp("create", f.cfg.Steps.NodePool), ClientTokens: addToken(nil, spec.ClientToken)}
 		c.NodePools[spec.Name] = p
 		f.settlePool(c, p)
@@ -203,7 +207,33 @@ func (f *Fake) ensureNodePool(a account, ref providers.ClusterRef, spec provider
 	if spec.Labels != nil {
 		p.Labels = maps.Clone(spec.Labels)
 	}
-	return p, f.resize(c, p, size)
+	if !sameSize(p.Size, size) {
+		return p, f.resize(c, p, size) // the upgrade is the next call's
+	}
+	return p, f.upgrade(c, p, spec.Version)
+}
+
+// upgrade starts a pool's kubelets one minor toward want, never past the
+// control plane, as an operation of its own with an id the caller can
+// record. The same upgrade asked again while it runs is that upgrade.
+func (f *Fake) upgrade(c *ClusterRecord, p *NodePoolRecord, want string) error {
+	have := poolVersion(c, p)
+	next, err := providers.NextPoolVersion("", p.Name, have, want, c.Version)
+	if err != nil || next == "" {
+		return err
+	}
+	if p.Op != nil {
+		if p.Op.Kind == "upgrade" && p.Op.Target == next {
+			return nil
+		}
+		return providers.Errorf("", providers.Conflict, providers.None, "node pool %s: a %s is in progress", p.Name, p.Op.Kind)
+	}
+	p.Version, p.Status = have, providers.NodePoolUpdating
+	p.Op = f.newOp("upgrade", f.cfg.Steps.Update)
+	p.Op.Target, p.Op.ID = next, f.nextID("upgrade", c.ID+"/"+p.Name+"/"+next)
+	p.Operation = p.Op.ID
+	f.settlePool(c, p)
+	return nil
 }
 
 // resize changes a pool's size in place, as an operation of its own.

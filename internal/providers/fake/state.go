@@ -69,10 +69,15 @@ type NodePoolRecord struct {
 
 // Operation is an asynchronous operation in flight.
 type Operation struct {
-	Kind string `json:"kind"` // create, update, delete
-	// Target is the version an update moves to.
-	Target     string    `json:"target,omitempty"`
-	Steps      int       `json:"steps"`
+	Kind string `json:"kind"` // create, update, upgrade (a node pool's), delete
+	// Target is the version an update or upgrade moves to.
+	Target string `json:"target,omitempty"`
+	// ID names a node pool upgrade, as the providers' update ids do.
+	ID    string `json:"id,omitempty"`
+	Steps int    `json:"steps"`
+	// Done is how many steps had passed when the operation was last
+	// looked at: its progress.
+	Done       int       `json:"done,omitempty"`
 	Observed   int       `json:"observed"`
 	AcceptedAt time.Time `json:"acceptedAt"`
 }

@@ -65,6 +65,7 @@ func TestConformance(t *testing.T) {
 					Location:      vr.location,
 					Version:       "1.34",
 					UpgradeTo:     "1.35",
+					OldVersion:    "1.33",
 					NodePool:      providers.NodePoolSpec{Shape: providers.Shape{MachineType: "e2-standard-4"}, Size: providers.Size{NodeCount: 1}},
 					GPUNodePool: providers.NodePoolSpec{
 						Shape: providers.Shape{MachineType: "a3-highgpu-8g", Accelerators: &providers.Accelerators{Type: "nvidia-h100-80gb", Count: 8}},

@@ -3,6 +3,7 @@ package gcp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/url"
 	"slices"
@@ -103,7 +104,8 @@ func poolAutoscaling(np *container.NodePool) *providers.Autoscaling {
 func (s *session) poolView(ctx context.Context, np *container.NodePool) (providers.NodePool, error) {
 	v := providers.NodePool{
 		Name: np.Name, Shape: poolShape(np), Status: poolStatus(np.Status),
-		Size: providers.Size{NodeCount: int(np.InitialNodeCount), Autoscaling: poolAutoscaling(np)},
+		Size:    providers.Size{NodeCount: int(np.InitialNodeCount), Autoscaling: poolAutoscaling(np)},
+		Version: np.Version,
 	}
 	if np.Config != nil {
 		v.Labels = maps.Clone(np.Config.Labels)
@@ -380,7 +382,48 @@ func (a *Adapter) convergePool(ctx context.Context, s *session, cluster provider
 		steps = append(steps, s.labelStep(p, np, spec.Labels))
 	}
 	steps = append(steps, s.sizeSteps(p, v.Size, spec.Size)...)
-	return a.change(ctx, s, cluster, v, steps, spec.Size, spec.Labels)
+	if len(steps) > 0 || spec.Version == "" || versionIs(np.Version, spec.Version) {
+		// Labels and size first; an upgrade is the next call's.
+		return a.change(ctx, s, cluster, v, steps, spec.Size, spec.Labels)
+	}
+	return a.upgradePool(ctx, s, cluster, p, np, v, spec)
+}
+
+// upgradePool raises a pool's nodes one minor toward spec.Version with
+// nodePools.update (nodeVersion), never past the control plane's version.
+// A pool whose own operation runs is left to finish (the next call goes
+// on), so an upgrade is never sent twice; the etag refuses one sent after
+// the pool changed since it was read.
+func (a *Adapter) upgradePool(ctx context.Context, s *session, cluster providers.ClusterRef, p string, np *container.NodePool, v providers.NodePool, spec providers.NodePoolSpec) (providers.NodePool, error) {
+	c, _, err := s.getCluster(ctx, cluster)
+	if err != nil {
+		return providers.NodePool{}, err
+	}
+	next, err := providers.NextPoolVersion(s.op, spec.Name, np.Version, spec.Version, c.CurrentMasterVersion)
+	if err != nil || next == "" {
+		return v, err
+	}
+	switch np.Status {
+	case "RECONCILING":
+		return v, nil
+	case "RUNNING":
+	default:
+		return providers.NodePool{}, providers.Errorf(s.op, providers.Conflict, providers.None, "node pool %s is %s; it is upgraded once RUNNING", spec.Name, np.Status)
+	}
+	image := ""
+	if np.Config != nil {
+		image = np.Config.ImageType
+	}
+	opn, err := s.ctr.Projects.Locations.Clusters.NodePools.Update(p, &container.UpdateNodePoolRequest{NodeVersion: next, ImageType: image, Etag: np.Etag}).Context(ctx).Do()
+	if err != nil {
+		return providers.NodePool{}, classify(s.op, err, mutate)
+	}
+	if opn.Status == "DONE" && opn.Error != nil {
+		return providers.NodePool{}, opError(s.op, "upgrading node pool "+spec.Name, opn.Error.Code, opn.Error.Message)
+	}
+	v.Status, v.Operation = providers.NodePoolUpdating, opn.Name
+	v.Message = fmt.Sprintf("GKE operation %s upgrades the nodes from %s to %s", opn.Name, np.Version, next)
+	return v, nil
 }
 
 // change runs a pool's steps and returns the pool as it will be.

@@ -256,6 +256,34 @@ func TestGcloud(t *testing.T) {
 	g.fails([]string{"container", "node-pools", "create", "p2", "--cluster=c1", z, "--num-nodes=1"}, "code=409", "Already exists")
 	g.fails([]string{"container", "node-pools", "create", "p3", "--cluster=c1", z, "--num-nodes=1", "--local-ssd-count=1"}, "code=400", "'node_pool.config.local_ssd_count'")
 
+	// upgrades: the master one minor, never down; a pool's nodes never
+	// past the master, then to it (gcloud's upgrade without --master sends
+	// clusters.update with desiredNodeVersion). gcloud waits on each
+	// operation.
+	g.fails([]string{"container", "clusters", "upgrade", "c1", z, "--node-pool=p2", "--cluster-version=1.35"}, "code=400", "must not be newer than the master version 1.34.3-gke.1100000")
+	g.fails([]string{"container", "clusters", "upgrade", "c1", z, "--master", "--cluster-version=1.33"}, "code=400", "Master cannot be downgraded")
+	if _, errs, code := g.run("container", "clusters", "upgrade", "c1", z, "--master", "--cluster-version=1.35"); code != 0 {
+		t.Fatalf("clusters upgrade --master: exit %d\n%s", code, errs)
+	}
+	c = g.json("container", "clusters", "describe", "c1", z)
+	want(t, "describe after the master upgrade", c, map[string]string{"master": `"1.35.1-gke.1200000"`, "p2": `"1.34.3-gke.1100000"`},
+		map[string][]any{"master": {"currentMasterVersion"}, "p2": {"nodePools", 1, "version"}})
+	if _, errs, code := g.run("container", "clusters", "upgrade", "c1", z, "--node-pool=p2", "--cluster-version=1.35"); code != 0 {
+		t.Fatalf("clusters upgrade --node-pool: exit %d\n%s", code, errs)
+	}
+	p = g.json("container", "node-pools", "describe", "p2", "--cluster=c1", z)
+	want(t, "node-pools describe after the upgrade", p, map[string]string{"version": `"1.35.1-gke.1200000"`, "status": `"RUNNING"`},
+		map[string][]any{"version": {"version"}, "status": {"status"}})
+	ups := 0
+	for _, x := range g.json("container", "operations", "list", z).([]any) {
+		if ty, _ := x.(map[string]any)["operationType"].(string); ty == "UPGRADE_MASTER" || ty == "UPGRADE_NODES" {
+			ups++
+		}
+	}
+	if ups != 2 {
+		t.Errorf("operations list shows %d upgrades, want 2", ups)
+	}
+
 	g.json("container", "node-pools", "delete", "p2", "--cluster=c1", z)
 	if got := names(g.json("container", "node-pools", "list", "--cluster=c1", z)); !slices.Equal(got, []string{"default-pool"}) {
 		t.Errorf("node-pools list after delete: %v", got)
