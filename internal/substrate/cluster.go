@@ -214,7 +214,7 @@ func (p *pass) settledCluster(c providers.Cluster) clusterResult {
 		return clusterResult{cluster: &c}
 	case providers.ClusterUpdating:
 		// An upgrade keeps the API up; node pools wait for it to settle.
-		return clusterResult{stop: waitFor(ReasonClusterUpdating, fmt.Sprintf("cluster %s is updating", name), poll)}
+		return clusterResult{cluster: &c, stop: waitFor(ReasonClusterUpdating, fmt.Sprintf("cluster %s is updating", name), poll)}
 	case providers.ClusterError:
 		return clusterResult{stop: refusedUntil(ReasonClusterInError, fmt.Sprintf("cluster %s is in error at the provider: %s; see the provider's console", name, cmpOr(c.Message, "no reason given")),
 			p.r.clock.Now().Add(p.r.opts.Every))}

@@ -52,6 +52,9 @@ type Pool struct {
 	Adopt   bool
 	Flavors []Flavor
 	Left    bool
+	// Version is the Kubernetes minor of a created cluster ("": the
+	// provider's default, not checked).
+	Version string
 }
 
 // ID is the pool's id.
@@ -89,6 +92,11 @@ var (
 
 func with(f Flavor, nodes int) Flavor { f.Nodes = nodes; return f }
 
+// versioned is the gpu pool of two flavors on a cluster of version v.
+func versioned(v string) []Pool {
+	return []Pool{{Name: "gpu", Version: v, Flavors: []Flavor{h100, l4}}}
+}
+
 // Scenarios are the campaign's stories: create, resize, add a flavor,
 // remove a flavor, teardown, adopt (and an adopted teardown), a node
 // pool's label edited by hand, and the document changed while its create
@@ -115,6 +123,13 @@ func Scenarios() []Scenario {
 			{Pools: created, Rush: true},
 			{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 2), cpu}}}, Prune: true},
 		}},
+		// A cluster of two node pools upgraded one minor in place (the
+		// control plane, then each pool), and one upgraded two minors: a
+		// path of two hops.
+		{Name: "upgrade", Setup: []Step{{Pools: versioned("1.33")}},
+			Steps: []Step{{Pools: versioned("1.34")}}},
+		{Name: "upgradeTwoHops", Setup: []Step{{Pools: versioned("1.33")}},
+			Steps: []Step{{Pools: versioned("1.35")}}},
 		{Name: "createThenResize", Steps: []Step{
 			{Pools: created},
 			{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 2), cpu}}}, Prune: true},
@@ -256,6 +271,9 @@ func Document(step Step) string {
 		policy := "{}"
 		if len(p.Flavors) > 0 {
 			cluster := `{"create":{"location":"fake-east"}}`
+			if p.Version != "" {
+				cluster = fmt.Sprintf(`{"create":{"location":"fake-east","version":%q}}`, p.Version)
+			}
 			if p.Adopt {
 				cluster = fmt.Sprintf(`{"adopt":%q}`, Adoptable)
 			}
@@ -394,6 +412,9 @@ func Check(truth fake.State, last Step, recs []state.SubstrateRecord, installati
 		if cluster != nil {
 			o := providers.Owner{Installation: installation, PoolID: id, Legacy: recorded && rec.Want.LegacyNames}
 			checkPools(&f, p, present, cluster, o)
+			if present && p.Version != "" {
+				checkVersions(&f, p, cluster, o)
+			}
 		}
 		if !recorded {
 			if present {
@@ -520,4 +541,17 @@ func FakeBlock(statePath string) string {
     - { name: %s, location: %s, nodePools: [{ name: %s, machineType: %s, nodeCount: %d }] }
 `, statePath, cfg.Token, cfg.Steps.Cluster, cfg.Steps.NodePool, cfg.Steps.Update, cfg.Steps.Delete,
 		s.Name, s.Location, s.NodePools[0].Name, s.NodePools[0].MachineType, s.NodePools[0].NodeCount)
+}
+
+// checkVersions compares the versions a created cluster and its node pools
+// run with the version the pool names.
+func checkVersions(f *Findings, p Pool, c *fake.ClusterRecord, o providers.Owner) {
+	if c.Version != p.Version {
+		f.add(&f.Disagreements, "pool %s: cluster %s runs %s, want %s", p.Name, c.Name, c.Version, p.Version)
+	}
+	for _, fl := range p.Flavors {
+		if np := c.NodePools[o.NodePoolName(fl.Name)]; np != nil && np.Version != p.Version {
+			f.add(&f.Disagreements, "pool %s: node pool %s runs %s, want %s", p.Name, np.Name, np.Version, p.Version)
+		}
+	}
 }
