@@ -128,8 +128,6 @@ func Scenarios() []Scenario {
 		// path of two hops.
 		{Name: "upgrade", Setup: []Step{{Pools: versioned("1.33")}},
 			Steps: []Step{{Pools: versioned("1.34")}}},
-		{Name: "upgradeTwoHops", Setup: []Step{{Pools: versioned("1.33")}},
-			Steps: []Step{{Pools: versioned("1.35")}}},
 		{Name: "createThenResize", Steps: []Step{
 			{Pools: created},
 			{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 2), cpu}}}, Prune: true},
@@ -173,6 +171,7 @@ func FaultScenarios() []Scenario {
 	// readBackFails fails the second GetCluster: the read-back after the
 	// call, not the read before it.
 	readBackFails := fake.Fault{Method: "GetCluster", After: 1, Class: providers.Unavailable, SideEffect: providers.None}
+	up := func(v string, faults ...fake.Fault) Step { return Step{Pools: versioned(v), Faults: faults} }
 	vanish := func(m string, drop bool) fake.Fault { return fake.Fault{Method: m, Vanish: true, Drop: drop} }
 	fails := func(m string, drop bool) fake.Fault { return fake.Fault{Method: m, WorkFails: true, Drop: drop} }
 	changed := func(pools ...string) []Pool {
@@ -234,6 +233,26 @@ func FaultScenarios() []Scenario {
 			{Pools: created, Rush: true, Faults: []fake.Fault{throttled("EnsureCluster")}},
 			gone(created...),
 		}},
+		// Upgrade hops: two minors as two hops; a hop's call lost before
+		// it reached the provider (read back, made again); refused for
+		// good, then made again by a newer document; its read-back
+		// failing while verifying and once accepted; its work failing at
+		// the provider, answered or not (then torn down).
+		{Name: "upgradeTwoHops", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.35")}},
+		{Name: "upgradeLost", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.34", lost("EnsureCluster"), lost("EnsureNodePool"))}},
+		{Name: "upgradeRefusedThenFixed", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{
+			up("1.34", invalid("EnsureCluster")),
+			{Pools: []Pool{{Name: "gpu", Version: "1.34", Flavors: []Flavor{with(h100, 2), l4}}}, Faults: []fake.Fault{invalid("EnsureNodePool")}},
+			{Pools: []Pool{{Name: "gpu", Version: "1.34", Flavors: []Flavor{with(h100, 3), l4}}}},
+		}},
+		{Name: "upgradeReadBackFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{
+			up("1.34", maybe("EnsureCluster"), readBackFails),
+			up("1.35", readBackFails),
+		}},
+		{Name: "upgradeFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.34", fails("EnsureCluster", false)), gone(versioned("1.34")...)}},
+		{Name: "upgradeLostFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.34", fails("EnsureCluster", true)), gone(versioned("1.34")...)}},
+		{Name: "upgradePoolFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.34", fails("EnsureNodePool", false)), gone(versioned("1.34")...)}},
+		{Name: "upgradePoolLostFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.34", fails("EnsureNodePool", true)), gone(versioned("1.34")...)}},
 		{Name: "teardownTakenBack", Setup: []Step{{Pools: created}}, Steps: []Step{
 			{Pools: bare, Prune: true, Rush: true, Faults: []fake.Fault{throttled("DeleteCluster")}},
 			{Pools: created},
