@@ -361,3 +361,30 @@ func (p *pass) anyPoolHop() bool {
 	}
 	return false
 }
+
+// StatusUpgrade is an unfinished upgrade hop, for the surface: which hop,
+// and since when its operation was opened (Unix ms).
+type StatusUpgrade struct {
+	Hop   string `json:"hop"`
+	Since int64  `json:"since"`
+}
+
+// upgradeOf is a substrate's unfinished hop as the journal holds it (nil:
+// none).
+func upgradeOf(tx *state.Tx, poolID string) (*StatusUpgrade, error) {
+	ops, err := tx.JournalOps(poolID + "/")
+	if err != nil {
+		return nil, err
+	}
+	var out *StatusUpgrade
+	for i := range ops {
+		op := &ops[i]
+		if (op.Step != stepUpgradeControlPlane && op.Step != stepUpgradeNodePool) || op.State.Terminal() {
+			continue
+		}
+		if out == nil || op.CreatedAt < out.Since {
+			out = &StatusUpgrade{Hop: hopOf(op), Since: op.CreatedAt}
+		}
+	}
+	return out, nil
+}

@@ -132,6 +132,9 @@ func TestUpgradeOneMinorOnTheClock(t *testing.T) {
 			if c.Status != substrate.ConditionUnknown {
 				t.Fatalf("a hop in progress is %s, want Unknown", c.Status)
 			}
+			if u := e.status("gpu").Upgrade; !strings.Contains(c.Message, ": done;") && (u == nil || !strings.Contains(c.Message, u.Hop)) {
+				t.Fatalf("status names the hop %+v while the condition says %q", u, c.Message)
+			}
 			switch {
 			case strings.Contains(c.Message, "1.33 -> 1.34 (control plane)"):
 				seen["control plane"] = true
@@ -167,8 +170,8 @@ func TestUpgradeOneMinorOnTheClock(t *testing.T) {
 	if elapsed < least || elapsed > least+3*2*poll {
 		t.Errorf("merge to upgraded took %s on the clock; the hops need %s, and the bound is %s", elapsed, least, least+3*2*poll)
 	}
-	if c := condition(e.status("gpu"), substrate.CondUpgrade); c.Status != substrate.ConditionTrue || c.Reason != substrate.ReasonVersionCurrent {
-		t.Errorf("upgraded: condition %+v", c)
+	if st := e.status("gpu"); condition(st, substrate.CondUpgrade).Reason != substrate.ReasonVersionCurrent || st.Upgrade != nil || st.Cluster.Version != "1.34" {
+		t.Errorf("upgraded: condition %+v, hop %+v, version %s", condition(st, substrate.CondUpgrade), st.Upgrade, st.Cluster.Version)
 	}
 	t.Logf("merge to upgraded (1.33 -> 1.34, control plane and two node pools of 3 nodes): %s on the fake's clock against %s the hops need (x%.2f); %d passes; provider calls: %d writes %v (least 3), %d reads %v",
 		elapsed, least, float64(elapsed)/float64(least), passes+1, sum(w), w, sum(r), r)
@@ -294,4 +297,29 @@ func TestKillDuringAHopResumesIt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRefusedUpgradeNamesTheRefusal: a hop the provider refuses is a
+// problem (UpgradeRefused) in the provider's words, the substrate in
+// error; a newer document makes the hop again.
+func TestRefusedUpgradeNamesTheRefusal(t *testing.T) {
+	e := newEnv(t, nil)
+	e.applyStep(twoPools("1.33"))
+	e.converge(10*time.Second, 40)
+	if err := e.fake.InjectFault(fake.Fault{Method: "EnsureCluster", Class: providers.Invalid, SideEffect: providers.None, Message: "version 1.34 is not offered in fake-east"}); err != nil {
+		t.Fatal(err)
+	}
+	e.applyStep(twoPools("1.34"))
+	e.converge(10*time.Second, 40)
+	st := e.status("gpu")
+	c := condition(st, substrate.CondUpgrade)
+	if st.State != "error" || c.Status != substrate.ConditionFalse || c.Reason != substrate.ReasonUpgradeRefused ||
+		!strings.Contains(c.Message, "1.33 -> 1.34 (control plane)") || !strings.Contains(c.Message, "version 1.34 is not offered in fake-east") {
+		t.Fatalf("a refused hop: state %s, condition %+v", st.State, c)
+	}
+	next := twoPools("1.34")
+	next.Pools[0].Flavors[0].Nodes = 2
+	e.applyStep(next)
+	e.converge(10*time.Second, 60)
+	e.check(next)
 }
