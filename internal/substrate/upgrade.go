@@ -13,6 +13,7 @@ package substrate
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/fleet-agent/fleet-agent/internal/providers"
@@ -128,6 +129,13 @@ func (p *step) upgrade(cluster *providers.Cluster, pools []providers.NodePool) (
 		p.note(fmt.Sprintf("cluster %s runs %s, newer than the document's %s; a cluster is never downgraded: write %s in policy.substrate.cluster.create.version", name, have, want, have))
 		return upgradeResult{}, nil
 	}
+	// A hop never starts beside another change of a node pool (a resize,
+	// a create, a delete): the provider would refuse it, and a hop's call
+	// built from a listing that change made stale could undo it.
+	if busy := p.nodePoolBusy(pools); busy != "" {
+		p.wait(ReasonUpgradeInProgress, fmt.Sprintf("the upgrade of cluster %s to %s waits for node pool %s to settle", name, want, busy), p.r.clock.Now().Add(p.r.opts.Poll))
+		return upgradeResult{busy: true}, nil
+	}
 	// Node pools behind the control plane catch up first, one at a time:
 	// the rest of the hop that moved the control plane, finished whatever
 	// the windows say.
@@ -160,8 +168,19 @@ func (p *pass) lastHop(step, object string) *state.JournalOp {
 // startPoolHop starts one node pool's hop from have to the next minor,
 // asking nothing else of the pool than it has (its shape, size and labels
 // as listed), so that the call is the version change alone.
-func (p *step) startPoolHop(ref providers.ClusterRef, np providers.NodePool, have, controlPlane string) (upgradeResult, error) {
+func (p *step) startPoolHop(ref providers.ClusterRef, listed providers.NodePool, have, controlPlane string) (upgradeResult, error) {
 	to := nextMinor(have)
+	// Read right before: the call carries the pool's size and labels, and
+	// must carry them as they are now.
+	np, err := p.prov.GetNodePool(p.ctx, p.acct, ref, listed.Name)
+	if err != nil {
+		p.readFail("node pool "+listed.Name, err)
+		return upgradeResult{busy: true}, nil
+	}
+	if np.Status != providers.NodePoolRunning || minorOf(np.Version) != have {
+		p.wait(ReasonUpgradeInProgress, fmt.Sprintf("the upgrade of node pool %s to %s waits for it to settle (%s, on %s)", np.Name, to, np.Status, cmpOr(np.Version, "no version")), p.r.clock.Now().Add(p.r.opts.Poll))
+		return upgradeResult{busy: true}, nil
+	}
 	spec := providers.NodePoolSpec{Name: np.Name, Shape: np.Shape, Size: np.Size, Labels: np.Labels, Version: to}
 	return p.startHop(stepUpgradeNodePool, hopObject(np.Name, to), request{Cluster: ref, NodePool: &spec, Name: np.Name, Version: to, From: have}, "node pool "+np.Name)
 }
@@ -387,4 +406,24 @@ func upgradeOf(tx *state.Tx, poolID string) (*StatusUpgrade, error) {
 		}
 	}
 	return out, nil
+}
+
+// nodePoolBusy names a flavor's node pool that is not settled, or that has
+// a change of the node pools step unfinished ("": none).
+func (p *pass) nodePoolBusy(pools []providers.NodePool) string {
+	for _, np := range pools {
+		if np.Status != providers.NodePoolRunning {
+			return np.Name
+		}
+	}
+	for _, key := range p.keys() {
+		if op := p.ops[key]; !op.State.Terminal() && slices.Contains(nodePoolSteps, op.Step) {
+			req, _ := decodeRequest(op)
+			if req.NodePool != nil {
+				return req.NodePool.Name
+			}
+			return cmpOr(req.Name, op.Object)
+		}
+	}
+	return ""
 }
