@@ -3,6 +3,7 @@ package substrate_test
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,29 +258,24 @@ func TestUpgradeWaitsForAWindow(t *testing.T) {
 func TestKillDuringAHopResumesIt(t *testing.T) {
 	for _, step := range []string{"upgradeControlPlane", "upgradeNodePool"} {
 		t.Run(step, func(t *testing.T) {
-			crashed := false
-			var e *env
-			e = newEnv(t, func(o *substrate.Options) {
+			var crashed atomic.Bool
+			e := newEnv(t, func(o *substrate.Options) {
 				substrate.SetCrashAt(o, func(p substrate.Point) bool {
-					if !crashed && p.Step == step && p.Kind == substrate.PointAfterCall {
-						crashed = true
-						return true
-					}
-					return false
+					return p.Step == step && p.Kind == substrate.PointAfterCall && crashed.CompareAndSwap(false, true)
 				})
 			})
 			e.applyStep(twoPools("1.33"))
 			e.converge(10*time.Second, 40)
 			w0 := callCounts(e.fake, writes)
 			e.applyStep(twoPools("1.34"))
-			for n := 0; n < 40 && !crashed; n++ {
+			for n := 0; n < 40 && !crashed.Load(); n++ {
 				err := e.rec.ReconcileOnce(t.Context())
 				if err != nil && !substrate.IsCrashed(err) {
 					t.Fatal(err)
 				}
 				e.clock.Advance(10 * time.Second)
 			}
-			if !crashed {
+			if !crashed.Load() {
 				t.Fatalf("no %s call was made", step)
 			}
 			// Calls are not counted across a restart: count them apart.
