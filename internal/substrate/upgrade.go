@@ -132,6 +132,9 @@ func (p *step) upgrade(cluster *providers.Cluster, pools []providers.NodePool) (
 	// A hop never starts beside another change of a node pool (a resize,
 	// a create, a delete): the provider would refuse it, and a hop's call
 	// built from a listing that change made stale could undo it.
+	if !p.upgradeDue(pools, have, want) {
+		return upgradeResult{}, nil
+	}
 	if busy := p.nodePoolBusy(pools); busy != "" {
 		p.wait(ReasonUpgradeInProgress, fmt.Sprintf("the upgrade of cluster %s to %s waits for node pool %s to settle", name, want, busy), p.r.clock.Now().Add(p.r.opts.Poll))
 		return upgradeResult{busy: true}, nil
@@ -426,4 +429,19 @@ func (p *pass) nodePoolBusy(pools []providers.NodePool) string {
 		}
 	}
 	return ""
+}
+
+// upgradeDue reports whether a hop is left to make: the control plane
+// below the document's minor, or a node pool below both it and the
+// control plane.
+func (p *pass) upgradeDue(pools []providers.NodePool, have, want string) bool {
+	if have != want {
+		return true
+	}
+	for _, np := range pools {
+		if pv := minorOf(np.Version); pv != "" && newer(have, pv) && newer(want, pv) {
+			return true
+		}
+	}
+	return false
 }
