@@ -216,6 +216,12 @@ func (p *pass) settledCluster(c providers.Cluster) clusterResult {
 		// An upgrade keeps the API up; node pools wait for it to settle.
 		return clusterResult{cluster: &c, stop: waitFor(ReasonClusterUpdating, fmt.Sprintf("cluster %s is updating", name), poll)}
 	case providers.ClusterError:
+		if op := p.failedHop(name); op != nil {
+			// Our own upgrade left it so: only a new document helps,
+			// the same after a restart as in the pass that saw it fail.
+			return clusterResult{stop: stop{stopped: true, res: resFailed, reason: ReasonUpgradeRefused,
+				message: fmt.Sprintf("cluster %s is in error at the provider after its upgrade %s: %s; see the provider's console", name, hopOf(op), cmpOr(c.Message, failure(op)))}}
+		}
 		return clusterResult{stop: refusedUntil(ReasonClusterInError, fmt.Sprintf("cluster %s is in error at the provider: %s; see the provider's console", name, cmpOr(c.Message, "no reason given")),
 			p.r.clock.Now().Add(p.r.opts.Every))}
 	case providers.ClusterDeleting:

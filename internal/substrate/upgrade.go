@@ -173,6 +173,10 @@ func (p *pass) lastHop(step, object string) *state.JournalOp {
 // as listed), so that the call is the version change alone.
 func (p *step) startPoolHop(ref providers.ClusterRef, listed providers.NodePool, have, controlPlane string) (upgradeResult, error) {
 	to := nextMinor(have)
+	if op := p.lastHop(stepUpgradeNodePool, hopObject(listed.Name, to)); op != nil && op.State == state.Failed {
+		p.refused("upgrade " + hopOf(op) + " refused: " + p.describe(op) + ": " + failure(op))
+		return upgradeResult{}, nil
+	}
 	// Read right before: the call carries the pool's size and labels, and
 	// must carry them as they are now.
 	np, err := p.prov.GetNodePool(p.ctx, p.acct, ref, listed.Name)
@@ -415,7 +419,9 @@ func upgradeOf(tx *state.Tx, poolID string) (*StatusUpgrade, error) {
 // a change of the node pools step unfinished ("": none).
 func (p *pass) nodePoolBusy(pools []providers.NodePool) string {
 	for _, np := range pools {
-		if np.Status != providers.NodePoolRunning {
+		// A pool in error is the node pools step's problem, not a change
+		// to wait for: its hop is refused below (or was).
+		if np.Status != providers.NodePoolRunning && np.Status != providers.NodePoolError {
 			return np.Name
 		}
 	}
@@ -444,4 +450,16 @@ func (p *pass) upgradeDue(pools []providers.NodePool, have, want string) bool {
 		}
 	}
 	return false
+}
+
+// failedHop is the control plane hop that failed at this generation, if
+// one did: a cluster in error after it needs a new document, not a retry.
+func (p *pass) failedHop(name string) *state.JournalOp {
+	for _, key := range p.keys() {
+		op := p.ops[key]
+		if op.Step == stepUpgradeControlPlane && op.State == state.Failed && op.Generation == p.want.Generation && strings.HasPrefix(op.Object, name+"@") {
+			return op
+		}
+	}
+	return nil
 }

@@ -172,6 +172,9 @@ func FaultScenarios() []Scenario {
 	// call, not the read before it.
 	readBackFails := fake.Fault{Method: "GetCluster", After: 1, Class: providers.Unavailable, SideEffect: providers.None}
 	up := func(v string, faults ...fake.Fault) Step { return Step{Pools: versioned(v), Faults: faults} }
+	// poolReadBackFails fails the second GetNodePool: a node pool hop's
+	// read-back, not the read right before its call.
+	poolReadBackFails := fake.Fault{Method: "GetNodePool", After: 1, Class: providers.Unavailable, SideEffect: providers.None}
 	vanish := func(m string, drop bool) fake.Fault { return fake.Fault{Method: m, Vanish: true, Drop: drop} }
 	fails := func(m string, drop bool) fake.Fault { return fake.Fault{Method: m, WorkFails: true, Drop: drop} }
 	changed := func(pools ...string) []Pool {
@@ -248,6 +251,10 @@ func FaultScenarios() []Scenario {
 		{Name: "upgradeReadBackFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{
 			up("1.34", maybe("EnsureCluster"), readBackFails),
 			up("1.35", readBackFails),
+		}},
+		{Name: "upgradePoolReadBackFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{
+			up("1.34", maybe("EnsureNodePool"), poolReadBackFails),
+			up("1.35", poolReadBackFails),
 		}},
 		{Name: "upgradeFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.34", fails("EnsureCluster", false)), gone(versioned("1.34")...)}},
 		{Name: "upgradeLostFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.34", fails("EnsureCluster", true)), gone(versioned("1.34")...)}},
