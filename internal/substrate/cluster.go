@@ -222,7 +222,13 @@ func (p *pass) settledCluster(c providers.Cluster) clusterResult {
 			return clusterResult{stop: stop{stopped: true, res: resFailed, reason: ReasonUpgradeRefused,
 				message: fmt.Sprintf("cluster %s is in error at the provider after its upgrade %s: %s; see the provider's console", name, hopOf(op), cmpOr(c.Message, failure(op)))}}
 		}
-		return clusterResult{stop: refusedUntil(ReasonClusterInError, fmt.Sprintf("cluster %s is in error at the provider: %s; see the provider's console", name, cmpOr(c.Message, "no reason given")),
+		// A control plane hop still open is followed to its end (the
+		// upgrade step reads it failed) rather than left open.
+		var followed *providers.Cluster
+		if p.pendingHop(stepUpgradeControlPlane, name) != nil {
+			followed = &c
+		}
+		return clusterResult{cluster: followed, stop: refusedUntil(ReasonClusterInError, fmt.Sprintf("cluster %s is in error at the provider: %s; see the provider's console", name, cmpOr(c.Message, "no reason given")),
 			p.r.clock.Now().Add(p.r.opts.Every))}
 	case providers.ClusterDeleting:
 		return clusterResult{stop: waitFor(ReasonClusterDeletedElsewhere, fmt.Sprintf("cluster %s is being deleted at the provider (not by fleet-agent); it is made again once it is gone", name), poll)}
