@@ -102,6 +102,12 @@ func WriteText(w io.Writer, r Report) {
 // before doctor says so.
 const NotJoiningAfter = 15 * time.Minute
 
+// UpgradeStuckAfter is how long one upgrade hop's operation may run before
+// doctor says so: longer than a managed provider takes to replace a large
+// node pool while respecting its PodDisruptionBudgets (GKE waits up to an
+// hour per node).
+const UpgradeStuckAfter = 6 * time.Hour
+
 // Fleet is what the fleet's records say, as the agent's status shows them.
 type Fleet struct {
 	Refused    []localapi.Refused
@@ -144,6 +150,12 @@ func CheckFleet(r *Report, f Fleet, now time.Time) {
 		}
 	}
 	for _, s := range f.Substrates {
+		if u := s.Upgrade; u != nil && now.Sub(time.UnixMilli(u.Since)) >= UpgradeStuckAfter {
+			r.Add("fleet", "substrate-upgrade-stuck", Fail,
+				fmt.Sprintf("pool %s: the upgrade hop %s has run for %s (since %s)", s.Pool, u.Hop,
+					now.Sub(time.UnixMilli(u.Since)).Round(time.Minute), time.UnixMilli(u.Since).UTC().Format(time.RFC3339)),
+				"look at the hop at the provider (its console, aws eks describe-update, gcloud container operations list): a PodDisruptionBudget that allows no eviction, or a pod that never leaves, holds a node pool's upgrade; fleet-agent never sends the hop again (docs/substrates.md, Upgrades)")
+		}
 		switch {
 		case drainOverdue(s):
 			r.Add("fleet", "substrate-drain-blocked", Fail, fmt.Sprintf("pool %s: %s%s", s.Pool, s.Message, failing(s)),

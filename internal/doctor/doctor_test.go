@@ -228,3 +228,26 @@ func TestSubstrateErrorAdviceFollowsTheReason(t *testing.T) {
 		}
 	}
 }
+
+// TestUpgradeStuck: an upgrade hop running past UpgradeStuckAfter is a
+// failure naming the hop and since when; one running less is nothing.
+func TestUpgradeStuck(t *testing.T) {
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	hop := func(age time.Duration) Fleet {
+		return Fleet{NodeDaemon: true, Substrates: []substrate.Status{{Pool: "k8s", State: "ready",
+			Upgrade: &substrate.StatusUpgrade{Hop: "1.33 -> 1.34 (node pool fa-x-h100)", Since: now.Add(-age).UnixMilli()}}}}
+	}
+	var r Report
+	CheckFleet(&r, hop(UpgradeStuckAfter-time.Minute), now)
+	if c := strings.Join(r.Codes(), " "); strings.Contains(c, "substrate-upgrade-stuck") {
+		t.Fatalf("a hop within its bound: %s", c)
+	}
+	var r2 Report
+	CheckFleet(&r2, hop(UpgradeStuckAfter+time.Hour), now)
+	if len(r2.Findings) != 1 || r2.Findings[0].Code != "substrate-upgrade-stuck" || r2.Findings[0].Severity != Fail {
+		t.Fatalf("a hop past its bound: %+v", r2.Findings)
+	}
+	if f := r2.Findings[0]; !strings.Contains(f.Found, "1.33 -> 1.34 (node pool fa-x-h100) has run for 7h0m0s (since 2026-06-01T05:00:00Z)") || !strings.Contains(f.Do, "PodDisruptionBudget") {
+		t.Fatalf("finding %+v", f)
+	}
+}

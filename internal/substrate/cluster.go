@@ -214,9 +214,21 @@ func (p *pass) settledCluster(c providers.Cluster) clusterResult {
 		return clusterResult{cluster: &c}
 	case providers.ClusterUpdating:
 		// An upgrade keeps the API up; node pools wait for it to settle.
-		return clusterResult{stop: waitFor(ReasonClusterUpdating, fmt.Sprintf("cluster %s is updating", name), poll)}
+		return clusterResult{cluster: &c, stop: waitFor(ReasonClusterUpdating, fmt.Sprintf("cluster %s is updating", name), poll)}
 	case providers.ClusterError:
-		return clusterResult{stop: refusedUntil(ReasonClusterInError, fmt.Sprintf("cluster %s is in error at the provider: %s; see the provider's console", name, cmpOr(c.Message, "no reason given")),
+		if op := p.failedHop(name); op != nil {
+			// Our own upgrade left it so: only a new document helps,
+			// the same after a restart as in the pass that saw it fail.
+			return clusterResult{stop: stop{stopped: true, res: resFailed, reason: ReasonUpgradeRefused,
+				message: fmt.Sprintf("cluster %s is in error at the provider after its upgrade %s: %s; see the provider's console", name, hopOf(op), cmpOr(c.Message, failure(op)))}}
+		}
+		// A control plane hop still open is followed to its end (the
+		// upgrade step reads it failed) rather than left open.
+		var followed *providers.Cluster
+		if p.pendingHop(stepUpgradeControlPlane, name) != nil {
+			followed = &c
+		}
+		return clusterResult{cluster: followed, stop: refusedUntil(ReasonClusterInError, fmt.Sprintf("cluster %s is in error at the provider: %s; see the provider's console", name, cmpOr(c.Message, "no reason given")),
 			p.r.clock.Now().Add(p.r.opts.Every))}
 	case providers.ClusterDeleting:
 		return clusterResult{stop: waitFor(ReasonClusterDeletedElsewhere, fmt.Sprintf("cluster %s is being deleted at the provider (not by fleet-agent); it is made again once it is gone", name), poll)}

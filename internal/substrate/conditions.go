@@ -105,6 +105,7 @@ var Reasons = []string{
 	ReasonTornDown, ReasonTearingDown, ReasonAdopterWaiting, ReasonClusterKeepsComingBack,
 	ReasonOrphansRemoved, ReasonOrphansRemaining,
 	ReasonOperationInProgress, ReasonOperationRefused, ReasonOperationFailed, ReasonProviderReadFailed, ReasonProviderReadRefused,
+	ReasonVersionCurrent, ReasonUpgradeInProgress, ReasonUpgradeRefused,
 }
 
 // Condition is one step's verdict. Its message is made of parts (what

@@ -23,7 +23,8 @@ const (
 )
 
 // Steps lists every step, for tests and metrics.
-var Steps = []string{stepCreateCluster, stepCreateNodePool, stepUpdateNodePool, stepResizeNodePool, stepDeleteNodePool, stepDeleteCluster}
+var Steps = []string{stepCreateCluster, stepCreateNodePool, stepUpdateNodePool, stepResizeNodePool, stepDeleteNodePool, stepDeleteCluster,
+	stepUpgradeControlPlane, stepUpgradeNodePool}
 
 func isDelete(step string) bool { return step == stepDeleteCluster || step == stepDeleteNodePool }
 
@@ -34,6 +35,9 @@ type request struct {
 	NodePool *providers.NodePoolSpec `json:"nodePool,omitempty"`
 	Name     string                  `json:"name,omitempty"`
 	Size     *providers.Size         `json:"size,omitempty"`
+	// Version is the minor an upgrade hop goes to, From the one it leaves.
+	Version string `json:"version,omitempty"`
+	From    string `json:"from,omitempty"`
 }
 
 func decodeRequest(op *state.JournalOp) (request, error) {
@@ -113,6 +117,8 @@ func (p *pass) call(op *state.JournalOp) (observed, error) {
 	case stepDeleteNodePool:
 		np, err := p.prov.DeleteNodePool(ctx, acct, req.Cluster, req.Name)
 		return observed{Value: made{pool: &np}}, err
+	case stepUpgradeControlPlane, stepUpgradeNodePool:
+		return p.callHop(op, req)
 	}
 	return observed{}, fmt.Errorf("journal %s: unknown step %q", op.Key, op.Step)
 }
@@ -128,6 +134,8 @@ func (p *pass) readBack(op *state.JournalOp) (observed, error) {
 	}
 	ctx, acct := p.ctx, p.acct
 	switch op.Step {
+	case stepUpgradeControlPlane, stepUpgradeNodePool:
+		return p.readHop(op, req)
 	case stepCreateCluster, stepDeleteCluster:
 		ref := req.Cluster
 		if op.Step == stepCreateCluster {
@@ -229,6 +237,10 @@ func withoutIdentity(step string, obs observed) bool {
 func resultOfCall(obs observed) json.RawMessage {
 	var v any
 	switch {
+	case obs.Value.pool != nil && obs.Value.pool.Operation != "":
+		// The provider's id of the upgrade the call started (an EKS
+		// update id, a GKE operation).
+		v = map[string]string{"id": obs.Value.pool.ID, "operation": obs.Value.pool.Operation}
 	case obs.Value.cluster != nil && obs.Value.cluster.Ref.ID != "":
 		v = obs.Value.cluster.Ref
 	case obs.Value.pool != nil && obs.Value.pool.ID != "":
@@ -298,6 +310,8 @@ func (p *pass) describe(op *state.JournalOp) string {
 		}
 	case stepDeleteNodePool:
 		return "deleting node pool " + req.Name
+	case stepUpgradeControlPlane, stepUpgradeNodePool:
+		return describeHop(op, req)
 	}
 	return op.Step + " " + op.Object
 }

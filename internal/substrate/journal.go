@@ -68,6 +68,12 @@ var notForStep = opjournal.Narrowing{
 	// name makes a pool only once the delete is done), and a teardown
 	// follows it.
 	stepDeleteNodePool: {state.Journaled: {Abandon}, state.InFlight: {Refuse}, state.Verifying: {Refuse, Abandon}, state.Accepted: {Refuse, Abandon}},
+	// An upgrade hop is never deferred before its call nor abandoned (a
+	// hop in flight is finished whatever the document says meanwhile), and
+	// an accepted one is never made again: settled below its minor, the
+	// provider gave it up, and that fails it.
+	stepUpgradeControlPlane: {state.Journaled: {Defer, Abandon}, state.Verifying: {Abandon}, state.Accepted: {Retry, Abandon}},
+	stepUpgradeNodePool:     {state.Journaled: {Defer, Abandon}, state.Verifying: {Abandon}, state.Accepted: {Retry, Abandon}},
 }
 
 // NextFor is Next for an operation of step: also an error wrapping

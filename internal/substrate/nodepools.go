@@ -155,7 +155,13 @@ func (p *step) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
 		return nodePoolsResult{making: true}, err
 	}
 	p.seen.NodePools = seen
-	return nodePoolsResult{making: making}, nil
+	ours := []providers.NodePool{}
+	for _, f := range p.want.Spec.Flavors {
+		if np, ok := listed[p.owner().NodePoolName(f.Name)]; ok && p.ours(np) {
+			ours = append(ours, np)
+		}
+	}
+	return nodePoolsResult{making: making, listed: ours}, nil
 }
 
 // ours reports whether a node pool is one this substrate made: its labels

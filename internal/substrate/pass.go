@@ -267,6 +267,11 @@ func (p *pass) present() ([]Condition, error) {
 	cs.end(cr.stop)
 	conds := []Condition{cs.verdict(CondCluster, ReasonClusterRunning, "")}
 	if cr.stopped || cr.cluster == nil {
+		// A control plane hop keeps the cluster updating: it is followed
+		// here, the node pools not listed meanwhile.
+		if conds, err = p.withUpgrade(conds, cr.cluster, nil); err != nil {
+			return nil, err
+		}
 		return p.withInCluster(conds, nil)
 	}
 	ref := cr.cluster.Ref
@@ -288,6 +293,9 @@ func (p *pass) present() ([]Condition, error) {
 	conds = append(conds, ns.verdict(CondNodePools, ReasonNodePoolsReady, ""))
 	if pools.making {
 		return p.withInCluster(conds, nil)
+	}
+	if conds, err = p.withUpgrade(conds, cr.cluster, pools.listed); err != nil {
+		return nil, err
 	}
 	return p.withInCluster(conds, &ref)
 }

@@ -38,6 +38,9 @@ type Status struct {
 	// they ran ([] before the first pass; an addition): what an alert
 	// matches on, by type and reason.
 	Conditions []StatusCondition `json:"conditions"`
+	// Upgrade is the upgrade hop in flight, absent when none is (an
+	// addition): what doctor measures a stuck upgrade by.
+	Upgrade *StatusUpgrade `json:"upgrade,omitempty"`
 }
 
 // StatusCondition is one step's verdict (docs/substrates.md lists the
@@ -172,6 +175,9 @@ func StatusesAt(tx *state.Tx, now time.Time) ([]Status, error) {
 	out := make([]Status, 0, len(recs))
 	for _, r := range recs {
 		st := StatusOf(r)
+		if st.Upgrade, err = upgradeOf(tx, r.Want.PoolID); err != nil {
+			return nil, err
+		}
 		joined, err := tx.JoinedNodes(r.Want.PoolID)
 		if err != nil {
 			return nil, err

@@ -80,6 +80,9 @@ type claimResult struct {
 // still being made (the in-cluster half waits for them all).
 type nodePoolsResult struct {
 	making bool
+	// listed are the flavors' node pools as this pass listed them (nil:
+	// not listed), for the upgrade step.
+	listed []providers.NodePool
 }
 
 // inClusterResult is the in-cluster step's: applied says the node daemon

@@ -28,6 +28,9 @@ func (f *Fake) finished(op *Operation) bool {
 
 func (f *Fake) stepsDone(op *Operation) int {
 	n := op.Observed
+	if f.cfg.ClockOnly && f.cfg.StepEvery > 0 {
+		n = 0
+	}
 	if f.cfg.StepEvery > 0 {
 		n += int(f.clock.Now().Sub(op.AcceptedAt) / f.cfg.StepEvery)
 	}

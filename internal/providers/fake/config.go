@@ -72,7 +72,11 @@ type Config struct {
 	Steps     Steps  `yaml:"steps"`
 	// StepEvery, when set, also advances an operation one step per interval
 	// of the injected clock since it was accepted.
-	StepEvery      time.Duration       `yaml:"stepEvery"`
+	StepEvery time.Duration `yaml:"stepEvery"`
+	// ClockOnly (tests only, with StepEvery): reads no longer move an
+	// operation on, so that it takes its steps on the clock alone, as a
+	// service does, whoever looks at it.
+	ClockOnly      bool                `yaml:"-"`
 	Versions       []string            `yaml:"versions"`
 	DefaultVersion string              `yaml:"defaultVersion"`
 	Locations      []LocationConfig    `yaml:"locations"`

@@ -56,6 +56,9 @@ type Pool struct {
 	Adopt   bool
 	Flavors []Flavor
 	Left    bool
+	// Version is the Kubernetes minor of a created cluster ("": the
+	// provider's default, not checked).
+	Version string
 }
 
 // ID is the pool's id.
@@ -93,6 +96,11 @@ var (
 
 func with(f Flavor, nodes int) Flavor { f.Nodes = nodes; return f }
 
+// versioned is the gpu pool of two flavors on a cluster of version v.
+func versioned(v string) []Pool {
+	return []Pool{{Name: "gpu", Version: v, Flavors: []Flavor{h100, l4}}}
+}
+
 // Scenarios are the campaign's stories: create, resize, add a flavor,
 // remove a flavor, teardown, adopt (and an adopted teardown), a node
 // pool's label edited by hand, and the document changed while its create
@@ -119,6 +127,11 @@ func Scenarios() []Scenario {
 			{Pools: created, Rush: true},
 			{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 2), cpu}}}, Prune: true},
 		}},
+		// A cluster of two node pools upgraded one minor in place (the
+		// control plane, then each pool), and one upgraded two minors: a
+		// path of two hops.
+		{Name: "upgrade", Setup: []Step{{Pools: versioned("1.33")}},
+			Steps: []Step{{Pools: versioned("1.34")}}},
 		{Name: "createThenResize", Steps: []Step{
 			{Pools: created},
 			{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(h100, 2), cpu}}}, Prune: true},
@@ -175,6 +188,10 @@ func FaultScenarios() []Scenario {
 	// readBackFails fails the second GetCluster: the read-back after the
 	// call, not the read before it.
 	readBackFails := fake.Fault{Method: "GetCluster", After: 1, Class: providers.Unavailable, SideEffect: providers.None}
+	up := func(v string, faults ...fake.Fault) Step { return Step{Pools: versioned(v), Faults: faults} }
+	// poolReadBackFails fails the second GetNodePool: a node pool hop's
+	// read-back, not the read right before its call.
+	poolReadBackFails := fake.Fault{Method: "GetNodePool", After: 1, Class: providers.Unavailable, SideEffect: providers.None}
 	vanish := func(m string, drop bool) fake.Fault { return fake.Fault{Method: m, Vanish: true, Drop: drop} }
 	fails := func(m string, drop bool) fake.Fault { return fake.Fault{Method: m, WorkFails: true, Drop: drop} }
 	changed := func(pools ...string) []Pool {
@@ -236,6 +253,30 @@ func FaultScenarios() []Scenario {
 			{Pools: created, Rush: true, Faults: []fake.Fault{throttled("EnsureCluster")}},
 			gone(created...),
 		}},
+		// Upgrade hops: two minors as two hops; a hop's call lost before
+		// it reached the provider (read back, made again); refused for
+		// good, then made again by a newer document; its read-back
+		// failing while verifying and once accepted; its work failing at
+		// the provider, answered or not (then torn down).
+		{Name: "upgradeTwoHops", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.35")}},
+		{Name: "upgradeLost", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.34", lost("EnsureCluster"), lost("EnsureNodePool"))}},
+		{Name: "upgradeRefusedThenFixed", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{
+			up("1.34", invalid("EnsureCluster")),
+			{Pools: []Pool{{Name: "gpu", Version: "1.34", Flavors: []Flavor{with(h100, 2), l4}}}, Faults: []fake.Fault{invalid("EnsureNodePool")}},
+			{Pools: []Pool{{Name: "gpu", Version: "1.34", Flavors: []Flavor{with(h100, 3), l4}}}},
+		}},
+		{Name: "upgradeReadBackFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{
+			up("1.34", maybe("EnsureCluster"), readBackFails),
+			up("1.35", readBackFails),
+		}},
+		{Name: "upgradePoolReadBackFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{
+			up("1.34", maybe("EnsureNodePool"), poolReadBackFails),
+			up("1.35", poolReadBackFails),
+		}},
+		{Name: "upgradeFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.34", fails("EnsureCluster", false)), gone(versioned("1.34")...)}},
+		{Name: "upgradeLostFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.34", fails("EnsureCluster", true)), gone(versioned("1.34")...)}},
+		{Name: "upgradePoolFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.34", fails("EnsureNodePool", false)), gone(versioned("1.34")...)}},
+		{Name: "upgradePoolLostFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.34", fails("EnsureNodePool", true)), gone(versioned("1.34")...)}},
 		{Name: "teardownTakenBack", Setup: []Step{{Pools: created}}, Steps: []Step{
 			{Pools: bare, Prune: true, Rush: true, Faults: []fake.Fault{throttled("DeleteCluster")}},
 			{Pools: created},
@@ -273,6 +314,9 @@ func Document(step Step) string {
 		policy := "{}"
 		if len(p.Flavors) > 0 {
 			cluster := `{"create":{"location":"fake-east"}}`
+			if p.Version != "" {
+				cluster = fmt.Sprintf(`{"create":{"location":"fake-east","version":%q}}`, p.Version)
+			}
 			if p.Adopt {
 				cluster = fmt.Sprintf(`{"adopt":%q}`, Adoptable)
 			}
@@ -414,6 +458,9 @@ func Check(truth fake.State, last Step, recs []state.SubstrateRecord, installati
 		if cluster != nil {
 			o := providers.Owner{Installation: installation, PoolID: id, Legacy: recorded && rec.Want.LegacyNames}
 			checkPools(&f, p, present, cluster, o)
+			if present && p.Version != "" {
+				checkVersions(&f, p, cluster, o)
+			}
 		}
 		if !recorded {
 			if present {
@@ -577,4 +624,17 @@ func FakeBlock(statePath string) string {
     - { name: %s, location: %s, nodePools: [{ name: %s, machineType: %s, nodeCount: %d }] }
 `, statePath, cfg.Token, cfg.Steps.Cluster, cfg.Steps.NodePool, cfg.Steps.Update, cfg.Steps.Delete,
 		s.Name, s.Location, s.NodePools[0].Name, s.NodePools[0].MachineType, s.NodePools[0].NodeCount)
+}
+
+// checkVersions compares the versions a created cluster and its node pools
+// run with the version the pool names.
+func checkVersions(f *Findings, p Pool, c *fake.ClusterRecord, o providers.Owner) {
+	if c.Version != p.Version {
+		f.add(&f.Disagreements, "pool %s: cluster %s runs %s, want %s", p.Name, c.Name, c.Version, p.Version)
+	}
+	for _, fl := range p.Flavors {
+		if np := c.NodePools[o.NodePoolName(fl.Name)]; np != nil && np.Version != p.Version {
+			f.add(&f.Disagreements, "pool %s: node pool %s runs %s, want %s", p.Name, np.Name, np.Version, p.Version)
+		}
+	}
 }
