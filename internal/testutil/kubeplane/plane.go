@@ -139,7 +139,7 @@ type Plane struct {
 // skips) when the cache is not built.
 func Start(t testing.TB, opts Options) *Plane {
 	t.Helper()
-	p, err := start(t.TempDir(), false, opts)
+	p, err := startFresh(t.TempDir, false, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,16 +155,42 @@ func Start(t testing.TB, opts Options) *Plane {
 // New starts a plane outside a test (in TestMain): its directory is a new
 // temporary one, removed by Close.
 func New(opts Options) (*Plane, error) {
-	dir, err := os.MkdirTemp("", "kubeplane-")
-	if err != nil {
-		return nil, err
+	var made []string
+	p, err := startFresh(func() string {
+		dir, err := os.MkdirTemp("", "kubeplane-")
+		if err != nil {
+			dir = filepath.Join(os.TempDir(), "kubeplane-unmade")
+		}
+		made = append(made, dir)
+		return dir
+	}, true, opts)
+	for _, d := range made {
+		if p == nil || d != p.dir {
+			_ = os.RemoveAll(d)
+		}
 	}
-	p, err := start(dir, true, opts)
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
+	return p, err
+}
+
+// portAttempts is how many times a plane is started afresh when one of its
+// components found its port taken.
+const portAttempts = 3
+
+// startFresh starts a plane in a directory dir gives, again in a new one
+// when a component could not bind the port picked for it. FreePorts picks
+// ports by binding and releasing them, and between the release and the
+// component's bind the kernel may hand one to another process (an outgoing
+// connection's source port comes from the same range): with several planes
+// and busy tests on one machine that happens, and is no failure of the
+// plane.
+func startFresh(dir func() string, ownDir bool, opts Options) (p *Plane, err error) {
+	for range portAttempts {
+		p, err = start(dir(), ownDir, opts)
+		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+			return p, err
+		}
 	}
-	return p, nil
+	return nil, err
 }
 
 // Main is a TestMain body for a test binary sharing one plane: it starts the
