@@ -30,6 +30,13 @@ var advice = map[string]string{
 	ReasonNodePoolKeepsDiffering:    "The provider keeps another value than the document's: change the document to a value the provider keeps.",
 	ReasonNodePoolKeepsComingBack:   "Something outside fleet-agent keeps making a node pool fleet-agent deletes: stop it.",
 	ReasonOutsideWindow:             "Nothing, or widen the maintenance window: the step waits for the next one, which the message names.",
+	ReasonDraining:                  "Nothing: a node pool's Nodes are being emptied before it goes; the agent goes on on its own.",
+	ReasonDrainBlocked:              "The message names the pods or booking that hold the drain and since when: let them finish, relax the PodDisruptionBudget or end the booking, or set drain.then to force with a timeout in the document; the drain goes on on its own once nothing holds it.",
+	ReasonReplacing:                 "Nothing: a blue/green replacement is under way (the message says which step); the old node pool goes once the new one runs and the old is drained.",
+
+	ReasonVersionCurrent:    "Nothing: the control plane and every node pool run the document's minor.",
+	ReasonUpgradeInProgress: "Nothing: an upgrade hop is under way at the provider (the message says which and how far); the next one follows on its own.",
+	ReasonUpgradeRefused:    "The provider refused the upgrade hop: the message gives its words (a minor it does not offer, a skew it will not allow); apply a version the provider accepts, or fix what it names, and the next pass tries again.",
 
 	ReasonNodeDaemonApplied:       "Nothing: the node daemon is applied.",
 	ReasonNodeDaemonNotConfigured: "Set substrate.nodeDaemon and substrate.join in the agent's config, then restart the agent: the Nodes do not join without it.",
