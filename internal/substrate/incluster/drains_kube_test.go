@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleet-agent/fleet-agent/internal/apply"
 	"github.com/fleet-agent/fleet-agent/internal/clock"
@@ -46,81 +47,8 @@ func TestNodePoolLabelsHoldTheFakes(t *testing.T) {
 // touched; the flavor put back lets the drain go (the Node uncordoned);
 // removed again, once the job ends the node pool is deleted.
 func TestRemovedFlavorIsDrainedBeforeItsDelete(t *testing.T) {
-	// A plane of its own: the fake's clusters are all this one API
-	// server, and the other tests of the package expect it unclaimed.
-	plane := kubeplane.Start(t, kubeplane.Options{})
-	ctx := t.Context()
-	dir := t.TempDir()
-	clk := clock.NewFake(time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC))
-	kc := plane.Client()
-	f, err := fakeprov.New(crashtest.FakeConfig(filepath.Join(dir, "fake.json")), crashtest.DefaultSecrets,
-		fakeprov.WithClock(clk), fakeprov.WithKube(kc, plane.URL(), plane.CA()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := state.Open(filepath.Join(dir, "fleet.db"), state.Options{Now: clk.Now, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	plane.SetTokenReviewer(kubeplane.ReviewerFunc(func(token string, _ []string) (authnv1.UserInfo, []string, bool) {
-		user, ok := f.Review(token)
-		return authnv1.UserInfo{Username: user, Groups: []string{"system:masters"}}, nil, ok
-	}))
-	t.Cleanup(func() { plane.SetTokenReviewer(nil) })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = ln.Close()
-	var logs bytes.Buffer
-	joins := join.NewStore(st, join.StoreOptions{Clock: clk})
-	ic := New(Options{Daemon: &config.NodeDaemon{Image: "registry.example.com/fleet-agent:1.2.0", JoinURL: "http://" + ln.Addr().String() + "/"},
-		Joins: joins, Tenant: crashtest.Tenant, Clock: clk, Log: zerolog.New(&logs), Audit: drain.StateAudit{Store: st, Clock: clk}})
-	rec := substrate.New(substrate.Options{Store: st, Providers: map[string]substrate.Provider{"fake": f}, Clock: clk,
-		Log: zerolog.New(&logs), InCluster: ic})
-	applyStep := func(s crashtest.Step) {
-		d, errs := fleet.Validate("test", []byte(crashtest.Document(s)))
-		if errs != nil {
-			t.Fatal(errs.Text())
-		}
-		if _, err := apply.Apply(ctx, st, d, apply.Options{Prune: s.Prune, Now: clk.Now}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	status := func() substrate.Status {
-		list, err := substrate.Statuses(st)
-		if err != nil || len(list) != 1 {
-			t.Fatalf("%v %v", list, err)
-		}
-		return list[0]
-	}
-	// nodePools are the node pools at the provider, by name.
-	nodePools := func() map[string]int {
-		out := map[string]int{}
-		for _, c := range f.Snapshot().Clusters {
-			for name, np := range c.NodePools {
-				out[name] = np.NodeCount
-			}
-		}
-		return out
-	}
-	// Passes on the reconciler's clock; between them the wall clock lets
-	// kwok and the controllers act, bounded by the passes.
-	run := func(what string, done func(substrate.Status) bool) {
-		t.Helper()
-		for range 200 {
-			if err := rec.ReconcileOnce(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if s := status(); done(s) {
-				return
-			}
-			clk.Advance(10 * time.Second)
-			time.Sleep(100 * time.Millisecond) // kwok and the controllers run on the wall clock
-		}
-		t.Fatalf("%s: not within 200 passes: %+v", what, status())
-	}
+	w := newDrainWorld(t)
+	ctx, plane, kc, applyStep, nodePools, run := t.Context(), w.plane, w.kc, w.apply, w.nodePools, w.run
 	cpu := crashtest.Flavor{Name: "cpu", MachineType: "fake-cpu-4", Nodes: 1}
 	h100 := crashtest.Flavor{Name: "h100", MachineType: "fake-h100x8", Nodes: 2}
 	pool := crashtest.Pool{Name: "gpu", Flavors: []crashtest.Flavor{cpu, h100}}
@@ -196,4 +124,97 @@ func TestRemovedFlavorIsDrainedBeforeItsDelete(t *testing.T) {
 	pool.Left = true
 	applyStep(crashtest.Step{Pools: []crashtest.Pool{pool}, Prune: true})
 	run("torn down", func(s substrate.Status) bool { return s.State == "deleted" && s.Converged })
+}
+
+// drainWorld is the world of a drain test on the real control plane: a plane
+// of its own (the fake's clusters are all this one API server, and the
+// other tests of the package expect it unclaimed), the fake provider
+// registering its node pools' Nodes there, a reconciler with the
+// in-cluster half, and how a test drives them.
+type drainWorld struct {
+	plane     *kubeplane.Plane
+	kc        kubernetes.Interface
+	apply     func(crashtest.Step)
+	nodePools func() map[string]int
+	run       func(what string, done func(substrate.Status) bool)
+}
+
+func newDrainWorld(t *testing.T) drainWorld {
+	t.Helper()
+	// A plane of its own: the fake's clusters are all this one API
+	// server, and the other tests of the package expect it unclaimed.
+	plane := kubeplane.Start(t, kubeplane.Options{})
+	ctx := t.Context()
+	dir := t.TempDir()
+	clk := clock.NewFake(time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC))
+	kc := plane.Client()
+	f, err := fakeprov.New(crashtest.FakeConfig(filepath.Join(dir, "fake.json")), crashtest.DefaultSecrets,
+		fakeprov.WithClock(clk), fakeprov.WithKube(kc, plane.URL(), plane.CA()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.Open(filepath.Join(dir, "fleet.db"), state.Options{Now: clk.Now, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	plane.SetTokenReviewer(kubeplane.ReviewerFunc(func(token string, _ []string) (authnv1.UserInfo, []string, bool) {
+		user, ok := f.Review(token)
+		return authnv1.UserInfo{Username: user, Groups: []string{"system:masters"}}, nil, ok
+	}))
+	t.Cleanup(func() { plane.SetTokenReviewer(nil) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = ln.Close()
+	var logs bytes.Buffer
+	joins := join.NewStore(st, join.StoreOptions{Clock: clk})
+	ic := New(Options{Daemon: &config.NodeDaemon{Image: "registry.example.com/fleet-agent:1.2.0", JoinURL: "http://" + ln.Addr().String() + "/"},
+		Joins: joins, Tenant: crashtest.Tenant, Clock: clk, Log: zerolog.New(&logs), Audit: drain.StateAudit{Store: st, Clock: clk}})
+	rec := substrate.New(substrate.Options{Store: st, Providers: map[string]substrate.Provider{"fake": f}, Clock: clk,
+		Log: zerolog.New(&logs), InCluster: ic})
+	applyStep := func(s crashtest.Step) {
+		d, errs := fleet.Validate("test", []byte(crashtest.Document(s)))
+		if errs != nil {
+			t.Fatal(errs.Text())
+		}
+		if _, err := apply.Apply(ctx, st, d, apply.Options{Prune: s.Prune, Now: clk.Now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func() substrate.Status {
+		list, err := substrate.Statuses(st)
+		if err != nil || len(list) != 1 {
+			t.Fatalf("%v %v", list, err)
+		}
+		return list[0]
+	}
+	// nodePools are the node pools at the provider, by name.
+	nodePools := func() map[string]int {
+		out := map[string]int{}
+		for _, c := range f.Snapshot().Clusters {
+			for name, np := range c.NodePools {
+				out[name] = np.NodeCount
+			}
+		}
+		return out
+	}
+	// Passes on the reconciler's clock; between them the wall clock lets
+	// kwok and the controllers act, bounded by the passes.
+	run := func(what string, done func(substrate.Status) bool) {
+		t.Helper()
+		for range 200 {
+			if err := rec.ReconcileOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if s := status(); done(s) {
+				return
+			}
+			clk.Advance(10 * time.Second)
+			time.Sleep(100 * time.Millisecond) // kwok and the controllers run on the wall clock
+		}
+		t.Fatalf("%s: not within 200 passes: %+v", what, status())
+	}
+	return drainWorld{plane: plane, kc: kc, apply: applyStep, nodePools: nodePools, run: run}
 }
