@@ -73,6 +73,25 @@ type NodePools interface {
 	DeleteNodePool(ctx context.Context, acct Account, cluster ClusterRef, name string) (NodePool, error)
 }
 
+// NodeRemover removes chosen nodes of a node pool and shrinks the pool by
+// them, so that a scale-down takes the Nodes the substrate drained rather
+// than the ones the provider would pick (EKS: Auto Scaling's
+// TerminateInstanceInAutoScalingGroup with the desired capacity lowered;
+// GKE: the instance group's deleteInstances; DOKS: a node delete without
+// replacement). Optional: an adapter without it shrinks by ResizeNodePool
+// and the provider chooses.
+type NodeRemover interface {
+	// RemoveNodes deletes the nodes whose Kubernetes Node carries one of
+	// providerIDs (the Node's spec.providerID) and leaves the pool at size.
+	// A providerID that is not a node of this pool is refused with Invalid
+	// before anything is deleted; a node already gone is not an error;
+	// ErrNotFound when the pool is gone. It may return before the nodes are
+	// gone (the pool then reads Updating); reading the pool back shows size
+	// once the call was taken, which is how a caller that crashed after
+	// sending it knows not to send it again.
+	RemoveNodes(ctx context.Context, acct Account, cluster ClusterRef, pool string, providerIDs []string, size Size) (NodePool, error)
+}
+
 // Access mints and withdraws the substrate's admin access to a cluster.
 type Access interface {
 	// Credentials mints an admin credential for the cluster's endpoint that
