@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/fleet-agent/fleet-agent/internal/clock"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
@@ -264,9 +265,24 @@ func (d *Drainer) Pass(ctx context.Context, req Request) (Result, error) {
 	if len(res.Queued) > 0 {
 		res.Blockers = append(res.Blockers, Blocker{Node: res.Queued[0], Why: WhyBudget,
 			Detail: fmt.Sprintf("(%d of %d nodes may be unavailable at once; %d waiting)", req.MaxUnavailable, len(req.PoolNodes), len(res.Queued)),
-			Since:  d.Clock.Now()})
+			Since:  queuedSince(nodes, d.Clock.Now())})
 	}
 	return res, nil
+}
+
+// queuedSince is since when the drain's Nodes have waited for the budget:
+// since the drain began (its first cordon, kept on the Nodes, so a fresh
+// agent says the same). While nothing of it is cordoned yet (a budget of
+// 0, or Nodes unavailable for other reasons hold it) nothing records when
+// the wait began, and it is the pass's own time.
+func queuedSince(nodes map[string]node, now time.Time) time.Time {
+	since := now
+	for _, n := range nodes {
+		if n.mark != nil && n.mark.Began.Before(since) {
+			since = n.mark.Began
+		}
+	}
+	return since
 }
 
 // read is the node pool's Nodes by name, with our marks.
@@ -456,13 +472,15 @@ func (d *Drainer) judge(ctx context.Context, p *corev1.Pod, booking string, forc
 			return blocked, reason, "", err
 		}
 	}
-	err := d.Client.CoreV1().Pods(p.Namespace).EvictV1(ctx, &policyv1.Eviction{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}})
+	err := d.evict(ctx, p)
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return evicted, "", "", nil
 	case apierrors.IsTooManyRequests(err):
 		pdb := d.pdbOf(ctx, p)
+		if unprocessed(err) {
+			pdb += " (its status not yet computed by the cluster's disruption controller)"
+		}
 		if !force {
 			return blocked, WhyPDB, pdb, nil
 		}
@@ -481,6 +499,37 @@ func (d *Drainer) judge(ctx context.Context, p *corev1.Pod, booking string, forc
 	default:
 		return blocked, "", "", apiErr("evicting pod "+key, err)
 	}
+}
+
+// evict asks the eviction API once. A budget's refusal is a 429, with a
+// Retry-After when the budget's status is not computed yet; client-go's
+// own retry would wait that out up to ten times, past the pass's deadline,
+// so the refusal is asked for without it and the next pass asks again.
+// A clientset without a REST client (client-go's fake) takes the plain
+// call, which it never retries.
+func (d *Drainer) evict(ctx context.Context, p *corev1.Pod) error {
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
+	rc, ok := d.Client.CoreV1().RESTClient().(*rest.RESTClient)
+	if !ok || rc == nil {
+		return d.Client.CoreV1().Pods(p.Namespace).EvictV1(ctx, ev)
+	}
+	return rc.Post().MaxRetries(0).Namespace(p.Namespace).Resource("pods").Name(p.Name).SubResource("eviction").
+		Body(ev).Do(ctx).Error()
+}
+
+// unprocessed reports whether a budget's refusal says the budget's status
+// is not computed yet (the API server's cause on such a 429).
+func unprocessed(err error) bool {
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) || se.Status().Details == nil {
+		return false
+	}
+	for _, c := range se.Status().Details.Causes {
+		if c.Type == policyv1.DisruptionBudgetCause && strings.Contains(c.Message, "being processed") {
+			return true
+		}
+	}
+	return false
 }
 
 // forced audits one forced removal before it is made: a removal the audit

@@ -572,3 +572,34 @@ func TestDaemonSetPodsAreLeft(t *testing.T) {
 		t.Fatalf("DaemonSet pod present %v, web present %v, blockers %v", f.present(dsPod), f.present("web"), res.Blockers)
 	}
 }
+
+// TestBudgetWaitKeepsItsSince: a Node waiting for the disruption budget
+// waits since the drain that holds the budget began, on every pass and in
+// a fresh Drainer (the agent killed and started again: a pass keeps
+// nothing in memory), not since the pass that looked.
+func TestBudgetWaitKeepsItsSince(t *testing.T) {
+	f := newFixture(t)
+	nodes := f.nodes(2, kubeplane.WithExtended(kubeplane.GPU, 8))
+	f.pod("train", nodes[0], nil, 8)
+	req := f.request(nodes, nodes, drain.Settings{Timeout: time.Hour, Then: drain.Wait})
+	budgetBlocker := func(res drain.Result) *drain.Blocker {
+		for i, b := range res.Blockers {
+			if b.Why == drain.WhyBudget {
+				return &res.Blockers[i]
+			}
+		}
+		return nil
+	}
+	res := f.pass(req)
+	if b := budgetBlocker(res); b == nil || !b.Since.Equal(t0) {
+		t.Fatalf("first pass: %+v: want the second Node waiting for the budget since %s", res.Blockers, t0)
+	}
+	for range 3 {
+		f.clock.Advance(10 * time.Minute)
+		f.d = &drain.Drainer{Client: plane.Client(), Clock: f.clock, Audit: f.d.Audit}
+		res = f.pass(req)
+		if b := budgetBlocker(res); b == nil || !b.Since.Equal(t0) {
+			t.Fatalf("at %s: %+v: want the budget wait since %s", f.clock.Now(), res.Blockers, t0)
+		}
+	}
+}

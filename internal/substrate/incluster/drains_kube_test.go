@@ -137,6 +137,11 @@ type drainWorld struct {
 	apply     func(crashtest.Step)
 	nodePools func() map[string]int
 	run       func(what string, done func(substrate.Status) bool)
+	// rec, status and advance are run's parts, for a test that drives
+	// the passes itself.
+	rec     *substrate.Reconciler
+	status  func() substrate.Status
+	advance func()
 }
 
 func newDrainWorld(t *testing.T) drainWorld {
@@ -200,6 +205,10 @@ func newDrainWorld(t *testing.T) drainWorld {
 		}
 		return out
 	}
+	advance := func() {
+		clk.Advance(10 * time.Second)
+		time.Sleep(100 * time.Millisecond) // kwok and the controllers run on the wall clock
+	}
 	// Passes on the reconciler's clock; between them the wall clock lets
 	// kwok and the controllers act, bounded by the passes.
 	run := func(what string, done func(substrate.Status) bool) {
@@ -211,10 +220,9 @@ func newDrainWorld(t *testing.T) drainWorld {
 			if s := status(); done(s) {
 				return
 			}
-			clk.Advance(10 * time.Second)
-			time.Sleep(100 * time.Millisecond) // kwok and the controllers run on the wall clock
+			advance()
 		}
 		t.Fatalf("%s: not within 200 passes: %+v", what, status())
 	}
-	return drainWorld{plane: plane, kc: kc, apply: applyStep, nodePools: nodePools, run: run}
+	return drainWorld{plane: plane, kc: kc, apply: applyStep, nodePools: nodePools, run: run, rec: rec, status: status, advance: advance}
 }

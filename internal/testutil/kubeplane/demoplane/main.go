@@ -91,7 +91,9 @@ func run(statePath, out, bin string, every time.Duration) error {
 		return err
 	}
 	began := time.Now()
-	p, err := kubeplane.New(kubeplane.Options{})
+	// The disruption controller computes PodDisruptionBudgets' status, as
+	// in any cluster: without it every budget refuses every eviction.
+	p, err := kubeplane.New(kubeplane.Options{Controllers: append(slices.Clone(kubeplane.DefaultControllers), "disruption-controller")})
 	if err != nil {
 		return err
 	}
