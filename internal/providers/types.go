@@ -130,6 +130,11 @@ type Cluster struct {
 	// discovery sweep lists a converged substrate's node pools only when it
 	// moved (or is "").
 	NodePoolsRevision string `json:"nodePoolsRevision,omitempty"`
+	// Operation is the provider's id of the control plane upgrade an
+	// EnsureCluster started (the EKS update id, the GKE operation name),
+	// for the journal to record; "" when the call started none (DOKS gives
+	// its upgrade no id).
+	Operation string `json:"operation,omitempty"`
 }
 
 // KubernetesVersions are the Kubernetes minors an account offers for a

@@ -241,6 +241,11 @@ func resultOfCall(obs observed) json.RawMessage {
 		// The provider's id of the upgrade the call started (an EKS
 		// update id, a GKE operation).
 		v = map[string]string{"id": obs.Value.pool.ID, "operation": obs.Value.pool.Operation}
+	case obs.Value.cluster != nil && obs.Value.cluster.Ref.ID != "" && obs.Value.cluster.Operation != "":
+		v = struct {
+			providers.ClusterRef
+			Operation string `json:"operation"`
+		}{obs.Value.cluster.Ref, obs.Value.cluster.Operation}
 	case obs.Value.cluster != nil && obs.Value.cluster.Ref.ID != "":
 		v = obs.Value.cluster.Ref
 	case obs.Value.pool != nil && obs.Value.pool.ID != "":

@@ -1,6 +1,7 @@
 package substrate_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
+	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/crashtest"
 )
@@ -318,4 +320,39 @@ func TestRefusedUpgradeNamesTheRefusal(t *testing.T) {
 	e.applyStep(next)
 	e.converge(10*time.Second, 60)
 	e.check(next)
+}
+
+// TestEveryHopKeepsItsProviderOperation: each hop's journaled operation,
+// the control plane's as much as a node pool's, keeps the provider's id of
+// the upgrade it started (an EKS update id, a GKE operation), so the
+// journal says which provider operation a hop is.
+func TestEveryHopKeepsItsProviderOperation(t *testing.T) {
+	e := newEnv(t, nil)
+	e.applyStep(twoPools("1.33"))
+	e.converge(10*time.Second, 40)
+	e.applyStep(twoPools("1.34"))
+	e.converge(10*time.Second, 120)
+	e.check(twoPools("1.34"))
+	hops := 0
+	if err := e.store.View(func(tx *state.Tx) error {
+		ops, err := tx.JournalOps("")
+		for _, op := range ops {
+			if !strings.HasPrefix(op.Step, "upgrade") {
+				continue
+			}
+			hops++
+			var r struct {
+				Operation string `json:"operation"`
+			}
+			if json.Unmarshal(op.Result, &r) != nil || r.Operation == "" {
+				t.Errorf("%s (%s): result %s keeps no provider operation", op.Key, op.Step, op.Result)
+			}
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if hops != 3 {
+		t.Fatalf("%d upgrade operations in the journal, want 3 (the control plane and two node pools)", hops)
+	}
 }

@@ -203,7 +203,7 @@ func (s *session) converge(ctx context.Context, c *ekstypes.Cluster, spec provid
 	case c.Status != ekstypes.ClusterStatusActive:
 		return providers.Cluster{}, providers.Errorf(s.op, providers.Conflict, providers.None, "cluster %s is %s; it is upgraded once ACTIVE", spec.Name, c.Status)
 	}
-	_, err := s.eks.UpdateClusterVersion(ctx, &eks.UpdateClusterVersionInput{
+	out, err := s.eks.UpdateClusterVersion(ctx, &eks.UpdateClusterVersionInput{
 		Name: sdkaws.String(spec.Name), Version: sdkaws.String(next),
 		ClientRequestToken: sdkaws.String(token("version", spec.ClientToken, sdkaws.ToString(c.Arn), have, next)),
 	})
@@ -212,6 +212,9 @@ func (s *session) converge(ctx context.Context, c *ekstypes.Cluster, spec provid
 	}
 	view.Status = providers.ClusterUpdating
 	view.Message = fmt.Sprintf("upgrading from %s to %s", have, next)
+	if out.Update != nil {
+		view.Operation = sdkaws.ToString(out.Update.Id)
+	}
 	return view, nil
 }
 

@@ -33,6 +33,7 @@ func TestConformance(t *testing.T) {
 				h := newHarness(t, harnessOpts{emu: v.emu})
 				h.seedTheirs()
 				s := conformance.Subject{
+					UpgradeIDs:    true,
 					Provider:      h.adapter,
 					Account:       h.acct,
 					SecondAccount: &h.team,

@@ -82,6 +82,10 @@ type Subject struct {
 	PoolID string
 	// MaxPolls bounds each wait for an operation; default 100.
 	MaxPolls int
+	// UpgradeIDs: the provider names each upgrade it starts (EKS's update
+	// ids, GKE's operations, the fake's), and the call that starts one
+	// answers with it; DOKS gives its upgrades no id.
+	UpgradeIDs bool
 }
 
 func (s *Subject) defaults(t *testing.T) {
@@ -453,8 +457,12 @@ func upgradeOneMinorPerStep(t *testing.T, s *Subject) {
 		}
 		up := spec
 		up.Version, up.ClientToken = s.UpgradeTo, spec.ClientToken+":to:"+s.UpgradeTo
-		if _, err := s.Provider.EnsureCluster(ctx, s.Account, up); err != nil {
+		started, err := s.Provider.EnsureCluster(ctx, s.Account, up)
+		if err != nil {
 			t.Fatalf("hop %d: EnsureCluster toward %s: %v", i+1, s.UpgradeTo, err)
+		}
+		if s.UpgradeIDs && started.Status == providers.ClusterUpdating && started.Operation == "" {
+			t.Errorf("hop %d: the call that started the control plane's upgrade names no operation", i+1)
 		}
 		// Asked again while the hop runs, the provider starts nothing new
 		// (or says it is busy); a hop already done is not "running".
@@ -470,8 +478,12 @@ func upgradeOneMinorPerStep(t *testing.T, s *Subject) {
 			t.Fatalf("hop %d went from %s straight to %s", i+1, s.OldVersion, got.Outputs.Version)
 		}
 		pool.Version = hop
-		if _, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, pool); err != nil {
+		startedPool, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, pool)
+		if err != nil {
 			t.Fatalf("hop %d: EnsureNodePool to %s: %v", i+1, hop, err)
+		}
+		if s.UpgradeIDs && startedPool.Status == providers.NodePoolUpdating && startedPool.Operation == "" {
+			t.Errorf("hop %d: the call that started the node pool's upgrade names no operation", i+1)
 		}
 		if _, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, pool); err != nil && providers.ClassOf(err) != providers.Conflict {
 			t.Fatalf("hop %d: EnsureNodePool again while the pool upgrades: %v", i+1, err)

@@ -243,6 +243,9 @@ func (f *Fake) view(c *ClusterRecord) providers.Cluster {
 	}
 	if c.Op != nil {
 		v.Message = c.Op.Kind + " in progress"
+		if c.Op.Kind == "update" {
+			v.Operation = c.Op.ID
+		}
 	} else if c.Message != "" {
 		v.Message = c.Message
 	}
@@ -398,7 +401,7 @@ func (f *Fake) ensureCluster(a account, spec providers.ClusterSpec) (*ClusterRec
 	}
 	c.Status = providers.ClusterUpdating
 	c.Op = f.newOp("update", f.cfg.Steps.Update)
-	c.Op.Target = next
+	c.Op.Target, c.Op.ID = next, f.nextID("upgrade", c.ID+"/"+next)
 	f.settleCluster(c)
 	return c, nil
 }

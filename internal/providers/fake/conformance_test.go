@@ -94,6 +94,7 @@ func TestConformance(t *testing.T) {
 				f := open(t, cfg, clk)
 				second := account("other-k8s", "team-b", "secret://other-token")
 				s := conformance.Subject{
+					UpgradeIDs:    true,
 					Provider:      f,
 					Account:       acct,
 					SecondAccount: &second,

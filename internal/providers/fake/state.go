@@ -72,7 +72,8 @@ type Operation struct {
 	Kind string `json:"kind"` // create, update, upgrade (a node pool's), delete
 	// Target is the version an update or upgrade moves to.
 	Target string `json:"target,omitempty"`
-	// ID names a node pool upgrade, as the providers' update ids do.
+	// ID names an upgrade (a control plane's or a node pool's), as the
+	// providers' update ids do.
 	ID    string `json:"id,omitempty"`
 	Steps int    `json:"steps"`
 	// Done is how many steps had passed when the operation was last

@@ -281,7 +281,10 @@ func (a *Adapter) convergeCluster(ctx context.Context, s *session, spec provider
 		return providers.Cluster{}, providers.Invalidf(s.op, "modeChange", "cluster %s has privateNodes %v; its location and privateNodes never change in place: make a new pool instead", v.Ref, v.PrivateNodes)
 	}
 	path := v.Ref.ID
-	var steps []step
+	var (
+		steps     []step
+		operation string
+	)
 	if missing := labelsToSet(c.ResourceLabels, labels); missing != nil {
 		fp := c.LabelFingerprint
 		steps = append(steps, step{"setting the cluster's labels", func(ctx context.Context) (*container.Operation, error) {
@@ -296,7 +299,11 @@ func (a *Adapter) convergeCluster(ctx context.Context, s *session, spec provider
 		// takes the next hop, the journal calls again for the rest.
 		hop := nextHop(c.CurrentMasterVersion, spec.Version)
 		steps = append(steps, step{"upgrading the control plane to " + hop, func(ctx context.Context) (*container.Operation, error) {
-			return s.ctr.Projects.Locations.Clusters.Update(path, &container.UpdateClusterRequest{Update: &container.ClusterUpdate{DesiredMasterVersion: hop}}).Context(ctx).Do()
+			op, err := s.ctr.Projects.Locations.Clusters.Update(path, &container.UpdateClusterRequest{Update: &container.ClusterUpdate{DesiredMasterVersion: hop}}).Context(ctx).Do()
+			if op != nil {
+				operation = op.Name
+			}
+			return op, err
 		}})
 	}
 	if len(steps) == 0 {
@@ -308,7 +315,7 @@ func (a *Adapter) convergeCluster(ctx context.Context, s *session, spec provider
 	if err := s.run(ctx, a, c.Location, steps); err != nil {
 		return providers.Cluster{}, err
 	}
-	v.Status, v.Labels = providers.ClusterUpdating, maps.Clone(spec.Labels)
+	v.Status, v.Labels, v.Operation = providers.ClusterUpdating, maps.Clone(spec.Labels), operation
 	for k, val := range decodeLabels(c.ResourceLabels) {
 		if _, ours := spec.Labels[k]; !ours {
 			v.Labels[k] = val

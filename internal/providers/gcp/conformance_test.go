@@ -59,6 +59,7 @@ func TestConformance(t *testing.T) {
 				v.secrets.set("secret://second-key", string(otherKey))
 				second := account("second", project, vr.zones, "secret://second-key")
 				s := conformance.Subject{
+					UpgradeIDs:    true,
 					Provider:      v.ad,
 					Account:       v.acct,
 					SecondAccount: &second,
