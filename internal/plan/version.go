@@ -182,12 +182,16 @@ func (p *planner) hops(pool string, sub *fleet.Substrate, existing inventory.Obj
 	}
 	slices.Sort(flavors)
 	seq := 0
+	var window *Window
+	if windows := windowsOf(sub); windows != nil {
+		window = &Window{Windows: windows}
+	}
 	add := func(h Hop) {
 		name := fmt.Sprintf("%s version %s -> %s (%s)", pool, h.From, h.To, h.Part)
 		if h.Flavor != "" {
 			name = fmt.Sprintf("%s version %s -> %s (%s %s)", pool, h.From, h.To, h.Part, h.Flavor)
 		}
-		p.out = append(p.out, entry{change: Change{Kind: KindSubstrate, Name: name, Action: Upgrade, Hop: &h,
+		p.out = append(p.out, entry{change: Change{Kind: KindSubstrate, Name: name, Action: Upgrade, Hop: &h, Window: window,
 			group: gPoolUpdatesAndQuotas, order: fmt.Sprintf("%s\x00\x00%06d", pool, seq)}})
 		seq++
 	}
