@@ -34,7 +34,8 @@ var windowsWritten = []string{"sat, sun 02:00 for 4h (Europe/Berlin)", "wed 22:3
 // upgrade hop, a flavor's node pool removed, a shrink, a blue/green
 // replacement) says it starts in a window, naming the windows as written
 // (never an instant, so the plan stays free of the clock) and, on the
-// pool's change, which steps wait. Without windows, a step that gives
+// pool's change, which steps wait. An upgrade hop waits for its control
+// plane's part only: its node pools follow at once. Without windows, a step that gives
 // nothing back (a grow), one that cannot start (a shape change without
 // blue/green, which the substrate reports as an error) and a blocked change
 // say nothing.
@@ -44,8 +45,9 @@ func TestPlanSaysWhenADisruptiveStepMayStart(t *testing.T) {
 		edit    func(d jdoc)
 		windows bool
 		running string
+		applied string   // the version applied ("1.33" when empty)
 		waits   []string // the kube pool's steps that wait (nil: no window)
-		hops    int      // hops that carry the window
+		hops    int      // hops that carry the window (control plane hops)
 		golden  bool
 	}{
 		{name: "window-steps", windows: true, golden: true, edit: func(d jdoc) {
@@ -70,9 +72,9 @@ func TestPlanSaysWhenADisruptiveStepMayStart(t *testing.T) {
 			set(t, d, pSub+"/flavors/0/nodes", 1)
 			del(t, d, pSub+"/flavors/1")
 		}},
-		{name: "window-hops", windows: true, golden: true, running: "1.33.2-fake.1", edit: func(d jdoc) {
+		{name: "window-hops", windows: true, golden: true, applied: "1.32", running: "1.32.2-fake.1", edit: func(d jdoc) {
 			set(t, d, pCreate+"/version", "1.34")
-		}, hops: 3},
+		}, hops: 2},
 		{name: "hops without windows", running: "1.33.2-fake.1", edit: func(d jdoc) {
 			set(t, d, pCreate+"/version", "1.34")
 		}},
@@ -85,8 +87,12 @@ func TestPlanSaysWhenADisruptiveStepMayStart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// The fleet was applied with the same windows, so only the
 			// edit differs.
-			objs := fleetOf(t, windowed(t, "1.33", tc.windows))
-			d := windowed(t, "1.33", tc.windows)
+			applied := tc.applied
+			if applied == "" {
+				applied = "1.33"
+			}
+			objs := fleetOf(t, windowed(t, applied, tc.windows))
+			d := windowed(t, applied, tc.windows)
 			tc.edit(d)
 			p := Make(docOf(t, d), running(objs, tc.running), Options{Prune: true})
 			var kube *Change
@@ -95,12 +101,18 @@ func TestPlanSaysWhenADisruptiveStepMayStart(t *testing.T) {
 				if c.Kind == inventory.Pool && c.Name == "kube" {
 					kube = &p.Changes[i]
 				}
-				if c.Action == Upgrade {
-					if c.Window != nil {
-						hops++
-						if !slices.Equal(c.Window.Windows, windowsWritten) || c.Window.Waits != nil {
-							t.Errorf("hop %s: window %+v", c.Name, c.Window)
-						}
+				if c.Action != Upgrade {
+					continue
+				}
+				// A hop starts with its control plane; its node pools
+				// follow at once, whatever the windows say.
+				if c.Hop.Part == HopNodePool && c.Window != nil {
+					t.Errorf("node pool hop %s carries a window", c.Name)
+				}
+				if c.Window != nil {
+					hops++
+					if !slices.Equal(c.Window.Windows, windowsWritten) || c.Window.Waits != nil {
+						t.Errorf("hop %s: window %+v", c.Name, c.Window)
 					}
 				}
 			}
