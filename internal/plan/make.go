@@ -423,7 +423,7 @@ func (p *planner) poolsPlan() {
 		}
 		if sub := pool.Substrate(); sub != nil && e.change.Action == Update && e.change.Blocked == "" && exists {
 			if windows := windowsOf(sub); windows != nil {
-				if waits := disruptive(stored, sub); len(waits) > 0 {
+				if waits := disruptive(stored, want["policy"].(map[string]any), sub); len(waits) > 0 {
 					e.change.Window = &Window{Windows: windows, Waits: waits}
 				}
 			}

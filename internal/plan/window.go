@@ -71,8 +71,9 @@ func windowsOf(sub *fleet.Substrate) []string {
 var shapeFields = []string{"machineType", "gpus", "zones", "diskGiB", "spot"}
 
 // disruptive lists the steps of a pool's update that wait for a window,
-// flavors in the document's order, removed ones after.
-func disruptive(stored map[string]any, sub *fleet.Substrate) []string {
+// flavors in the document's order, removed ones after; stored and wanted
+// are the pool's policy as applied and as the plan compares it.
+func disruptive(stored, wanted map[string]any, sub *fleet.Substrate) []string {
 	old, _ := stored["substrate"].(map[string]any)
 	if old == nil {
 		return nil
@@ -90,7 +91,11 @@ func disruptive(stored map[string]any, sub *fleet.Substrate) []string {
 	}
 	var steps []string
 	seen := map[string]bool{}
-	wantFlavors := asList(substrateValue(sub)["flavors"])
+	ws, _ := wanted["substrate"].(map[string]any)
+	wantFlavors := asList(ws["flavors"])
+	if len(wantFlavors) != len(sub.Flavors) {
+		return nil // not the spec of this substrate: nothing to read
+	}
 	for i, f := range sub.Flavors {
 		seen[f.Name] = true
 		was, ok := before[f.Name]

@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -203,5 +204,37 @@ func TestWindowsKeepThePlanHash(t *testing.T) {
 	}
 	if !strings.Contains(text(c, false), "wed 23:00 for 90m (UTC)") {
 		t.Errorf("the moved window is not shown:\n%s", text(c, false))
+	}
+}
+
+// BenchmarkWindowNotes: what reading the disruptive steps adds to a plan of
+// a substrate with 32 flavors, every one shrunk: with windows (the notes
+// made) against the same plan without.
+func BenchmarkWindowNotes(b *testing.B) {
+	for _, windows := range []bool{false, true} {
+		name := "without windows"
+		if windows {
+			name = "with windows"
+		}
+		b.Run(name, func(b *testing.B) {
+			make := func(nodes int) jdoc {
+				d := windowed(b, "1.33", windows)
+				del(b, d, pSub+"/flavors/1")
+				del(b, d, pSub+"/flavors/0")
+				for i := range 32 {
+					add(b, d, pSub+"/flavors", obj(fmt.Sprintf(`{"name":"f%d","machineType":"m1","nodes":%d}`, i, nodes)))
+				}
+				return d
+			}
+			objs := fleetOf(b, make(3))
+			doc := docOf(b, make(1))
+			snap := running(objs, "")
+			if p := Make(doc, snap, Options{Prune: true}); windows != (len(windowLines(p)) == 32) {
+				b.Fatalf("%d window lines", len(windowLines(p)))
+			}
+			for b.Loop() {
+				Make(doc, snap, Options{Prune: true})
+			}
+		})
 	}
 }
