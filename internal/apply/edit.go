@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -193,6 +194,7 @@ func ApplyEdit(store *state.Store, e Edit) error {
 //	--delete of a pool with a substrate                   a teardown goes through the document (protect, apply.maxTeardowns)
 //	policy without policy.substrate                       the same
 //	protect taken out of a protected substrate            protect comes off through the document, in its own change
+//	its account or cluster changed (but the version)      a substrate's identity never changes: a new pool is made instead
 //	a created cluster's version changed (set or removed)  an upgrade goes through a reviewed plan, hop by hop
 //
 // A substrate counts when the stored pool's policy has one or the
@@ -228,12 +230,41 @@ func substrateRules(tx *state.Tx, o inventory.Object, e Edit) (string, error) {
 	if keeps, _ := sub["protect"].(bool); protected && !keeps {
 		return fmt.Sprintf("pool %s's substrate is protected as applied, and an edit cannot take protect out: apply \"protect\": false through the document, in its own reviewed change; nothing was changed", o.Name), nil
 	}
+	idWas, ok1 := identity(old)
+	idNow, ok2 := identity(sub)
+	if !ok1 || !ok2 || !bytes.Equal(idWas, idNow) {
+		return fmt.Sprintf("pool %s: a substrate's account and cluster cannot change, by an edit as by a plan (the cluster is the one the substrate made or adopted): make a new pool for another account or cluster, through the document; nothing was changed", o.Name), nil
+	}
 	if was, created := createdVersion(old); created {
 		if now, _ := createdVersion(sub); now != was {
 			return fmt.Sprintf("pool %s's created cluster has version %s as applied, and an edit cannot change a created cluster's version (asked: %s): an upgrade goes through a reviewed plan, which checks the version against what the account offers and shows each hop; write policy.substrate.cluster.create.version in the document; nothing was changed", o.Name, orNone(was), orNone(now)), nil
 		}
 	}
 	return "", nil
+}
+
+// identity is a substrate's account and cluster, its created cluster's
+// version left out (the version changes in place, and has its own row), as
+// canonical bytes; ok is false for one that does not encode (stored values
+// always do; the edit is refused if not).
+func identity(sub map[string]any) (_ []byte, ok bool) {
+	cluster := map[string]any{}
+	if cl, ok := sub["cluster"].(map[string]any); ok {
+		for k, v := range cl {
+			cluster[k] = v
+		}
+		if cr, ok := cl["create"].(map[string]any); ok {
+			c := map[string]any{}
+			for k, v := range cr {
+				if k != "version" {
+					c[k] = v
+				}
+			}
+			cluster["create"] = c
+		}
+	}
+	b, err := canon.Marshal(map[string]any{"account": sub["account"], "cluster": cluster})
+	return b, err == nil
 }
 
 // poolSubstrate is policy.substrate of a stored (normalised) policy, or nil.

@@ -402,7 +402,8 @@ func TestDisruptionBudgetIsRecorded(t *testing.T) {
 // TestEditKeepsTheSubstrateRules: a break-glass edit cannot do to a
 // substrate what a reviewed plan guards: change a created cluster's
 // version, take protect out of a recorded protected substrate, take the
-// substrate out of a pool's policy, or delete a pool that has one. Each
+// substrate out of a pool's policy, change its account or cluster, or delete
+// a pool that has one. Each
 // refusal is INVALID_STATE with what to do instead, changes nothing in the
 // fleet and is audited; the edits that stay allowed still go through.
 func TestEditKeepsTheSubstrateRules(t *testing.T) {
@@ -429,6 +430,17 @@ func TestEditKeepsTheSubstrateRules(t *testing.T) {
 		return m
 	}
 	const on = `"protect":true,`
+	// moved is a policy with its substrate's account, or its created
+	// cluster's location, set to v.
+	moved := func(p map[string]any, field, v string) map[string]any {
+		sub := p["substrate"].(map[string]any)
+		if field == "account" {
+			sub["account"] = v
+		} else {
+			sub["cluster"].(map[string]any)["create"].(map[string]any)[field] = v
+		}
+		return p
+	}
 	fleetNow := func() string {
 		t.Helper()
 		snap, err := s.Snapshot()
@@ -452,6 +464,8 @@ func TestEditKeepsTheSubstrateRules(t *testing.T) {
 		{"a version where none was pinned", apply.Edit{Kind: inventory.Pool, Name: "b", Set: map[string]any{"policy": policy("", "1.34")}}, "an upgrade goes through a reviewed plan"},
 		{"protect taken out", apply.Edit{Kind: inventory.Pool, Name: "a", Set: map[string]any{"policy": policy("", "1.33")}}, `apply "protect": false`},
 		{"protect false", apply.Edit{Kind: inventory.Pool, Name: "a", Set: map[string]any{"policy": policy(`"protect":false,`, "1.33")}}, `apply "protect": false`},
+		{"another account", apply.Edit{Kind: inventory.Pool, Name: "b", Set: map[string]any{"policy": moved(policy("", ""), "account", "other")}}, "a substrate's account and cluster cannot change"},
+		{"another location", apply.Edit{Kind: inventory.Pool, Name: "b", Set: map[string]any{"policy": moved(policy("", ""), "location", "fake-west")}}, "a substrate's account and cluster cannot change"},
 		{"the substrate taken out", apply.Edit{Kind: inventory.Pool, Name: "b", Set: map[string]any{"policy": map[string]any{}}}, "tears a substrate down only through the document"},
 		{"the policy removed", apply.Edit{Kind: inventory.Pool, Name: "b", Set: map[string]any{"policy": nil}}, "tears a substrate down only through the document"},
 		{"a protected pool deleted", apply.Edit{Kind: inventory.Pool, Name: "a", Delete: true}, "tears a substrate down only through the document"},
