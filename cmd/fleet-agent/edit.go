@@ -23,7 +23,10 @@ func (a *app) editCommand() *cobra.Command {
 incident: FIELD=JSON sets a field (JSON null removes it), --delete removes the
 object. Each edit is audited with the local user. The next drift check reports it;
 apply the document again to undo it. References to sites, pools and provider
-accounts are ids, as the state stores them.`,
+accounts are ids, as the state stores them. What a reviewed plan guards about a
+pool's Kubernetes substrate is refused (INVALID_STATE, audited): deleting a pool
+that has one, taking policy.substrate or protect out, changing its account or
+cluster or a created cluster's version. Those go through the document.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, name := inventory.Kind(args[0]), args[1]

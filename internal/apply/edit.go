@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -99,7 +100,11 @@ func ApplyEdit(store *state.Store, e Edit) error {
 			return err
 		}
 	}
-	return store.Update(func(tx *state.Tx) error {
+	// refused is an edit the substrate rules turned down: its audit row is
+	// written, so the transaction commits, and the refusal is returned
+	// after.
+	var refused error
+	err := store.Update(func(tx *state.Tx) error {
 		snap, err := tx.Snapshot()
 		if err != nil {
 			return err
@@ -109,8 +114,21 @@ func ApplyEdit(store *state.Store, e Edit) error {
 			return refusal.New(refusal.InvalidState, "no %s named %q in the fleet", e.Kind, e.Name)
 		}
 		row := state.AuditRow{At: e.Now().UnixMilli(), Who: e.Who, Action: "edit"}
+		row.Method = string(e.Kind) + ".update (edit)"
 		if e.Delete {
 			row.Method = string(e.Kind) + ".delete (edit)"
+		}
+		why, err := substrateRules(tx, o, e)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			row.Action = "edit-refused"
+			row.Params = canon.MustMarshal(map[string]any{"id": o.ID, "name": o.Name, "refused": why})
+			refused = refusal.New(refusal.InvalidState, "%s", why)
+			return tx.AppendAudit(row)
+		}
+		if e.Delete {
 			row.Params = canon.MustMarshal(map[string]any{"id": o.ID, "name": o.Name})
 			if err := tx.DeleteObject(o.Kind, o.ID, o.Name); err != nil {
 				return err
@@ -140,7 +158,6 @@ func ApplyEdit(store *state.Store, e Edit) error {
 				o.Spec[f] = inventory.Normalize(v)
 			}
 		}
-		row.Method = string(e.Kind) + ".update (edit)"
 		row.Params, err = canon.Marshal(params)
 		if err != nil {
 			return refusal.Wrap(refusal.InvalidInput, err, "a value cannot be stored")
@@ -160,4 +177,118 @@ func ApplyEdit(store *state.Store, e Edit) error {
 		}
 		return tx.AppendAudit(row)
 	})
+	if err != nil {
+		return err
+	}
+	return refused
+}
+
+// An edit is break glass for a pool's fields, never for its substrate:
+// what a reviewed plan guards about a substrate (docs/substrates.md) an
+// edit cannot bend, since an edit is not judged by the policy, not
+// recorded for the reconciler, and would leave the plan's guards reading a
+// fleet the operator bent. substrateRules takes these rows in order, on
+// the pool as the fleet holds it; the first that matches refuses:
+//
+//	edit                                                  refused because
+//	--delete of a pool with a substrate                   a teardown goes through the document (protect, apply.maxTeardowns)
+//	policy without policy.substrate                       the same
+//	protect taken out of a protected substrate            protect comes off through the document, in its own change
+//	its account or cluster changed (but the version)      a substrate's identity never changes: a new pool is made instead
+//	a created cluster's version changed (set or removed)  an upgrade goes through a reviewed plan, hop by hop
+//
+// A substrate counts when the stored pool's policy has one or the
+// reconciler's record is present; protected when either says so (the two
+// agree after an apply; where they do not, the stricter holds).
+func substrateRules(tx *state.Tx, o inventory.Object, e Edit) (string, error) {
+	if o.Kind != inventory.Pool {
+		return "", nil
+	}
+	rec, err := tx.SubstrateWant(o.ID)
+	if err != nil {
+		return "", err
+	}
+	old := poolSubstrate(o.Spec["policy"])
+	has := old != nil && !o.Archived || rec != nil && rec.Present
+	if !has {
+		return "", nil
+	}
+	protected, _ := old["protect"].(bool)
+	protected = protected || rec != nil && rec.Present && rec.Spec.Protect
+	teardown := fmt.Sprintf("pool %s has a Kubernetes substrate, and fleet-agent tears a substrate down only through the document, where protect and apply.maxTeardowns guard the teardown: take the pool (with prune) or its policy.substrate out of the document (a protected one after applying \"protect\": false); nothing was changed", o.Name)
+	if e.Delete {
+		return teardown, nil
+	}
+	pol, set := e.Set["policy"]
+	if !set {
+		return "", nil
+	}
+	sub := poolSubstrate(inventory.Normalize(pol))
+	if sub == nil {
+		return teardown, nil
+	}
+	if keeps, _ := sub["protect"].(bool); protected && !keeps {
+		return fmt.Sprintf("pool %s's substrate is protected as applied, and an edit cannot take protect out: apply \"protect\": false through the document, in its own reviewed change; nothing was changed", o.Name), nil
+	}
+	idWas, ok1 := identity(old)
+	idNow, ok2 := identity(sub)
+	if !ok1 || !ok2 || !bytes.Equal(idWas, idNow) {
+		return fmt.Sprintf("pool %s: a substrate's account and cluster cannot change, by an edit as by a plan (the cluster is the one the substrate made or adopted): make a new pool for another account or cluster, through the document; nothing was changed", o.Name), nil
+	}
+	if was, created := createdVersion(old); created {
+		if now, _ := createdVersion(sub); now != was {
+			return fmt.Sprintf("pool %s's created cluster has version %s as applied, and an edit cannot change a created cluster's version (asked: %s): an upgrade goes through a reviewed plan, which checks the version against what the account offers and shows each hop; write policy.substrate.cluster.create.version in the document; nothing was changed", o.Name, orNone(was), orNone(now)), nil
+		}
+	}
+	return "", nil
+}
+
+// identity is a substrate's account and cluster, its created cluster's
+// version left out (the version changes in place, and has its own row), as
+// canonical bytes; ok is false for one that does not encode (stored values
+// always do; the edit is refused if not).
+func identity(sub map[string]any) (_ []byte, ok bool) {
+	cluster := map[string]any{}
+	if cl, ok := sub["cluster"].(map[string]any); ok {
+		for k, v := range cl {
+			cluster[k] = v
+		}
+		if cr, ok := cl["create"].(map[string]any); ok {
+			c := map[string]any{}
+			for k, v := range cr {
+				if k != "version" {
+					c[k] = v
+				}
+			}
+			cluster["create"] = c
+		}
+	}
+	b, err := canon.Marshal(map[string]any{"account": sub["account"], "cluster": cluster})
+	return b, err == nil
+}
+
+// poolSubstrate is policy.substrate of a stored (normalised) policy, or nil.
+func poolSubstrate(policy any) map[string]any {
+	pol, _ := policy.(map[string]any)
+	sub, _ := pol["substrate"].(map[string]any)
+	return sub
+}
+
+// createdVersion is the version of a substrate's created cluster ("" when
+// none is named); created is false for an adopted cluster.
+func createdVersion(sub map[string]any) (version string, created bool) {
+	cl, _ := sub["cluster"].(map[string]any)
+	cr, ok := cl["create"].(map[string]any)
+	if !ok {
+		return "", false
+	}
+	v, _ := cr["version"].(string)
+	return v, true
+}
+
+func orNone(v string) string {
+	if v == "" {
+		return "none named"
+	}
+	return v
 }

@@ -3,6 +3,7 @@ package apply_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -394,6 +395,115 @@ func TestDisruptionBudgetIsRecorded(t *testing.T) {
 		}
 		if got != c.want {
 			t.Fatalf("policy %s: recorded budget %s, want %s", c.policy, got, c.want)
+		}
+	}
+}
+
+// TestEditKeepsTheSubstrateRules: a break-glass edit cannot do to a
+// substrate what a reviewed plan guards: change a created cluster's
+// version, take protect out of a recorded protected substrate, take the
+// substrate out of a pool's policy, change its account or cluster, or delete
+// a pool that has one. Each
+// refusal is INVALID_STATE with what to do instead, changes nothing in the
+// fleet and is audited; the edits that stay allowed still go through.
+func TestEditKeepsTheSubstrateRules(t *testing.T) {
+	s := statetest.Open(t)
+	text := k8sDoc("k8s", map[string]string{"a": oneFlavor, "b": oneFlavor, "plain": ""})
+	text = strings.Replace(text, `"create":{"location":"fake-east"}},"flavors":`, `"create":{"location":"fake-east","version":"1.33"}},"protect":true,"flavors":`, 1)
+	if _, err := apply.Apply(t.Context(), s, doc(t, text), apply.Options{Now: fixed, Commit: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if a := want(t, s, "a"); !a.Spec.Protect || a.Spec.Cluster.Create.Version != "1.33" {
+		t.Fatalf("the fixture: a is recorded %+v", a.Spec)
+	}
+	policy := func(protect, version string) map[string]any {
+		t.Helper()
+		cr := `{"location":"fake-east"}`
+		if version != "" {
+			cr = fmt.Sprintf(`{"location":"fake-east","version":%q}`, version)
+		}
+		var m map[string]any
+		js := fmt.Sprintf(`{"substrate":{"kind":"kubernetes","account":"k8s","cluster":{"create":%s},%s"flavors":%s}}`, cr, protect, oneFlavor)
+		if err := json.Unmarshal([]byte(js), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	const on = `"protect":true,`
+	// moved is a policy with its substrate's account, or its created
+	// cluster's location, set to v.
+	moved := func(p map[string]any, field, v string) map[string]any {
+		sub := p["substrate"].(map[string]any)
+		if field == "account" {
+			sub["account"] = v
+		} else {
+			sub["cluster"].(map[string]any)["create"].(map[string]any)[field] = v
+		}
+		return p
+	}
+	fleetNow := func() string {
+		t.Helper()
+		snap, err := s.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := plan.Export(snap)
+		if err != nil {
+			t.Fatalf("the fleet no longer exports: %v", err)
+		}
+		out, _ := json.Marshal(d)
+		return string(out)
+	}
+	for _, c := range []struct {
+		name string
+		edit apply.Edit
+		says string
+	}{
+		{"a version the account may not offer", apply.Edit{Kind: inventory.Pool, Name: "a", Set: map[string]any{"policy": policy(on, "1.99")}}, "an upgrade goes through a reviewed plan"},
+		{"a version taken out", apply.Edit{Kind: inventory.Pool, Name: "a", Set: map[string]any{"policy": policy(on, "")}}, "an upgrade goes through a reviewed plan"},
+		{"a version where none was pinned", apply.Edit{Kind: inventory.Pool, Name: "b", Set: map[string]any{"policy": policy("", "1.34")}}, "an upgrade goes through a reviewed plan"},
+		{"protect taken out", apply.Edit{Kind: inventory.Pool, Name: "a", Set: map[string]any{"policy": policy("", "1.33")}}, `apply "protect": false`},
+		{"protect false", apply.Edit{Kind: inventory.Pool, Name: "a", Set: map[string]any{"policy": policy(`"protect":false,`, "1.33")}}, `apply "protect": false`},
+		{"another account", apply.Edit{Kind: inventory.Pool, Name: "b", Set: map[string]any{"policy": moved(policy("", ""), "account", "other")}}, "a substrate's account and cluster cannot change"},
+		{"another location", apply.Edit{Kind: inventory.Pool, Name: "b", Set: map[string]any{"policy": moved(policy("", ""), "location", "fake-west")}}, "a substrate's account and cluster cannot change"},
+		{"the substrate taken out", apply.Edit{Kind: inventory.Pool, Name: "b", Set: map[string]any{"policy": map[string]any{}}}, "tears a substrate down only through the document"},
+		{"the policy removed", apply.Edit{Kind: inventory.Pool, Name: "b", Set: map[string]any{"policy": nil}}, "tears a substrate down only through the document"},
+		{"a protected pool deleted", apply.Edit{Kind: inventory.Pool, Name: "a", Delete: true}, "tears a substrate down only through the document"},
+		{"a pool with a substrate deleted", apply.Edit{Kind: inventory.Pool, Name: "b", Delete: true}, "tears a substrate down only through the document"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.edit.Who, c.edit.Now = "ops@box", fixed
+			before, rows := fleetNow(), len(audit(t, s))
+			wantA, wantB := *want(t, s, "a"), *want(t, s, "b")
+			err := apply.ApplyEdit(s, c.edit)
+			if refusal.CodeOf(err) != refusal.InvalidState || !strings.Contains(err.Error(), c.says) {
+				t.Fatalf("got %v, want INVALID_STATE saying %q", err, c.says)
+			}
+			if fleetNow() != before || !reflect.DeepEqual(*want(t, s, "a"), wantA) || !reflect.DeepEqual(*want(t, s, "b"), wantB) {
+				t.Fatal("a refused edit changed the fleet")
+			}
+			got := audit(t, s)
+			if len(got) != rows+1 {
+				t.Fatalf("%d audit rows after the refusal, want %d", len(got), rows+1)
+			}
+			if last := got[len(got)-1]; last.Action != "edit-refused" || last.Who != "ops@box" || !strings.Contains(last.Method, "pool.") || !strings.Contains(string(last.Params), c.edit.Name) {
+				t.Fatalf("the refusal's audit row: %+v", last)
+			}
+		})
+	}
+	// What stays break glass: a pool's other fields, a size, protect put
+	// on, and a pool without a substrate deleted.
+	for _, e := range []apply.Edit{
+		{Kind: inventory.Pool, Name: "a", Set: map[string]any{"gpuModel": "L4"}},
+		{Kind: inventory.Pool, Name: "b", Set: map[string]any{"policy": policy(on, "")}},
+		{Kind: inventory.Pool, Name: "plain", Delete: true},
+	} {
+		e.Who, e.Now = "ops@box", fixed
+		if err := apply.ApplyEdit(s, e); err != nil {
+			t.Fatalf("%s %s %+v: %v", e.Kind, e.Name, e.Set, err)
+		}
+		if last := audit(t, s); last[len(last)-1].Action != "edit" {
+			t.Fatalf("%s %s: audited as %+v", e.Kind, e.Name, last[len(last)-1])
 		}
 	}
 }

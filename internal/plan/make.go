@@ -422,6 +422,11 @@ func (p *planner) poolsPlan() {
 			p.unmade[name] = true
 		}
 		if sub := pool.Substrate(); sub != nil && e.change.Action == Update && e.change.Blocked == "" && exists {
+			if windows := windowsOf(sub); windows != nil {
+				if waits := disruptive(stored, want["policy"].(map[string]any), sub); len(waits) > 0 {
+					e.change.Window = &Window{Windows: windows, Waits: waits}
+				}
+			}
 			p.hops(name, sub, existing, stored)
 		}
 		p.quotas(pool)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -48,7 +49,7 @@ func (p *Plan) TextLines(calls bool) []string {
 	var lines []string
 	for _, c := range p.Doing() {
 		lines = append(lines, c.Line())
-		for _, n := range c.NoteLines() {
+		for _, n := range slices.Concat(c.NoteLines(), c.WindowLines()) {
 			lines = append(lines, "  note: "+n)
 		}
 	}
@@ -131,7 +132,7 @@ func (p *Plan) Markdown(o MarkdownOptions) string {
 	var diff []string
 	for _, c := range p.Doing() {
 		diff = append(diff, c.Line())
-		for _, n := range c.NoteLines() {
+		for _, n := range slices.Concat(c.NoteLines(), c.WindowLines()) {
 			diff = append(diff, "  note: "+n)
 		}
 	}

@@ -69,6 +69,10 @@ type Change struct {
 	Note string `json:"note,omitempty"`
 	// Hop is set on an upgrade hop (kind substrate, action upgrade).
 	Hop *Hop `json:"hop,omitempty"`
+	// Window is set on a change with a step that waits for the substrate's
+	// maintenance windows (an upgrade hop, a shrink, a node pool drained
+	// and deleted, a blue/green replacement).
+	Window *Window `json:"window,omitempty"`
 
 	notes   []string // the notes one by one (a note may itself hold "; ")
 	counted bool     // an object of the document (counts in the summary)

@@ -182,12 +182,22 @@ func (p *planner) hops(pool string, sub *fleet.Substrate, existing inventory.Obj
 	}
 	slices.Sort(flavors)
 	seq := 0
+	var window *Window
+	if windows := windowsOf(sub); windows != nil {
+		window = &Window{Windows: windows}
+	}
 	add := func(h Hop) {
+		// A hop waits for a window before its control plane moves; its
+		// node pools follow at once, whatever the windows say.
+		var w *Window
+		if h.Part == HopControlPlane {
+			w = window
+		}
 		name := fmt.Sprintf("%s version %s -> %s (%s)", pool, h.From, h.To, h.Part)
 		if h.Flavor != "" {
 			name = fmt.Sprintf("%s version %s -> %s (%s %s)", pool, h.From, h.To, h.Part, h.Flavor)
 		}
-		p.out = append(p.out, entry{change: Change{Kind: KindSubstrate, Name: name, Action: Upgrade, Hop: &h,
+		p.out = append(p.out, entry{change: Change{Kind: KindSubstrate, Name: name, Action: Upgrade, Hop: &h, Window: w,
 			group: gPoolUpdatesAndQuotas, order: fmt.Sprintf("%s\x00\x00%06d", pool, seq)}})
 		seq++
 	}
