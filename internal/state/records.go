@@ -70,7 +70,7 @@ type AuditRow struct {
 	Seq      uint64          `json:"seq"`
 	At       int64           `json:"at"` // Unix ms
 	Who      string          `json:"who"`
-	Action   string          `json:"action"` // "call", "apply", "edit", "heal", "drain-force"
+	Action   string          `json:"action"` // "call", "apply", "edit", "edit-refused", "heal", "drain-force"
 	Method   string          `json:"method,omitempty"`
 	Params   json.RawMessage `json:"params,omitempty"`
 	PlanHash string          `json:"planHash,omitempty"`
