@@ -9,7 +9,8 @@ import (
 )
 
 // AuditAction is the audit log's action of a forced removal; its method is
-// "evict" or "delete" and its params the pod, the Node and why it blocked.
+// "evict" or "delete" (a pod) or "release" (a Node's booking let go) and
+// its params the pod, the Node and why it blocked.
 const AuditAction = "drain-force"
 
 // StateAudit records forced removals in the state's audit log.
@@ -20,7 +21,7 @@ type StateAudit struct {
 
 // auditParams are an audit row's params: names only, never a pod's spec.
 type auditParams struct {
-	Pod    string `json:"pod"`
+	Pod    string `json:"pod,omitempty"`
 	Node   string `json:"node"`
 	Reason string `json:"reason"`
 }

@@ -81,12 +81,13 @@ type Auditor interface {
 	Forced(ctx context.Context, f Forced) error
 }
 
-// Forced is one pod forced off its Node after the timeout.
+// Forced is one pod forced off its Node after the timeout, or a Node's
+// booking let go (Pod empty).
 type Forced struct {
-	Pod    string // namespace/name
+	Pod    string // namespace/name; "" for a booking let go
 	Node   string
 	Reason string // what blocked it: the Blocker's Why
-	Action string // "evict" or "delete"
+	Action string // "evict", "delete", or "release" (a booking)
 }
 
 // Why a pod or a Node blocks a drain.
@@ -199,6 +200,8 @@ type Mark struct {
 	Done     bool `json:"done,omitempty"`
 	// Blocked is since when each blocker (by key) has blocked.
 	Blocked map[string]time.Time `json:"blocked,omitempty"`
+	// Released is the booking a forced drain let go (audited once).
+	Released string `json:"released,omitempty"`
 }
 
 // Drainer runs drains on one cluster.
@@ -424,13 +427,24 @@ func (d *Drainer) empty(ctx context.Context, n node, req Request, res *Result) (
 			block(key, Blocker{Node: n.obj.Name, Pod: key, Why: why, Detail: detail})
 		}
 	}
-	if booking != "" && !force && left > 0 {
+	// A booking holds the Node itself, pods or none: it reserves the GPUs
+	// for a job that may not have started, and the Node's delete would
+	// drop it. Forced, it is let go, audited once.
+	released := n.mark.Released
+	switch {
+	case booking != "" && !force:
+		left++
 		block("booking", Blocker{Node: n.obj.Name, Why: WhyBooking, Detail: booking})
+	case booking != "" && released != booking:
+		if err := d.forced(ctx, res, Forced{Node: n.obj.Name, Reason: WhyBooking + " " + booking, Action: "release"}); err != nil {
+			return false, err
+		}
+		released = booking
 	}
 	done := left == 0
-	if done != n.mark.Done || !sameKeys(holds, n.mark.Blocked) {
+	if done != n.mark.Done || released != n.mark.Released || !sameKeys(holds, n.mark.Blocked) {
 		m := *n.mark
-		m.Done, m.Blocked = done, holds
+		m.Done, m.Blocked, m.Released = done, holds, released
 		if len(holds) == 0 {
 			m.Blocked = nil
 		}

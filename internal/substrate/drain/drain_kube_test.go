@@ -603,3 +603,49 @@ func TestBudgetWaitKeepsItsSince(t *testing.T) {
 		}
 	}
 }
+
+// TestBookedEmptyNodeWaitsForItsBooking: a booked Node holds its drain
+// while the booking is set, pods or none (a booking is GPUs reserved for
+// a job not started yet: deleting the Node drops it); the Node is
+// cordoned meanwhile, so nothing lands on it. Forced after the timeout,
+// the booking is let go once, audited.
+func TestBookedEmptyNodeWaitsForItsBooking(t *testing.T) {
+	f := newFixture(t)
+	nodes := f.nodes(2)
+	patchAnnotation(t, nodes[0], drain.BookingAnnotation, "rsv-8")
+	patchAnnotation(t, nodes[1], drain.BookingAnnotation, "rsv-9")
+	wait := f.request(nodes[:1], nodes[:1], drain.Settings{})
+	res := f.pass(wait)
+	var booking *drain.Blocker
+	for i, b := range res.Blockers {
+		if b.Why == drain.WhyBooking {
+			booking = &res.Blockers[i]
+		}
+	}
+	if booking == nil || booking.Detail != "rsv-8" || res.Finished() {
+		t.Fatalf("result %+v: want the empty node held by booking rsv-8", res)
+	}
+	n, err := plane.Client().CoreV1().Nodes().Get(t.Context(), nodes[0], metav1.GetOptions{})
+	if err != nil || !n.Spec.Unschedulable {
+		t.Fatalf("the booked Node is not cordoned while it waits: %v", err)
+	}
+	f.clock.Advance(time.Hour)
+	if res = f.pass(wait); res.Finished() {
+		t.Fatalf("result %+v: finished while the booking is set", res)
+	}
+	patchAnnotation(t, nodes[0], drain.BookingAnnotation, "")
+	f.drive(wait, "drain after the booking ended", drain.Result.Finished)
+
+	force := drain.Request{Pool: "pool-force-" + f.prefix, PoolNodes: nodes[1:], Empty: nodes[1:], MaxUnavailable: 1,
+		Settings: drain.Settings{Timeout: time.Minute, Then: drain.Force}}
+	if res = f.pass(force); res.Finished() {
+		t.Fatalf("result %+v: a forced drain finished before its timeout", res)
+	}
+	f.clock.Advance(2 * time.Minute)
+	f.drive(force, "forced drain past the booking", drain.Result.Finished)
+	f.pass(force)
+	rows := f.audit()
+	if len(rows) != 1 || !strings.Contains(string(rows[0].Params), "rsv-9") {
+		t.Fatalf("audit %+v: want one row letting go of booking rsv-9", rows)
+	}
+}
