@@ -31,6 +31,8 @@ type daemon struct {
 	// teardown was called.
 	poolsAtTeardown int
 	revoked         int
+	// refuse, when set, is every Apply's error.
+	refuse error
 }
 
 func (d *daemon) Apply(ctx context.Context, t substrate.Target) (substrate.Nodes, error) {
@@ -45,6 +47,9 @@ func (d *daemon) Apply(ctx context.Context, t substrate.Target) (substrate.Nodes
 	defer d.mu.Unlock()
 	d.applies++
 	d.tokens = append(d.tokens, cred.Token)
+	if d.refuse != nil {
+		return substrate.Nodes{}, d.refuse
+	}
 	return substrate.Nodes{Listed: 2, Joined: 1, WaitingSince: d.env.clock.Now().Add(-time.Minute)}, nil
 }
 

@@ -272,6 +272,9 @@ func (p *pass) present() ([]Condition, error) {
 		if conds, err = p.withUpgrade(conds, cr.cluster, nil); err != nil {
 			return nil, err
 		}
+		if cr.cluster != nil && cr.cluster.Status == providers.ClusterUpdating {
+			return append(conds, p.lastInCluster()...), nil
+		}
 		return p.withInCluster(conds, nil)
 	}
 	ref := cr.cluster.Ref
@@ -322,6 +325,27 @@ func (p *pass) withInCluster(conds []Condition, ref *providers.ClusterRef) ([]Co
 		c.Status, c.Reason, c.Message = ConditionUnknown, ReasonNodeDaemonNotConfigured, NoDaemonMessage
 	}
 	return append(conds, c), nil
+}
+
+// lastInCluster is the in-cluster step's verdict as the last pass left it,
+// for a pass that cannot run the step because the cluster is being
+// upgraded: its Nodes run through the hop, and what needed a person there
+// still does.
+func (p *pass) lastInCluster() []Condition {
+	for _, sc := range p.seen.Conditions {
+		if sc.Type != CondInCluster {
+			continue
+		}
+		c := Condition{Type: sc.Type, Status: sc.Status, Reason: sc.Reason, Message: sc.Message}
+		switch sc.Status {
+		case ConditionFalse:
+			c.problems = []string{sc.Message}
+		case ConditionUnknown:
+			c.waits = []string{sc.Message}
+		}
+		return []Condition{c}
+	}
+	return nil
 }
 
 // teardownStep undoes the substrate: True (TornDown) once nothing of it is

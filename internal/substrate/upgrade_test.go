@@ -2,6 +2,7 @@ package substrate_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -354,5 +355,55 @@ func TestEveryHopKeepsItsProviderOperation(t *testing.T) {
 	}
 	if hops != 3 {
 		t.Fatalf("%d upgrade operations in the journal, want 3 (the control plane and two node pools)", hops)
+	}
+}
+
+// TestHopKeepsTheInClusterVerdict: while a control plane hop keeps the
+// cluster updating, the in-cluster half does not run, and the substrate
+// says what it last found there: a running substrate stays ready (its
+// nodes run through the hop), one whose node daemon was refused stays in
+// error (a hop does not hide what needs a person).
+func TestHopKeepsTheInClusterVerdict(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		refuse error
+		want   string
+	}{{"applied", nil, "ready"}, {"refused", errors.New("the claim names another installation"), "error"}} {
+		t.Run(c.name, func(t *testing.T) {
+			d := &daemon{refuse: c.refuse}
+			e := newClockEnv(t, func(o *substrate.Options) { o.InCluster = d })
+			d.env = e
+			e.applyStep(twoPools("1.33"))
+			for n := 0; n < 200 && e.status("gpu").Upgrade == nil && condition(e.status("gpu"), substrate.CondInCluster).Type == ""; n++ {
+				if err := e.rec.ReconcileOnce(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				e.clock.Advance(10 * time.Second)
+			}
+			if st := e.status("gpu"); st.State != c.want {
+				t.Fatalf("before the hop: %s (%s), want %s", st.State, st.Message, c.want)
+			}
+			e.applyStep(twoPools("1.34"))
+			hopped := false
+			for n := 0; n < 400; n++ {
+				if err := e.rec.ReconcileOnce(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				st := e.status("gpu")
+				if up := condition(st, substrate.CondUpgrade); up.Reason == substrate.ReasonUpgradeInProgress && strings.Contains(up.Message, "control plane") {
+					hopped = true
+					if st.State != c.want {
+						t.Fatalf("during the control plane hop: state %s (%s), want %s", st.State, st.Message, c.want)
+					}
+				}
+				if hopped && condition(st, substrate.CondUpgrade).Reason == substrate.ReasonVersionCurrent {
+					break
+				}
+				e.clock.Advance(10 * time.Second)
+			}
+			if !hopped {
+				t.Fatal("no control plane hop seen")
+			}
+		})
 	}
 }
