@@ -82,6 +82,7 @@ func ruleFindings(tree any) []finding {
 		repeated(sflavors, pbase+"/policy/substrate/flavors", "name", byName, subject("substrate flavor"))
 		out = append(out, windowFindings(pbase+"/policy/substrate/maintenance/windows", sub)...)
 		out = append(out, drainFindings(pbase+"/policy/substrate/drain", sub)...)
+		out = append(out, budgetFindings(pbase+"/policy/disruptionBudget", policy)...)
 		out = append(out, replaceFindings(pbase+"/policy/substrate/flavors", sflavors)...)
 		for fi, f := range sflavors {
 			fm, _ := f.(map[string]any)
@@ -179,6 +180,19 @@ func windowFindings(base string, sub map[string]any) []finding {
 		out = append(out, finding{ptr: joinPointer(base, strconv.Itoa(p.Index), p.Field), msg: p.Message})
 	}
 	return out
+}
+
+// budgetFindings: a disruption budget is a share of the pool's nodes, from
+// 0 to 1 (the schema says it is a number).
+func budgetFindings(ptr string, policy map[string]any) []finding {
+	n, ok := policy["disruptionBudget"].(json.Number)
+	if !ok {
+		return nil
+	}
+	if f, err := n.Float64(); err == nil && f >= 0 && f <= 1 {
+		return nil
+	}
+	return []finding{{ptr: ptr, msg: fmt.Sprintf("%s is out of range: a disruption budget is the share of the pool's nodes that may be unavailable at once, from 0 to 1 (0.1 is a tenth, 0.5 a half)", n)}}
 }
 
 // drainFindings are what the schema cannot say of a drain: a timeout out
