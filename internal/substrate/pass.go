@@ -483,7 +483,7 @@ func (p *pass) finish(conds []Condition) (time.Time, error) {
 			ev = r.log.Warn()
 		}
 		ev.Str("pool", p.want.Pool).Str("poolId", id).Str("from", string(was)).Str("to", string(s.State)).
-			Str("message", s.Message).Msg("substrate: state")
+			Str("detail", s.Message).Msg("substrate: state")
 	}
 	r.mu.Lock()
 	if p.full && !readFailed && !doubted {

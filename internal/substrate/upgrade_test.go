@@ -407,3 +407,51 @@ func TestHopKeepsTheInClusterVerdict(t *testing.T) {
 		})
 	}
 }
+
+// TestLogLinesHaveOneOfEachKey: every line the reconciler logs through a
+// lifecycle (create, upgrade, teardown) is a JSON object that
+// names each key once; a repeated key (the logger's own "message" given
+// again as a field) leaves a reader with whichever copy its parser keeps.
+func TestLogLinesHaveOneOfEachKey(t *testing.T) {
+	e := newEnv(t, nil)
+	e.applyStep(twoPools("1.33"))
+	e.converge(10*time.Second, 40)
+	e.applyStep(twoPools("1.34"))
+	e.converge(10*time.Second, 120)
+	e.applyStep(crashtest.Step{Pools: []crashtest.Pool{{Name: "gpu", Left: true}}, Prune: true})
+	e.converge(10*time.Second, 60)
+	lines := strings.Split(strings.TrimSpace(e.logs.String()), "\n")
+	if len(lines) < 5 {
+		t.Fatalf("only %d log lines", len(lines))
+	}
+	for _, line := range lines {
+		if key, ok := repeatedKey(line); ok {
+			t.Fatalf("key %q twice in %s", key, line)
+		}
+	}
+}
+
+// repeatedKey finds a key named twice at the top of a JSON object.
+func repeatedKey(line string) (string, bool) {
+	dec := json.NewDecoder(strings.NewReader(line))
+	if _, err := dec.Token(); err != nil {
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return key, true
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
+}
