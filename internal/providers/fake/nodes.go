@@ -50,6 +50,16 @@ func (p *NodePoolRecord) Nodes(cluster string) []string {
 	return out
 }
 
+// ProviderIDs are the providerIDs of a node pool's nodes now, in the
+// order of Nodes.
+func (p *NodePoolRecord) ProviderIDs(cluster string) []string {
+	var out []string
+	for _, i := range nodeNumbers(p) {
+		out = append(out, ProviderID(cluster, p.Name, i))
+	}
+	return out
+}
+
 // nodeZone is the zone node number i is in: the pool's zones in turn.
 func nodeZone(p *NodePoolRecord, i int) string {
 	if len(p.Zones) == 0 {
