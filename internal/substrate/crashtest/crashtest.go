@@ -78,6 +78,10 @@ type Step struct {
 	// Faults are armed at the fake before the step is applied: what the
 	// provider does to this step's calls (FaultScenarios).
 	Faults []fake.Fault
+	// Drained: the agent runs with an in-cluster half that drains (a
+	// scale-down then removes the Nodes it chose); its substrates read
+	// ready rather than waiting for the node daemon.
+	Drained bool
 }
 
 // Scenario is a story: Setup is applied and converged without a crash, then
@@ -468,7 +472,7 @@ func Check(truth fake.State, last Step, recs []state.SubstrateRecord, installati
 			}
 			continue
 		}
-		checkRecord(&f, p, present, rec, cluster)
+		checkRecord(&f, p, present, last.Drained, rec, cluster)
 	}
 	for pid, cs := range clustersOf {
 		if _, named := wantedPools[pid]; !named {
@@ -560,7 +564,7 @@ func checkPools(f *Findings, p Pool, present bool, c *fake.ClusterRecord, o prov
 }
 
 // checkRecord compares a substrate's record with the provider.
-func checkRecord(f *Findings, p Pool, present bool, rec state.SubstrateRecord, c *fake.ClusterRecord) {
+func checkRecord(f *Findings, p Pool, present, drained bool, rec state.SubstrateRecord, c *fake.ClusterRecord) {
 	s := rec.Seen
 	if s == nil {
 		f.add(&f.Disagreements, "pool %s: the reconciler never wrote its record", p.Name)
@@ -575,7 +579,8 @@ func checkRecord(f *Findings, p Pool, present bool, rec state.SubstrateRecord, c
 		}
 		return
 	}
-	if s.State != state.SubstrateCreating || !strings.Contains(s.Message, "waiting for the node daemon") {
+	if !drained && (s.State != state.SubstrateCreating || !strings.Contains(s.Message, "waiting for the node daemon")) ||
+		drained && s.State != state.SubstrateReady {
 		f.add(&f.Disagreements, "pool %s: %s: %s", p.Name, s.State, s.Message)
 	}
 	if c == nil || s.Cluster == nil || s.Cluster.ID != c.ID {
