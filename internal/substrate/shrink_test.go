@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleet-agent/fleet-agent/internal/providers"
+	"github.com/fleet-agent/fleet-agent/internal/providers/fake"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/crashtest"
@@ -27,10 +28,13 @@ type shrinker struct {
 	blocked   bool
 	asked     []substrate.DrainAsk
 	chosen    map[string][]string
+	ever      map[string]bool
 	undrained []string
 }
 
-func newShrinker() *shrinker { return &shrinker{daemon: &daemon{}, chosen: map[string][]string{}} }
+func newShrinker() *shrinker {
+	return &shrinker{daemon: &daemon{}, chosen: map[string][]string{}, ever: map[string]bool{}}
+}
 
 func (s *shrinker) Drain(_ context.Context, _ substrate.Target, ask substrate.DrainAsk) (substrate.DrainReport, error) {
 	s.mu.Lock()
@@ -48,6 +52,9 @@ func (s *shrinker) Drain(_ context.Context, _ substrate.Target, ask substrate.Dr
 	go_ := max(0, len(ids)-ask.Shrink.Keep)
 	if have := s.chosen[ask.NodePool]; len(have) != go_ {
 		s.chosen[ask.NodePool] = slices.Clone(ids[:go_])
+		for _, id := range ids[:go_] {
+			s.ever[id] = true
+		}
 	}
 	if s.blocked {
 		return substrate.DrainReport{Blocked: true, Message: "drain blocked by pod ml/train on n0 (GPU job, since 2026-06-01T12:00:00Z)"}, nil
@@ -255,3 +262,49 @@ func TestShrinkWithoutNodeRemoverResizes(t *testing.T) {
 }
 
 func with(f crashtest.Flavor, nodes int) crashtest.Flavor { f.Nodes = nodes; return f }
+
+// scenarioEnv is newEnv for a campaign scenario: a drained one runs with
+// a shrinker as its in-cluster half (nil otherwise), which outlives the
+// reconciler's restarts as Nodes and their annotations do.
+func scenarioEnv(t testing.TB, s crashtest.Scenario, tune func(*substrate.Options)) (*env, *shrinker) {
+	var sh *shrinker
+	if s.Drained() {
+		sh = newShrinker()
+	}
+	e := newEnv(t, func(o *substrate.Options) {
+		tune(o)
+		if sh != nil {
+			o.InCluster = sh
+		}
+	})
+	if sh != nil {
+		sh.env = e
+	}
+	return e, sh
+}
+
+// onlyChosenRemoved says ("" for nothing) where a drained scenario removed
+// a node the shrinker never chose, or kept one it chose last.
+func (s *shrinker) onlyChosenRemoved(e *env) string {
+	if s == nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range e.fake.Snapshot().Clusters {
+		for name, np := range c.NodePools {
+			left := np.ProviderIDs(c.Name)
+			for _, n := range np.Removed {
+				if id := fake.ProviderID(c.Name, name, n); !s.ever[id] {
+					return "node " + id + " was removed and never chosen"
+				}
+			}
+			for _, id := range s.chosen[name] {
+				if slices.Contains(left, id) {
+					return "node " + id + " was chosen and is still there"
+				}
+			}
+		}
+	}
+	return ""
+}
