@@ -25,6 +25,7 @@ package substrate
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/providers"
@@ -83,6 +84,10 @@ func (p *step) drainShrink(ref providers.ClusterRef, f fleet.SubstrateFlavor, np
 		p.readFail("the provider's rules", err)
 		return nil, false
 	}
+	if err := p.shrinkIntent(f.Name, np.Name); err != nil {
+		p.wait(ReasonDraining, what+": recording the drain before it begins: "+err.Error(), next)
+		return nil, false
+	}
 	settings := p.want.Spec.DrainOf(f.Name)
 	ask := DrainAsk{NodePool: np.Name, Budget: p.want.DisruptionBudget, Timeout: settings.TimeoutDuration(),
 		Force: settings != nil && settings.Then == fleet.DrainForce, Shrink: &Shrink{Keep: size.NodeCount, PerZone: perZone}}
@@ -137,4 +142,30 @@ func (p *step) letGoOfShrink(ref providers.ClusterRef, name string) bool {
 		}
 	}
 	return p.undrain(ref, name)
+}
+
+// shrinkIntent records, before the first drain pass cordons anything, that
+// the node pool's scale-down began: a crash before the pass is recorded
+// must still find it, so that a shrink taken back then lets go of what it
+// cordoned (found by the exhaustive campaign).
+func (p *step) shrinkIntent(flavor, name string) error {
+	if p.shrinkBegun(name) {
+		return nil
+	}
+	if err := p.alive(); err != nil {
+		return err
+	}
+	seen := p.seen
+	seen.NodePools = slices.Clone(p.seen.NodePools)
+	i := slices.IndexFunc(seen.NodePools, func(sp state.SeenNodePool) bool { return sp.Name == name })
+	if i < 0 {
+		seen.NodePools = append(seen.NodePools, state.SeenNodePool{Flavor: flavor, Name: name, Status: string(providers.NodePoolRunning)})
+		i = len(seen.NodePools) - 1
+	}
+	seen.NodePools[i].Message = shrinkingNote
+	if err := p.r.store.UpdateIn(p.ctx, func(tx *state.Tx) error { return tx.PutSubstrateSeen(seen) }); err != nil {
+		return err
+	}
+	p.seen.NodePools = seen.NodePools
+	return nil
 }

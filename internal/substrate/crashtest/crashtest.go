@@ -314,6 +314,10 @@ func FaultScenarios() []Scenario {
 			withFaults(drained(shrunk(2)), maybe("RemoveNodes"), poolReadBackFails),
 			withFaults(drained(shrunk(1)), poolReadBackFails),
 		}},
+		{Name: "shrinkVerifyingReadFails", Setup: []Step{drained(shrunk(3))}, Steps: []Step{
+			withFaults(drained(shrunk(1)), maybe("RemoveNodes"), fake.Fault{Method: "GetNodePool", Count: 2, Class: providers.Unavailable, SideEffect: providers.None}),
+		}},
+		{Name: "shrinkLostVanish", Setup: []Step{drained(shrunk(3))}, Steps: []Step{withFaults(drained(shrunk(1)), vanish("RemoveNodes", true))}},
 		{Name: "shrinkRefusedThenFixed", Setup: []Step{drained(shrunk(3))}, Steps: []Step{
 			withFaults(drained(shrunk(2)), invalid("RemoveNodes")),
 			drained(shrunk(1)),
