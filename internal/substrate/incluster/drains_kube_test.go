@@ -135,15 +135,17 @@ type drainWorld struct {
 	plane     *kubeplane.Plane
 	kc        kubernetes.Interface
 	apply     func(crashtest.Step)
+	// applyText applies a document's text (a step's, edited).
+	applyText func(text string, prune bool)
 	nodePools func() map[string]int
 	run       func(what string, done func(substrate.Status) bool)
 }
 
-func newDrainWorld(t *testing.T) drainWorld {
+func newDrainWorld(t *testing.T, opts ...kubeplane.Options) drainWorld {
 	t.Helper()
 	// A plane of its own: the fake's clusters are all this one API
 	// server, and the other tests of the package expect it unclaimed.
-	plane := kubeplane.Start(t, kubeplane.Options{})
+	plane := kubeplane.Start(t, append(opts, kubeplane.Options{})[0])
 	ctx := t.Context()
 	dir := t.TempDir()
 	clk := clock.NewFake(time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC))
@@ -174,15 +176,16 @@ func newDrainWorld(t *testing.T) drainWorld {
 		Joins: joins, Tenant: crashtest.Tenant, Clock: clk, Log: zerolog.New(&logs), Audit: drain.StateAudit{Store: st, Clock: clk}})
 	rec := substrate.New(substrate.Options{Store: st, Providers: map[string]substrate.Provider{"fake": f}, Clock: clk,
 		Log: zerolog.New(&logs), InCluster: ic})
-	applyStep := func(s crashtest.Step) {
-		d, errs := fleet.Validate("test", []byte(crashtest.Document(s)))
+	applyText := func(text string, prune bool) {
+		d, errs := fleet.Validate("test", []byte(text))
 		if errs != nil {
 			t.Fatal(errs.Text())
 		}
-		if _, err := apply.Apply(ctx, st, d, apply.Options{Prune: s.Prune, Now: clk.Now}); err != nil {
+		if _, err := apply.Apply(ctx, st, d, apply.Options{Prune: prune, Now: clk.Now}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	applyStep := func(s crashtest.Step) { applyText(crashtest.Document(s), s.Prune) }
 	status := func() substrate.Status {
 		list, err := substrate.Statuses(st)
 		if err != nil || len(list) != 1 {
@@ -216,5 +219,5 @@ func newDrainWorld(t *testing.T) drainWorld {
 		}
 		t.Fatalf("%s: not within 200 passes: %+v", what, status())
 	}
-	return drainWorld{plane: plane, kc: kc, apply: applyStep, nodePools: nodePools, run: run}
+	return drainWorld{plane: plane, kc: kc, apply: applyStep, applyText: applyText, nodePools: nodePools, run: run}
 }
