@@ -132,9 +132,9 @@ func TestRemovedFlavorIsDrainedBeforeItsDelete(t *testing.T) {
 // registering its node pools' Nodes there, a reconciler with the
 // in-cluster half, and how a test drives them.
 type drainWorld struct {
-	plane     *kubeplane.Plane
-	kc        kubernetes.Interface
-	apply     func(crashtest.Step)
+	plane *kubeplane.Plane
+	kc    kubernetes.Interface
+	apply func(crashtest.Step)
 	// applyText applies a document's text (a step's, edited).
 	applyText func(text string, prune bool)
 	nodePools func() map[string]int

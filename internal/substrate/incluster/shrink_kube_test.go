@@ -45,7 +45,9 @@ func TestShrinkDrainsAndRemovesExactlyTheChosenNodes(t *testing.T) {
 		return strings.Replace(crashtest.Document(crashtest.Step{Pools: []crashtest.Pool{p}}), `"substrate":`, `"disruptionBudget":0.5,"substrate":`, 1)
 	}
 	w.applyText(doc(h100), false)
-	w.run("three nodes", func(s substrate.Status) bool { return len(s.NodePools) == 1 && s.Nodes.Listed == 3 && s.State == "ready" })
+	w.run("three nodes", func(s substrate.Status) bool {
+		return len(s.NodePools) == 1 && s.Nodes.Listed == 3 && s.State == "ready"
+	})
 	list, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodeSelector(pool.ID())})
 	if err != nil {
 		t.Fatal(err)
