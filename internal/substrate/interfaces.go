@@ -40,9 +40,11 @@ type InCluster interface {
 	Teardown(ctx context.Context, t Target) error
 }
 
-// Drainer empties the Nodes of a node pool before the pool deletes it
-// (docs/substrates.md, "Drains"): the in-cluster half implements it.
-// Without one, a node pool goes as the provider deletes it.
+// Drainer empties the Nodes of a node pool before the pool deletes it,
+// or the Nodes it chose before a scale-down removes them (DrainAsk.Shrink;
+// docs/substrates.md, "Drains"): the in-cluster half implements it.
+// Without one, a node pool goes as the provider deletes it, and a shrink
+// is a resize.
 type Drainer interface {
 	// Drain runs one pass of the node pool's drain; it never waits.
 	Drain(ctx context.Context, t Target, ask DrainAsk) (DrainReport, error)
