@@ -133,7 +133,7 @@ func (p *pass) callRemoveNodes(req request) (observed, error) {
 // again on the next pass. A removal this generation made is never let
 // go of: its Nodes are on their way out.
 func (p *step) letGoOfShrink(ref providers.ClusterRef, name string) bool {
-	if !p.shrinkBegun(name) {
+	if _, ok := p.r.opts.InCluster.(Drainer); !ok || !p.shrinkBegun(name) {
 		return true
 	}
 	for _, op := range p.ops {
@@ -141,7 +141,12 @@ func (p *step) letGoOfShrink(ref providers.ClusterRef, name string) bool {
 			return true
 		}
 	}
-	return p.undrain(ref, name)
+	d := p.r.opts.InCluster.(Drainer)
+	if err := d.Undrain(p.ctx, p.target(ref), name); err != nil {
+		p.wait(ReasonDraining, "node pool "+name+": its shrink was taken back; uncordoning the Nodes it chose: "+err.Error(), p.r.clock.Now().Add(p.r.opts.Poll))
+		return false
+	}
+	return true
 }
 
 // shrinkIntent records, before the first drain pass cordons anything, that

@@ -308,3 +308,64 @@ func (s *shrinker) onlyChosenRemoved(e *env) string {
 	}
 	return ""
 }
+
+// TestShrinkDrainStartsInAWindowAndFinishesAfterIt: a drained scale-down
+// is a disruptive step: its drain is first asked inside a maintenance
+// window (outside one nothing is asked or sent, the substrate says
+// OutsideWindow); a drain held past the window's end goes on, and the
+// removal is sent once it finished, after the window closed.
+func TestShrinkDrainStartsInAWindowAndFinishesAfterIt(t *testing.T) {
+	s := newShrinker()
+	e := newEnv(t, func(o *substrate.Options) { o.InCluster = s })
+	s.env = e
+	doc := windowDoc(`{"days":["tue"],"start":"00:00","duration":"4h"}`)
+	l4 := crashtest.Flavor{Name: "l4", MachineType: "fake-l4x1", Nodes: 3}
+	e.apply(doc(l4), false)
+	e.converge(10*time.Second, 40)
+	s.hold(true)
+	e.apply(doc(with(l4, 2)), false)
+	for range 12 {
+		if err := e.rec.ReconcileOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(10 * time.Second)
+	}
+	asked := func() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.asked) }
+	if n, r := asked(), e.fake.Calls("RemoveNodes"); n != 0 || r != 0 {
+		t.Fatalf("outside the window: %d drain passes, %d removals", n, r)
+	}
+	if st := e.status("gpu"); !strings.Contains(st.Message, "waits for a maintenance window") {
+		t.Fatalf("outside the window the status says %q", st.Message)
+	}
+	opens := time.Date(2026, 6, 2, 0, 0, 0, 0, time.UTC)
+	e.clock.Advance(opens.Sub(e.clock.Now()))
+	for e.clock.Now().Before(opens.Add(5 * time.Hour)) {
+		if err := e.rec.ReconcileOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(10 * time.Minute)
+	}
+	if n, r := asked(), e.fake.Calls("RemoveNodes"); n == 0 || r != 0 {
+		t.Fatalf("in the window with the drain held: %d drain passes, %d removals", n, r)
+	}
+	s.hold(false)
+	e.converge(10*time.Second, 40)
+	if r := e.fake.Calls("RemoveNodes"); r != 1 || !e.clock.Now().After(opens.Add(4*time.Hour)) {
+		t.Fatalf("%d removals (at %s), want 1 after the window closed", r, e.clock.Now())
+	}
+	if got := e.nodesOf("-l4"); len(got) != 2 || slices.Contains(got, s.chosen[e.poolName("-l4")][0]) {
+		t.Fatalf("nodes left %v, chosen %v", got, s.chosen)
+	}
+}
+
+// poolName is the name of the node pool whose name ends in suffix.
+func (e *env) poolName(suffix string) string {
+	for _, c := range e.fake.Snapshot().Clusters {
+		for name := range c.NodePools {
+			if strings.HasSuffix(name, suffix) {
+				return name
+			}
+		}
+	}
+	return ""
+}
