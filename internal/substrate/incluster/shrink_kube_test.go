@@ -2,6 +2,7 @@ package incluster
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -189,7 +190,7 @@ func TestShrinkDrainsAndRemovesExactlyTheChosenNodes(t *testing.T) {
 	if most != 1 {
 		t.Fatalf("at most %d Nodes draining at once, want exactly the budget's 1 (of 3 at 0.5)", most)
 	}
-	if got := slices.Sorted(mapsKeys(marked)); !slices.Equal(got, names[:2]) {
+	if got := slices.Sorted(maps.Keys(marked)); !slices.Equal(got, names[:2]) {
 		t.Fatalf("Nodes the drain marked: %v, want the chosen %v", got, names[:2])
 	}
 }
@@ -204,14 +205,4 @@ func ours(pools map[string]int) int {
 		}
 	}
 	return -1
-}
-
-func mapsKeys(m map[string]bool) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
