@@ -112,7 +112,7 @@ func calibrateWith(t *testing.T, scenarios []crashtest.Scenario, faults []fake.F
 	cal := calibration{points: map[string][]int64{}, keys: map[string]bool{}}
 	for _, s := range scenarios {
 		c := &crasher{}
-		e := newEnv(t, func(o *substrate.Options) { substrate.SetCrashAt(o, c.at); o.Concurrency = 1 })
+		e, _ := scenarioEnv(t, s, func(o *substrate.Options) { substrate.SetCrashAt(o, c.at); o.Concurrency = 1 })
 		for _, st := range s.Setup {
 			e.applyStep(st)
 			e.converge(10*time.Second, 40)
@@ -216,7 +216,7 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 	rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15))
 	s := scenarios[rng.IntN(len(scenarios))]
 	c := &crasher{}
-	e := newEnv(t, func(o *substrate.Options) { substrate.SetCrashAt(o, c.at) })
+	e, sh := scenarioEnv(t, s, func(o *substrate.Options) { substrate.SetCrashAt(o, c.at) })
 	fail := func(format string, args ...any) {
 		msg := fmt.Sprintf("seed %d (scenario %s): %s; replay with -run 'TestCrashCampaign' -campaign.seed %d", seed, s.Name, fmt.Sprintf(format, args...), seed)
 		counts.mu.Lock()
@@ -324,6 +324,9 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 	if !f.OK() {
 		fail("after crashes at %v: %v\n%s", where, f.Problems, e.describe())
 	}
+	if bad := sh.onlyChosenRemoved(e); bad != "" {
+		fail("after crashes at %v: %s", where, bad)
+	}
 	if bad := e.untouched(theirs); bad != "" {
 		fail("after crashes at %v another installation's cluster was touched: %s", where, bad)
 	}
@@ -428,7 +431,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 		j := jobs[i]
 		name := fmt.Sprintf("%s/faults%v/step%d/point%d", j.s.Name, j.faults, j.step, j.k)
 		c := &crasher{}
-		e := newEnv(t, func(o *substrate.Options) { substrate.SetCrashAt(o, c.at); o.Concurrency = 1 })
+		e, sh := scenarioEnv(t, j.s, func(o *substrate.Options) { substrate.SetCrashAt(o, c.at); o.Concurrency = 1 })
 		for _, st := range j.s.Setup {
 			e.applyStep(st)
 			e.converge(10*time.Second, 40)
@@ -498,6 +501,9 @@ func TestCrashAtEveryPoint(t *testing.T) {
 		}
 		if open := e.openOps(); len(open) > 0 {
 			t.Errorf("%s: after the crash at %v the journal holds unfinished operations: %v", name, where, open)
+		}
+		if bad := sh.onlyChosenRemoved(e); bad != "" {
+			t.Errorf("%s: after the crash at %v: %s", name, where, bad)
 		}
 		rep, err := e.rec.Sweep(t.Context())
 		if err != nil || rep.Adopted+rep.Orphans+rep.Reported+rep.Ghosts+rep.NodePoolOrphans+rep.Errors+rep.Foreign != 0 {

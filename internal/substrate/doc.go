@@ -45,7 +45,9 @@
 // creates or adopts the cluster, claims its provider-global id before any
 // node pool (one cluster backs one pool), makes one node pool per flavor
 // (named providers.NodePoolName, labelled providers.PoolLabels), resizes in
-// place (with autoscaling only the bounds are ours), deletes a removed
+// place (with autoscaling only the bounds are ours; a shrink with a Drainer
+// and a providers.NodeRemover drains the Nodes the in-cluster half chose,
+// then removes exactly them: shrink.go), deletes a removed
 // flavor's node pool, and hands the running cluster to the in-cluster half
 // (InCluster). Teardown runs the in-cluster
 // teardown first, then deletes our node pools, then a created cluster.

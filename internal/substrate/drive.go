@@ -20,11 +20,14 @@ const (
 	stepUpdateNodePool = "updateNodePool"
 	stepResizeNodePool = "resizeNodePool"
 	stepDeleteNodePool = "deleteNodePool"
+	// stepRemoveNodes removes the Nodes a drained scale-down chose
+	// (providers.NodeRemover) and leaves the node pool at its new size.
+	stepRemoveNodes = "removeNodes"
 )
 
 // Steps lists every step, for tests and metrics.
 var Steps = []string{stepCreateCluster, stepCreateNodePool, stepUpdateNodePool, stepResizeNodePool, stepDeleteNodePool, stepDeleteCluster,
-	stepUpgradeControlPlane, stepUpgradeNodePool}
+	stepUpgradeControlPlane, stepUpgradeNodePool, stepRemoveNodes}
 
 func isDelete(step string) bool { return step == stepDeleteCluster || step == stepDeleteNodePool }
 
@@ -38,6 +41,8 @@ type request struct {
 	// Version is the minor an upgrade hop goes to, From the one it leaves.
 	Version string `json:"version,omitempty"`
 	From    string `json:"from,omitempty"`
+	// ProviderIDs are the Nodes a removeNodes takes away.
+	ProviderIDs []string `json:"providerIDs,omitempty"`
 }
 
 func decodeRequest(op *state.JournalOp) (request, error) {
@@ -117,6 +122,8 @@ func (p *pass) call(op *state.JournalOp) (observed, error) {
 	case stepDeleteNodePool:
 		np, err := p.prov.DeleteNodePool(ctx, acct, req.Cluster, req.Name)
 		return observed{Value: made{pool: &np}}, err
+	case stepRemoveNodes:
+		return p.callRemoveNodes(req)
 	case stepUpgradeControlPlane, stepUpgradeNodePool:
 		return p.callHop(op, req)
 	}
@@ -214,8 +221,13 @@ func (p *pass) readBack(op *state.JournalOp) (observed, error) {
 
 // applied reports whether a node pool already is what an update asked.
 func applied(step string, req request, np providers.NodePool) bool {
-	if step == stepResizeNodePool {
+	switch step {
+	case stepResizeNodePool:
 		return sizeMatches(np.Size, *req.Size)
+	case stepRemoveNodes:
+		// The pool at the size asked: the call was taken (a caller that
+		// lost its answer never sends it again).
+		return sizeMatches(np.Size, *req.Size) && np.NodeCount <= req.Size.NodeCount
 	}
 	return sizeMatches(np.Size, req.NodePool.Size) && shapeMatches(np.Shape, req.NodePool.Shape) && labelsHold(np.Labels, req.NodePool.Labels)
 }
@@ -315,6 +327,10 @@ func (p *pass) describe(op *state.JournalOp) string {
 		}
 	case stepDeleteNodePool:
 		return "deleting node pool " + req.Name
+	case stepRemoveNodes:
+		if req.Size != nil {
+			return fmt.Sprintf("removing %d drained nodes of node pool %s (to %s)", len(req.ProviderIDs), req.Name, sizeText(*req.Size))
+		}
 	case stepUpgradeControlPlane, stepUpgradeNodePool:
 		return describeHop(op, req)
 	}

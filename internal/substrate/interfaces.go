@@ -40,14 +40,16 @@ type InCluster interface {
 	Teardown(ctx context.Context, t Target) error
 }
 
-// Drainer empties the Nodes of a node pool before the pool deletes it
-// (docs/substrates.md, "Drains"): the in-cluster half implements it.
-// Without one, a node pool goes as the provider deletes it.
+// Drainer empties the Nodes of a node pool before the pool deletes it,
+// or the Nodes it chose before a scale-down removes them (DrainAsk.Shrink;
+// docs/substrates.md, "Drains"): the in-cluster half implements it.
+// Without one, a node pool goes as the provider deletes it, and a shrink
+// is a resize.
 type Drainer interface {
 	// Drain runs one pass of the node pool's drain; it never waits.
 	Drain(ctx context.Context, t Target, ask DrainAsk) (DrainReport, error)
 	// Undrain lets go of a drain no longer wanted: the Nodes it cordoned
-	// are schedulable again.
+	// are schedulable again, and a scale-down's choice is forgotten.
 	Undrain(ctx context.Context, t Target, nodePool string) error
 }
 
@@ -59,6 +61,22 @@ type DrainAsk struct {
 	// Timeout (zero: never) and Force are the document's drain settings.
 	Timeout time.Duration
 	Force   bool
+	// Shrink, when set, makes the drain a scale-down's: only the Nodes the
+	// in-cluster half chooses to go are drained, not the whole node pool.
+	Shrink *Shrink
+}
+
+// Shrink is what a scale-down asks of the drain: the in-cluster half
+// chooses the Nodes beyond Keep (NotReady first, then cordoned, then
+// those without GPU pods or a booking, then the fewest evictable pods),
+// records its choice on them so that it holds across passes and restarts,
+// and reports their providerIDs once they are empty.
+type Shrink struct {
+	// Keep is how many Nodes the node pool keeps: per zone when PerZone
+	// (the provider counts nodes per zone), else in all, the ones that go
+	// then spread over the zones.
+	Keep    int
+	PerZone bool
 }
 
 // DrainReport is what a drain pass found.
@@ -70,6 +88,9 @@ type DrainReport struct {
 	Blocked, Overdue bool
 	// Message names the blockers, why and since when.
 	Message string
+	// ProviderIDs are a scale-down's chosen Nodes (their spec.providerID),
+	// sorted; set once Finished.
+	ProviderIDs []string
 }
 
 // Target is one substrate as the in-cluster half sees it. It holds no

@@ -58,6 +58,8 @@ var notForStep = opjournal.Narrowing{
 	// done, one being deleted is still in progress).
 	stepUpdateNodePool: {state.Journaled: {Defer}, state.Accepted: {Retry}},
 	stepResizeNodePool: {state.Journaled: {Defer}, state.Accepted: {Retry}},
+	// A removal of drained Nodes is a resize that names them: the same.
+	stepRemoveNodes: {state.Journaled: {Defer}, state.Accepted: {Retry}},
 	// A delete is never refused for good (every refusal is tried again on
 	// the long schedule: a teardown is never given up), and one the
 	// provider accepted is followed to its end: the decision was taken on

@@ -108,6 +108,7 @@ func TestStepTransitions(t *testing.T) {
 		stepDeleteCluster:       "journaled->in_flight journaled->journaled journaled->failed in_flight->accepted in_flight->verifying in_flight->journaled verifying->accepted verifying->journaled verifying->failed verifying->verifying accepted->succeeded accepted->journaled accepted->accepted",
 		stepDeleteNodePool:      "journaled->in_flight journaled->journaled in_flight->accepted in_flight->verifying in_flight->journaled verifying->accepted verifying->journaled verifying->verifying accepted->succeeded accepted->journaled accepted->accepted",
 		stepUpgradeControlPlane: "journaled->in_flight in_flight->accepted in_flight->verifying in_flight->journaled in_flight->failed verifying->accepted verifying->journaled verifying->failed verifying->verifying accepted->succeeded accepted->failed accepted->accepted",
+		stepRemoveNodes:         "journaled->in_flight journaled->failed in_flight->accepted in_flight->verifying in_flight->journaled in_flight->failed verifying->accepted verifying->journaled verifying->failed verifying->verifying accepted->succeeded accepted->failed accepted->accepted",
 		stepUpgradeNodePool:     "journaled->in_flight in_flight->accepted in_flight->verifying in_flight->journaled in_flight->failed verifying->accepted verifying->journaled verifying->failed verifying->verifying accepted->succeeded accepted->failed accepted->accepted",
 	}
 	for _, step := range Steps {

@@ -173,7 +173,7 @@ func (p *pass) ours(np providers.NodePool) bool {
 	return o.Owns(np.Labels) && o.OwnsNodePoolName(np.Name)
 }
 
-var nodePoolSteps = []string{stepCreateNodePool, stepUpdateNodePool, stepResizeNodePool, stepDeleteNodePool}
+var nodePoolSteps = []string{stepCreateNodePool, stepUpdateNodePool, stepResizeNodePool, stepDeleteNodePool, stepRemoveNodes}
 
 // flavorResult is what converging one flavor's node pool found: the pool
 // as seen, and whether it is still being made (the in-cluster half waits
@@ -234,6 +234,9 @@ func (p *step) flavorPool(ref providers.ClusterRef, f fleet.SubstrateFlavor, wan
 		if err != nil {
 			return flavorResult{seen: sp, making: true}, err
 		}
+		// A removal not done keeps its Nodes chosen and cordoned: the
+		// note stays, so that a shrink taken back is let go from it.
+		removing := op.Step == stepRemoveNodes && out.res != resDone
 		switch out.res {
 		case resDone:
 			if out.obs.Value.pool != nil && op.Step != stepDeleteNodePool {
@@ -245,6 +248,9 @@ func (p *step) flavorPool(ref providers.ClusterRef, f fleet.SubstrateFlavor, wan
 		case resFailed:
 			if op.Generation == p.want.Generation {
 				fileOut(out)
+				if removing {
+					sp.Message = shrinkingNote
+				}
 				return flavorResult{seen: sp, making: false}, nil
 			}
 		default:
@@ -252,6 +258,9 @@ func (p *step) flavorPool(ref providers.ClusterRef, f fleet.SubstrateFlavor, wan
 				sp.Status, sp.Nodes = string(np.Status), np.NodeCount
 			}
 			fileOut(out)
+			if removing {
+				sp.Message = shrinkingNote
+			}
 			return flavorResult{seen: sp, making: out.res == resWait && op.Step == stepCreateNodePool}, nil
 		}
 	}
@@ -306,11 +315,30 @@ func (p *step) flavorPool(ref providers.ClusterRef, f fleet.SubstrateFlavor, wan
 		step, req = stepUpdateNodePool, request{Cluster: ref, NodePool: &upd}
 	case !sizeMatches(np.Size, want.Size):
 		size := sizeFor(np, want.Size)
-		if shrinks(np.Size, size) && p.outsideWindow(fmt.Sprintf("%s: node pool %s from %d to %d nodes", label, name, np.NodeCount, size.NodeCount)) {
+		shrinking := shrinks(np.Size, size)
+		_, drained := p.remover()
+		drained = drained && shrinking
+		// A drain begun inside a window is finished after it closes.
+		if shrinking && !(drained && p.shrinkBegun(name)) && p.outsideWindow(fmt.Sprintf("%s: node pool %s from %d to %d nodes", label, name, np.NodeCount, size.NodeCount)) {
 			return flavorResult{seen: sp, making: false}, nil
 		}
 		step, req = stepResizeNodePool, request{Cluster: ref, Name: name, Size: &size}
+		if drained {
+			// The removal is journaled only once the chosen Nodes are
+			// empty: an operation in the journal means they were drained.
+			ids, ok := p.drainShrink(ref, f, np, size, label)
+			if !ok {
+				sp.Message = shrinkingNote
+				return flavorResult{seen: sp, making: false}, nil
+			}
+			step, req = stepRemoveNodes, request{Cluster: ref, Name: name, Size: &size, ProviderIDs: ids}
+		} else if !p.letGoOfShrink(ref, name) {
+			sp.Message = shrinkingNote
+		}
 	default:
+		if !p.letGoOfShrink(ref, name) {
+			sp.Message = shrinkingNote
+		}
 		return flavorResult{seen: sp, making: false}, nil
 	}
 	a, err := p.try(nil, step, name, req, true, nil)
@@ -319,6 +347,9 @@ func (p *step) flavorPool(ref providers.ClusterRef, f fleet.SubstrateFlavor, wan
 		return flavorResult{seen: sp, making: true}, err
 	case a.failed:
 		fileOut(a.out)
+		if step == stepRemoveNodes {
+			sp.Message = shrinkingNote
+		}
 		return flavorResult{seen: sp, making: false}, nil
 	case a.over > 0:
 		p.problem(ReasonNodePoolKeepsDiffering, fmt.Sprintf("%s: node pool %s still differs from the document after %d changes; the provider keeps another value (see its console)", label, name, a.over))
@@ -330,6 +361,9 @@ func (p *step) flavorPool(ref providers.ClusterRef, f fleet.SubstrateFlavor, wan
 	}
 	if out.res != resDone {
 		fileOut(out)
+		if step == stepRemoveNodes {
+			sp.Message = shrinkingNote
+		}
 	}
 	return flavorResult{seen: sp, making: false}, nil
 }

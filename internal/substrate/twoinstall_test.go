@@ -78,8 +78,8 @@ func twoTrial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points 
 		c    *crasher
 	}
 	prodCrash, stagingCrash := &crasher{}, &crasher{}
-	prod := newEnv(t, func(o *substrate.Options) { substrate.SetCrashAt(o, prodCrash.at) })
-	staging := newEnv(t, func(o *substrate.Options) { substrate.SetCrashAt(o, stagingCrash.at) })
+	prod, _ := scenarioEnv(t, s, func(o *substrate.Options) { substrate.SetCrashAt(o, prodCrash.at) })
+	staging, _ := scenarioEnv(t, s, func(o *substrate.Options) { substrate.SetCrashAt(o, stagingCrash.at) })
 	staging.crash()
 	// A state file of its own made under the other id (an installation id
 	// is fixed when its file is made).

@@ -201,7 +201,7 @@ func DefaultConfig() Config {
 var methods = []string{
 	"Verify", "Locations", "MachineType", "Rules",
 	"EnsureCluster", "GetCluster", "DeleteCluster", "ReadAdoptable", "ListClusters",
-	"EnsureNodePool", "GetNodePool", "ResizeNodePool", "ListNodePools", "DeleteNodePool",
+	"EnsureNodePool", "GetNodePool", "ResizeNodePool", "ListNodePools", "DeleteNodePool", "RemoveNodes",
 	"Credentials", "RevokeAccess",
 }
 

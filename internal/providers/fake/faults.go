@@ -106,7 +106,7 @@ func (f Fault) validate() error {
 }
 
 // objectMethods are the calls whose object a fault may remove or fail.
-var objectMethods = []string{"EnsureCluster", "DeleteCluster", "EnsureNodePool", "ResizeNodePool", "DeleteNodePool"}
+var objectMethods = []string{"EnsureCluster", "DeleteCluster", "EnsureNodePool", "ResizeNodePool", "DeleteNodePool", "RemoveNodes"}
 
 // acts reports whether the call should still act although it fails.
 func (f *Fault) acts() bool {

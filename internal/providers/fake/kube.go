@@ -110,9 +110,10 @@ func (st *State) review(token string, now time.Time) (user string, ok bool) {
 
 // desiredNode is one Node a running node pool has.
 type desiredNode struct {
-	name   string
-	labels map[string]string
-	gpus   int
+	name       string
+	labels     map[string]string
+	gpus       int
+	providerID string
 }
 
 // desiredNodes lists the Nodes the node pools have now. Called with the lock held.
@@ -132,12 +133,15 @@ func (f *Fake) desiredNodes() map[string]desiredNode {
 			} else if mt := f.machineType(p.MachineType); mt != nil && mt.GPUs != nil {
 				gpus = mt.GPUs.Count
 			}
-			for i := range p.NodeCount {
-				name := fmt.Sprintf("%s-%s-%d", c.Name, p.Name, i)
+			for _, i := range nodeNumbers(p) {
+				name := NodeName(c.Name, p.Name, i)
 				l := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
 					LabelFakeCluster: c.Name, LabelFakeNodePool: p.Name}
+				if z := nodeZone(p, i); z != "" {
+					l[LabelZone] = z
+				}
 				maps.Copy(l, p.Labels)
-				out[name] = desiredNode{name: name, labels: l, gpus: gpus}
+				out[name] = desiredNode{name: name, labels: l, gpus: gpus, providerID: ProviderID(c.Name, p.Name, i)}
 			}
 		}
 	}
@@ -203,6 +207,7 @@ func nodeObject(d desiredNode) *corev1.Node {
 		list["nvidia.com/gpu"] = resource.MustParse(strconv.Itoa(d.gpus))
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: d.name, Labels: d.labels, Annotations: map[string]string{KwokAnnotation: "fake"}},
+		Spec:   corev1.NodeSpec{ProviderID: d.providerID},
 		Status: corev1.NodeStatus{Capacity: list, Allocatable: list.DeepCopy()}}
 	return n
 }

@@ -72,6 +72,12 @@ func TestBackedByAnAPIServer(t *testing.T) {
 			if n.Annotations[fake.KwokAnnotation] != "fake" {
 				t.Errorf("Node %s is not kwok's: %v", n.Name, n.Annotations)
 			}
+			if want := "fake://" + name + "/" + n.Labels[fake.LabelFakeNodePool] + "/" + n.Name; n.Spec.ProviderID != want {
+				t.Errorf("Node %s has providerID %q, want %q", n.Name, n.Spec.ProviderID, want)
+			}
+			if n.Labels[fake.LabelZone] == "" {
+				t.Errorf("Node %s has no zone: %v", n.Name, n.Labels)
+			}
 			q := n.Status.Capacity["nvidia.com/gpu"]
 			out[n.Name] = q.Value()
 		}
@@ -104,6 +110,22 @@ func TestBackedByAnAPIServer(t *testing.T) {
 	}
 	if got := nodes(ours); len(got) != 1 {
 		t.Fatalf("after shrinking to 1: %v", got)
+	}
+	// Growing again, then removing one chosen Node: exactly that Node goes.
+	if _, err := f.ResizeNodePool(ctx, acct, ref, spec.Name, providers.Size{NodeCount: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.GetNodePool(ctx, acct, ref, spec.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.RemoveNodes(ctx, acct, ref, spec.Name, []string{fake.ProviderID(name, spec.Name, 1)}, providers.Size{NodeCount: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.GetNodePool(ctx, acct, ref, spec.Name); err != nil {
+		t.Fatal(err)
+	}
+	if got := nodes(ours); len(got) != 2 || got[name+"-fa-abcdef-h100-0"] != 8 || got[name+"-fa-abcdef-h100-2"] != 8 {
+		t.Fatalf("after removing node 1: %v", got)
 	}
 	// The credential reaches the API server, as an admin.
 	cred, err := f.Credentials(ctx, acct, ref)

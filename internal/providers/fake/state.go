@@ -65,6 +65,9 @@ type NodePoolRecord struct {
 	ClientTokens []string   `json:"clientTokens,omitempty"`
 	// Seeded marks the owner's own pools of an adoptable cluster.
 	Seeded bool `json:"seeded,omitempty"`
+	// Removed are the node numbers RemoveNodes took away: a node's number
+	// is never given again, so a providerID names one machine for ever.
+	Removed []int `json:"removed,omitempty"`
 }
 
 // Operation is an asynchronous operation in flight.

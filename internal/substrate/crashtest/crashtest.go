@@ -78,6 +78,10 @@ type Step struct {
 	// Faults are armed at the fake before the step is applied: what the
 	// provider does to this step's calls (FaultScenarios).
 	Faults []fake.Fault
+	// Drained: the agent runs with an in-cluster half that drains (a
+	// scale-down then removes the Nodes it chose); its substrates read
+	// ready rather than waiting for the node daemon.
+	Drained bool
 }
 
 // Scenario is a story: Setup is applied and converged without a crash, then
@@ -88,6 +92,23 @@ type Scenario struct {
 	Steps []Step
 }
 
+// Drained reports whether the scenario's agent runs with an in-cluster
+// half that drains (any of its steps says Drained).
+func (s Scenario) Drained() bool {
+	for _, st := range append(slices.Clone(s.Setup), s.Steps...) {
+		if st.Drained {
+			return true
+		}
+	}
+	return false
+}
+
+// drained is a step of an agent with an in-cluster half that drains.
+func drained(pools ...Pool) Step { return Step{Pools: pools, Drained: true} }
+
+// shrunk is the gpu pool with its l4 flavor at n nodes.
+func shrunk(n int) Pool { return Pool{Name: "gpu", Flavors: []Flavor{h100, with(l4, n)}} }
+
 var (
 	h100 = Flavor{Name: "h100", MachineType: "fake-h100x8", Nodes: 1}
 	l4   = Flavor{Name: "l4", MachineType: "fake-l4x1", Nodes: 2, Spot: true}
@@ -95,6 +116,9 @@ var (
 )
 
 func with(f Flavor, nodes int) Flavor { f.Nodes = nodes; return f }
+
+// withFaults is st with faults armed before it.
+func withFaults(st Step, faults ...fake.Fault) Step { st.Faults = faults; return st }
 
 // versioned is the gpu pool of two flavors on a cluster of version v.
 func versioned(v string) []Pool {
@@ -139,6 +163,9 @@ func Scenarios() []Scenario {
 		// A blue/green flavor's machine type changes twice (generations 2
 		// and 3), the second time with a resize; the other flavor resizes
 		// in place meanwhile.
+		// A drained scale-down: the Nodes chosen are drained, then
+		// removed in one journaled removeNodes.
+		{Name: "shrinkDrained", Setup: []Step{drained(shrunk(3))}, Steps: []Step{drained(shrunk(1))}},
 		{Name: "replaceBlueGreen", Setup: []Step{{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{bg, l4}}}}},
 			Steps: []Step{
 				{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{shaped(bg, "fake-cpu-8"), with(l4, 1)}}}},
@@ -277,6 +304,32 @@ func FaultScenarios() []Scenario {
 		{Name: "upgradeLostFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.34", fails("EnsureCluster", true)), gone(versioned("1.34")...)}},
 		{Name: "upgradePoolFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.34", fails("EnsureNodePool", false)), gone(versioned("1.34")...)}},
 		{Name: "upgradePoolLostFails", Setup: []Step{{Pools: versioned("1.33")}}, Steps: []Step{up("1.34", fails("EnsureNodePool", true)), gone(versioned("1.34")...)}},
+		// A drained scale-down's removal: lost before it reached the
+		// provider (read back, sent again); its answer lost and its
+		// read-back failing; refused for good, then a newer size; held by
+		// a throttle and taken back before it was sent (its Nodes let
+		// go of); its work failing at the provider (then torn down).
+		{Name: "shrinkLost", Setup: []Step{drained(shrunk(3))}, Steps: []Step{withFaults(drained(shrunk(1)), lost("RemoveNodes"))}},
+		{Name: "shrinkReadBackFails", Setup: []Step{drained(shrunk(3))}, Steps: []Step{
+			withFaults(drained(shrunk(2)), maybe("RemoveNodes"), poolReadBackFails),
+			withFaults(drained(shrunk(1)), poolReadBackFails),
+		}},
+		{Name: "shrinkVerifyingReadFails", Setup: []Step{drained(shrunk(3))}, Steps: []Step{
+			withFaults(drained(shrunk(1)), maybe("RemoveNodes"), fake.Fault{Method: "GetNodePool", Count: 2, Class: providers.Unavailable, SideEffect: providers.None}),
+		}},
+		{Name: "shrinkLostVanish", Setup: []Step{drained(shrunk(3))}, Steps: []Step{withFaults(drained(shrunk(1)), vanish("RemoveNodes", true))}},
+		{Name: "shrinkRefusedThenFixed", Setup: []Step{drained(shrunk(3))}, Steps: []Step{
+			withFaults(drained(shrunk(2)), invalid("RemoveNodes")),
+			drained(shrunk(1)),
+		}},
+		{Name: "shrinkTakenBack", Setup: []Step{drained(shrunk(3))}, Steps: []Step{
+			func() Step { st := withFaults(drained(shrunk(1)), throttled("RemoveNodes")); st.Rush = true; return st }(),
+			drained(shrunk(3)),
+		}},
+		{Name: "shrinkFails", Setup: []Step{drained(shrunk(3))}, Steps: []Step{
+			withFaults(drained(shrunk(1)), fails("RemoveNodes", false)),
+			func() Step { st := gone(shrunk(1)); st.Drained = true; return st }(),
+		}},
 		{Name: "teardownTakenBack", Setup: []Step{{Pools: created}}, Steps: []Step{
 			{Pools: bare, Prune: true, Rush: true, Faults: []fake.Fault{throttled("DeleteCluster")}},
 			{Pools: created},
@@ -468,7 +521,7 @@ func Check(truth fake.State, last Step, recs []state.SubstrateRecord, installati
 			}
 			continue
 		}
-		checkRecord(&f, p, present, rec, cluster)
+		checkRecord(&f, p, present, last.Drained, rec, cluster)
 	}
 	for pid, cs := range clustersOf {
 		if _, named := wantedPools[pid]; !named {
@@ -560,7 +613,7 @@ func checkPools(f *Findings, p Pool, present bool, c *fake.ClusterRecord, o prov
 }
 
 // checkRecord compares a substrate's record with the provider.
-func checkRecord(f *Findings, p Pool, present bool, rec state.SubstrateRecord, c *fake.ClusterRecord) {
+func checkRecord(f *Findings, p Pool, present, drained bool, rec state.SubstrateRecord, c *fake.ClusterRecord) {
 	s := rec.Seen
 	if s == nil {
 		f.add(&f.Disagreements, "pool %s: the reconciler never wrote its record", p.Name)
@@ -575,7 +628,8 @@ func checkRecord(f *Findings, p Pool, present bool, rec state.SubstrateRecord, c
 		}
 		return
 	}
-	if s.State != state.SubstrateCreating || !strings.Contains(s.Message, "waiting for the node daemon") {
+	if !drained && (s.State != state.SubstrateCreating || !strings.Contains(s.Message, "waiting for the node daemon")) ||
+		drained && s.State != state.SubstrateReady {
 		f.add(&f.Disagreements, "pool %s: %s: %s", p.Name, s.State, s.Message)
 	}
 	if c == nil || s.Cluster == nil || s.Cluster.ID != c.ID {

@@ -43,12 +43,44 @@ func (ic *InCluster) Drain(ctx context.Context, t substrate.Target, ask substrat
 		then = drain.Force
 	}
 	d := &drain.Drainer{Client: kc, Clock: ic.o.Clock, Audit: ic.o.Audit}
-	res, err := d.Pass(ctx, drain.Request{Pool: owner(t, ask.NodePool), PoolNodes: names, Empty: names,
+	empty := names
+	var chosen []drain.Chosen
+	if ask.Shrink != nil {
+		if chosen, err = d.Choose(ctx, drain.ChoiceRequest{Pool: owner(t, ask.NodePool), PoolNodes: names, Keep: ask.Shrink.Keep, PerZone: ask.Shrink.PerZone}); err != nil {
+			return substrate.DrainReport{}, err
+		}
+		empty = make([]string, len(chosen))
+		for i, c := range chosen {
+			empty[i] = c.Name
+		}
+	}
+	res, err := d.Pass(ctx, drain.Request{Pool: owner(t, ask.NodePool), PoolNodes: names, Empty: empty,
 		MaxUnavailable: drain.Budget(ask.Budget, len(names)), Settings: drain.Settings{Timeout: ask.Timeout, Then: then}})
 	if err != nil {
 		return substrate.DrainReport{}, err
 	}
-	return substrate.DrainReport{Finished: res.Finished(), Blocked: len(res.Blockers) > 0, Overdue: res.Overdue, Message: res.Message()}, nil
+	rep := substrate.DrainReport{Finished: res.Finished(), Blocked: len(res.Blockers) > 0, Overdue: res.Overdue, Message: res.Message()}
+	if ask.Shrink != nil && rep.Finished {
+		if rep.ProviderIDs, err = providerIDs(chosen); err != nil {
+			return substrate.DrainReport{}, err
+		}
+	}
+	return rep, nil
+}
+
+// providerIDs are the chosen Nodes' providerIDs, by which the provider
+// removes exactly them. A Node without one cannot be named to the
+// provider: the scale-down stops there rather than let it choose.
+func providerIDs(chosen []drain.Chosen) ([]string, error) {
+	out := make([]string, 0, len(chosen))
+	for _, c := range chosen {
+		if c.ProviderID == "" {
+			return nil, refusal.New(refusal.InvalidState, "node %s has no spec.providerID, so the provider cannot be told to remove it; the scale-down waits: set the node pool's size back, or remove the Node by hand", c.Name)
+		}
+		out = append(out, c.ProviderID)
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // Undrain uncordons what a node pool's drain cordoned.
@@ -61,7 +93,11 @@ func (ic *InCluster) Undrain(ctx context.Context, t substrate.Target, nodePool s
 	if err != nil {
 		return err
 	}
-	return (&drain.Drainer{Client: kc, Clock: ic.o.Clock}).Abandon(ctx, owner(t, nodePool), names)
+	d := &drain.Drainer{Client: kc, Clock: ic.o.Clock}
+	if err := d.Abandon(ctx, owner(t, nodePool), names); err != nil {
+		return err
+	}
+	return d.Unchoose(ctx, owner(t, nodePool), names)
 }
 
 // owner is the drain's mark owner: this installation's pool and the node

@@ -132,9 +132,11 @@ func TestRemovedFlavorIsDrainedBeforeItsDelete(t *testing.T) {
 // registering its node pools' Nodes there, a reconciler with the
 // in-cluster half, and how a test drives them.
 type drainWorld struct {
-	plane     *kubeplane.Plane
-	kc        kubernetes.Interface
-	apply     func(crashtest.Step)
+	plane *kubeplane.Plane
+	kc    kubernetes.Interface
+	apply func(crashtest.Step)
+	// applyText applies a document's text (a step's, edited).
+	applyText func(text string, prune bool)
 	nodePools func() map[string]int
 	run       func(what string, done func(substrate.Status) bool)
 	// rec, status and advance are run's parts, for a test that drives
@@ -144,11 +146,11 @@ type drainWorld struct {
 	advance func()
 }
 
-func newDrainWorld(t *testing.T) drainWorld {
+func newDrainWorld(t *testing.T, opts ...kubeplane.Options) drainWorld {
 	t.Helper()
 	// A plane of its own: the fake's clusters are all this one API
 	// server, and the other tests of the package expect it unclaimed.
-	plane := kubeplane.Start(t, kubeplane.Options{})
+	plane := kubeplane.Start(t, append(opts, kubeplane.Options{})[0])
 	ctx := t.Context()
 	dir := t.TempDir()
 	clk := clock.NewFake(time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC))
@@ -179,15 +181,16 @@ func newDrainWorld(t *testing.T) drainWorld {
 		Joins: joins, Tenant: crashtest.Tenant, Clock: clk, Log: zerolog.New(&logs), Audit: drain.StateAudit{Store: st, Clock: clk}})
 	rec := substrate.New(substrate.Options{Store: st, Providers: map[string]substrate.Provider{"fake": f}, Clock: clk,
 		Log: zerolog.New(&logs), InCluster: ic})
-	applyStep := func(s crashtest.Step) {
-		d, errs := fleet.Validate("test", []byte(crashtest.Document(s)))
+	applyText := func(text string, prune bool) {
+		d, errs := fleet.Validate("test", []byte(text))
 		if errs != nil {
 			t.Fatal(errs.Text())
 		}
-		if _, err := apply.Apply(ctx, st, d, apply.Options{Prune: s.Prune, Now: clk.Now}); err != nil {
+		if _, err := apply.Apply(ctx, st, d, apply.Options{Prune: prune, Now: clk.Now}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	applyStep := func(s crashtest.Step) { applyText(crashtest.Document(s), s.Prune) }
 	status := func() substrate.Status {
 		list, err := substrate.Statuses(st)
 		if err != nil || len(list) != 1 {
@@ -224,5 +227,5 @@ func newDrainWorld(t *testing.T) drainWorld {
 		}
 		t.Fatalf("%s: not within 200 passes: %+v", what, status())
 	}
-	return drainWorld{plane: plane, kc: kc, apply: applyStep, nodePools: nodePools, run: run, rec: rec, status: status, advance: advance}
+	return drainWorld{plane: plane, kc: kc, apply: applyStep, applyText: applyText, nodePools: nodePools, run: run, rec: rec, status: status, advance: advance}
 }
