@@ -112,7 +112,7 @@ func calibrateWith(t *testing.T, scenarios []crashtest.Scenario, faults []fake.F
 	cal := calibration{points: map[string][]int64{}, keys: map[string]bool{}}
 	for _, s := range scenarios {
 		c := &crasher{}
-		e := newEnv(t, func(o *substrate.Options) { substrate.SetCrashAt(o, c.at); o.Concurrency = 1 })
+		e, w := campaignEnv(t, s, c, true)
 		for _, st := range s.Setup {
 			e.applyStep(st)
 			e.converge(10*time.Second, 40)
@@ -137,6 +137,11 @@ func calibrateWith(t *testing.T, scenarios []crashtest.Scenario, faults []fake.F
 		}
 		if total < 1 {
 			t.Fatalf("scenario %s (faults %v) passes no point: the hooks are not called", s.Name, faults)
+		}
+		if w != nil {
+			if bad := w.verdict(); bad != "" {
+				t.Fatalf("scenario %s (faults %v), a clean run: %s", s.Name, faults, bad)
+			}
 		}
 		c.mu.Lock()
 		for k := range c.seen {
@@ -187,7 +192,7 @@ func (c *campaignCounts) String() string {
 // no duplicate, nothing leaked, state and provider agree; a discovery sweep
 // afterwards finds nothing to say.
 func TestCrashCampaign(t *testing.T) {
-	scenarios := crashtest.Scenarios()
+	scenarios := append(crashtest.Scenarios(), crashtest.DrainScenarios()...)
 	cal := calibrate(t, scenarios)
 	points := cal.points
 	counts := &campaignCounts{byScenario: map[string]int{}, byPoint: map[string]int{}}
@@ -216,7 +221,7 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 	rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15))
 	s := scenarios[rng.IntN(len(scenarios))]
 	c := &crasher{}
-	e := newEnv(t, func(o *substrate.Options) { substrate.SetCrashAt(o, c.at) })
+	e, w := campaignEnv(t, s, c, false)
 	fail := func(format string, args ...any) {
 		msg := fmt.Sprintf("seed %d (scenario %s): %s; replay with -run 'TestCrashCampaign' -campaign.seed %d", seed, s.Name, fmt.Sprintf(format, args...), seed)
 		counts.mu.Lock()
@@ -302,7 +307,7 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 		}
 	}
 	last := s.Steps[len(s.Steps)-1]
-	f := crashtest.Check(e.fake.Snapshot(), last, e.records(), testInstallation)
+	f := checkTrial(e, w, last)
 	rep, err := e.rec.Sweep(t.Context())
 	if err != nil {
 		fail("sweep: %v", err)
@@ -332,6 +337,11 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 	}
 	if rep.Adopted+rep.Orphans+rep.Reported+rep.Ghosts+rep.NodePoolOrphans+rep.Errors != 0 {
 		fail("after crashes at %v the sweep found %+v", where, rep)
+	}
+	if w != nil {
+		if bad := w.verdict(); bad != "" {
+			fail("after crashes at %v the cluster says: %s", where, bad)
+		}
 	}
 }
 
@@ -396,7 +406,14 @@ func TestCrashAtEveryPoint(t *testing.T) {
 	}
 	var runs []run
 	for _, faults := range faultVariants {
-		runs = append(runs, run{faults, crashtest.Scenarios()})
+		scenarios := crashtest.Scenarios()
+		// The drain scenarios meet the node pools' faults (their calls are
+		// the node pools'); a cluster's fault would leave a rushed step's
+		// one pass without a drain to crash in.
+		if !slices.ContainsFunc(faults, func(f fake.Fault) bool { return !strings.Contains(f.Method, "NodePool") }) {
+			scenarios = append(scenarios, crashtest.DrainScenarios()...)
+		}
+		runs = append(runs, run{faults, scenarios})
 	}
 	runs = append(runs, run{nil, crashtest.FaultScenarios()})
 	if *campaignOnly != "" {
@@ -424,11 +441,16 @@ func TestCrashAtEveryPoint(t *testing.T) {
 	var mu sync.Mutex
 	crashedAt := map[string]int{}
 	missed, dup, leaks, wrong := 0, 0, 0, 0
+	// The drain scenarios' figures: trials per scenario, drain passes,
+	// the most Nodes of a pool ever unavailable at once, and trials whose
+	// cluster found something wrong.
+	byScenario := map[string]int{}
+	drainTrials, drainPasses, peakUnavailable, drainWrong := 0, 0, 0, 0
 	inParallel(t, len(jobs), func(i int) {
 		j := jobs[i]
 		name := fmt.Sprintf("%s/faults%v/step%d/point%d", j.s.Name, j.faults, j.step, j.k)
 		c := &crasher{}
-		e := newEnv(t, func(o *substrate.Options) { substrate.SetCrashAt(o, c.at); o.Concurrency = 1 })
+		e, w := campaignEnv(t, j.s, c, true)
 		for _, st := range j.s.Setup {
 			e.applyStep(st)
 			e.converge(10*time.Second, 40)
@@ -489,7 +511,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 				}
 			}
 		}
-		f := crashtest.Check(e.fake.Snapshot(), j.s.Steps[len(j.s.Steps)-1], e.records(), testInstallation)
+		f := checkTrial(e, w, j.s.Steps[len(j.s.Steps)-1])
 		mu.Lock()
 		dup, leaks, wrong = dup+f.Duplicates, leaks+f.Leaks, wrong+f.Disagreements
 		mu.Unlock()
@@ -502,6 +524,20 @@ func TestCrashAtEveryPoint(t *testing.T) {
 		rep, err := e.rec.Sweep(t.Context())
 		if err != nil || rep.Adopted+rep.Orphans+rep.Reported+rep.Ghosts+rep.NodePoolOrphans+rep.Errors+rep.Foreign != 0 {
 			t.Errorf("%s: after the crash at %v the sweep found %+v (%v)", name, where, rep, err)
+		}
+		if w != nil {
+			peak, drains := w.peakOf()
+			bad := w.verdict()
+			mu.Lock()
+			byScenario[j.s.Name]++
+			drainTrials, drainPasses, peakUnavailable = drainTrials+1, drainPasses+drains, max(peakUnavailable, peak)
+			if bad != "" {
+				drainWrong++
+			}
+			mu.Unlock()
+			if bad != "" {
+				t.Errorf("%s: after the crash at %v the cluster says: %s", name, where, bad)
+			}
 		}
 	})
 	var keys []string
@@ -558,6 +594,20 @@ func TestCrashAtEveryPoint(t *testing.T) {
 	}
 	t.Logf("exhaustive campaign: %d trials over %d fault variants and %d fault scenarios (%d points never reached in a crashed run), %d point keys, %d never crashed at; duplicates=%d leaks=%d disagreements=%d\n  crashes by point:%s\n  crashes per step and transition (%d transitions the steps may make, %d never crashed in):%s",
 		len(jobs), len(faultVariants), len(crashtest.FaultScenarios()), missed, len(keys), never, dup, leaks, wrong, table.String(), allowed, len(unreached), cov.String())
+	var perScenario []string
+	for _, s := range crashtest.DrainScenarios() {
+		perScenario = append(perScenario, fmt.Sprintf("%s=%d", s.Name, byScenario[s.Name]))
+	}
+	t.Logf("drain scenarios: %d trials (%s), %d drain passes, at most %d Nodes of a pool unavailable at once (budget: 1 of 2), %d trials with a drain invariant broken",
+		drainTrials, strings.Join(perScenario, " "), drainPasses, peakUnavailable, drainWrong)
+	for _, k := range drainPoints {
+		if *campaignOnly != "" || *campaignDry {
+			break // one scenario reaches only its own points
+		}
+		if crashedAt[k] == 0 {
+			t.Errorf("the drain point %q was never crashed at", k)
+		}
+	}
 	for _, k := range unreached {
 		if *campaignOnly != "" {
 			break // one scenario reaches only its own transitions

@@ -127,9 +127,15 @@ func (p *step) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
 		}
 		// The delete is journaled only once the drain finished: an
 		// operation in the journal means its Nodes were emptied.
-		if op == nil && !p.drained(ref, np) {
-			seen = append(seen, state.SeenNodePool{Name: np.Name, Status: string(np.Status), Nodes: np.NodeCount, Message: drainingNote})
-			continue
+		if op == nil {
+			done, err := p.drained(ref, np)
+			if err != nil {
+				return nodePoolsResult{making: true}, err
+			}
+			if !done {
+				seen = append(seen, state.SeenNodePool{Name: np.Name, Status: string(np.Status), Nodes: np.NodeCount, Message: drainingNote})
+				continue
+			}
 		}
 		del, err := p.deleteNodePool(ref, "", np.Name, "flavor removed")
 		if err != nil {
@@ -142,7 +148,12 @@ func (p *step) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
 	// A drain whose node pool is wanted again (its flavor put back) is
 	// let go: the Nodes it cordoned take pods again.
 	for name := range draining {
-		if !wanted[name] || p.undrain(ref, name) {
+		if !wanted[name] {
+			continue
+		}
+		if done, err := p.undrain(ref, name, "drainRemoved"); err != nil {
+			return nodePoolsResult{making: true}, err
+		} else if done {
 			continue
 		}
 		for i := range seen {
