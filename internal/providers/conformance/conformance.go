@@ -140,6 +140,7 @@ func Cases() []Case {
 		{"SpotNodePool", spotNodePool},
 		{"ResizeInPlace", resizeInPlace},
 		{"ShapeNeverChangesInPlace", shapeNeverChanges},
+		{"ReplaceNodePoolBeside", replaceNodePoolBeside},
 		{"DiskAndZonesAsRulesSay", diskAndZones},
 		{"ZeroNodes", zeroNodes},
 		{"Credentials", credentials},
@@ -975,4 +976,58 @@ func clusterLocationKinds(t *testing.T, s *Subject) {
 		return
 	}
 	t.Logf("the rules allow a cluster in every kind of location listed (%v)", rules.ClusterLocations)
+}
+
+// replaceNodePoolBeside: the blue/green replacement as the provider sees
+// it. A shape change in place is refused (Invalid, reason shapeChange,
+// nothing done); a node pool of the new shape is made beside the old one
+// under the flavor's next generation name, both are listed and run at
+// once, and deleting the old one leaves the new one alone, with its shape.
+func replaceNodePoolBeside(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	c := s.readyCluster(t, "fa-conf-replace")
+	old := s.readyPool(t, c.Ref, s.pool(s.NodePool, "repl", false))
+	changed := s.pool(s.NodePool, "repl", false)
+	changed.MachineType, changed.Accelerators = s.GPUNodePool.MachineType, s.GPUNodePool.Accelerators
+	_, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, changed)
+	refusedInvalid(t, "a machine type changed in place", err)
+	if r := providers.ReasonOf(err); r != "shapeChange" {
+		t.Errorf("a shape change in place: reason %q, want shapeChange (%v)", r, err)
+	}
+	// The generation name as the substrate spells it (fleet.GenerationName):
+	// the flavor, "-g", the generation.
+	next := s.pool(s.GPUNodePool, "repl-g2", false)
+	made := s.readyPool(t, c.Ref, next)
+	if made.Name == old.Name || made.MachineType != s.GPUNodePool.MachineType {
+		t.Fatalf("the new node pool %+v beside %s", made, old.Name)
+	}
+	list, err := s.Provider.ListNodePools(ctx, s.Account, c.Ref)
+	if err != nil {
+		t.Fatalf("ListNodePools: %v", err)
+	}
+	both := map[string]providers.NodePool{}
+	for _, p := range list {
+		both[p.Name] = p
+	}
+	if o, n := both[old.Name], both[next.Name]; o.MachineType != old.MachineType || n.MachineType != s.GPUNodePool.MachineType ||
+		o.Status != providers.NodePoolRunning || n.Status != providers.NodePoolRunning {
+		t.Fatalf("both node pools should be listed and running: %s %+v, %s %+v", old.Name, o, next.Name, n)
+	}
+	if _, err := s.Provider.DeleteNodePool(ctx, s.Account, c.Ref, old.Name); err != nil {
+		t.Fatalf("DeleteNodePool %s: %v", old.Name, err)
+	}
+	s.waitPool(t, c.Ref, old.Name, "deleted", gone[providers.NodePool])
+	after := s.waitPool(t, c.Ref, next.Name, "running", poolRunning)
+	if after.ID != made.ID || after.MachineType != s.GPUNodePool.MachineType || after.NodeCount != made.NodeCount {
+		t.Errorf("after the old pool's delete the new one is %+v, was %+v", after, made)
+	}
+	list, err = s.Provider.ListNodePools(ctx, s.Account, c.Ref)
+	if err != nil {
+		t.Fatalf("ListNodePools: %v", err)
+	}
+	for _, p := range list {
+		if p.Name == old.Name {
+			t.Errorf("the old node pool %s is still listed after its delete", old.Name)
+		}
+	}
 }
