@@ -57,6 +57,11 @@ type Subject struct {
 	// that upgrade a cluster and its node pools over more than one minor;
 	// "" skips them.
 	OldVersion string
+	// SkewVersions are five consecutive minors the subject offers, oldest
+	// first, for the case that leaves a node pool three minors behind its
+	// control plane and is refused a fourth; nil skips it (DOKS: its
+	// nodes follow the cluster's version).
+	SkewVersions []string
 	// NodePool is a CPU node pool: MachineType and NodeCount (at least 1).
 	// The cases set Name, Labels, Spot and ClientToken.
 	NodePool providers.NodePoolSpec
@@ -136,6 +141,7 @@ func Cases() []Case {
 		{"ModeNeverChangesInPlace", modeNeverChanges},
 		{"UpgradeInPlace", upgradeInPlace},
 		{"UpgradeOneMinorPerStep", upgradeOneMinorPerStep},
+		{"KubeletsAtMostThreeMinorsBehind", kubeletsAtMostThreeBehind},
 		{"LabelledGPUNodePool", labelledGPUNodePool},
 		{"SpotNodePool", spotNodePool},
 		{"ResizeInPlace", resizeInPlace},
@@ -1029,5 +1035,54 @@ func replaceNodePoolBeside(t *testing.T, s *Subject) {
 		if p.Name == old.Name {
 			t.Errorf("the old node pool %s is still listed after its delete", old.Name)
 		}
+	}
+}
+
+// kubeletsAtMostThreeBehind: the Kubernetes skew rule as the provider
+// keeps it. A node pool left at the oldest minor lets its control plane go
+// three minors up, hop by hop; a fourth is refused (Invalid, nothing done:
+// the control plane stays where it was, the pool too). How a pool then
+// catches up differs (EKS moves a node group only to its cluster's
+// version): UpgradeOneMinorPerStep holds that.
+func kubeletsAtMostThreeBehind(t *testing.T, s *Subject) {
+	if len(s.SkewVersions) != 5 {
+		t.Skip("the subject names no five consecutive minors")
+	}
+	v := s.SkewVersions
+	ctx := t.Context()
+	spec := s.clusterSpec("fa-conf-skew")
+	spec.Version = v[0]
+	c, err := s.Provider.EnsureCluster(ctx, s.Account, spec)
+	if err != nil {
+		t.Fatalf("EnsureCluster at %s: %v", v[0], err)
+	}
+	s.waitCluster(t, c.Ref, "running", running)
+	pool := s.pool(s.NodePool, "skew", false)
+	if p := s.readyPool(t, c.Ref, pool); !strings.HasPrefix(p.Version, v[0]) {
+		t.Fatalf("a new pool on a %s cluster reports version %q", v[0], p.Version)
+	}
+	up := func(to string) error {
+		u := spec
+		u.Version, u.ClientToken = to, spec.ClientToken+":to:"+to
+		_, err := s.Provider.EnsureCluster(ctx, s.Account, u)
+		return err
+	}
+	at := func(hop string) {
+		s.waitCluster(t, c.Ref, "at "+hop, func(c providers.Cluster, err error) bool {
+			return running(c, err) && strings.HasPrefix(c.Outputs.Version, hop)
+		})
+	}
+	for _, hop := range v[1:4] {
+		if err := up(hop); err != nil {
+			t.Fatalf("the control plane to %s with a pool at %s: %v", hop, v[0], err)
+		}
+		at(hop)
+	}
+	refusedInvalid(t, fmt.Sprintf("the control plane to %s with a pool at %s (four minors behind)", v[4], v[0]), up(v[4]))
+	if now, err := s.Provider.GetCluster(ctx, s.Account, c.Ref); err != nil || now.Status != providers.ClusterRunning || !strings.HasPrefix(now.Outputs.Version, v[3]) {
+		t.Fatalf("after the refusal the cluster is %s at %s (%v), want running at %s", now.Status, now.Outputs.Version, err, v[3])
+	}
+	if p := s.waitPool(t, c.Ref, pool.Name, "running", poolRunning); !strings.HasPrefix(p.Version, v[0]) {
+		t.Errorf("after the refusal the pool reports %q, want %s", p.Version, v[0])
 	}
 }
