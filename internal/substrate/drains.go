@@ -22,10 +22,10 @@ import (
 // crashes at each, for each kind of drain (the Point's Step: drainRemoved,
 // drainReplaced).
 const (
-	PointBeforeDrain   opjournal.PointKind = "beforeDrain"
-	PointAfterDrain    opjournal.PointKind = "afterDrain"
-	PointBeforeUndrain opjournal.PointKind = "beforeUndrain"
-	PointAfterUndrain  opjournal.PointKind = "afterUndrain"
+	pointBeforeDrain   opjournal.PointKind = "beforeDrain"
+	pointAfterDrain    opjournal.PointKind = "afterDrain"
+	pointBeforeUndrain opjournal.PointKind = "beforeUndrain"
+	pointAfterUndrain  opjournal.PointKind = "afterUndrain"
 )
 
 // drainingNote is a node pool's seen message while its Nodes are emptied;
@@ -70,11 +70,11 @@ func (p *step) drainedAs(ref providers.ClusterRef, np providers.NodePool, c drai
 	settings, label := c.settings, c.label
 	ask := DrainAsk{NodePool: np.Name, Budget: p.want.DisruptionBudget, Timeout: settings.TimeoutDuration(),
 		Force: settings != nil && settings.Then == fleet.DrainForce}
-	if err := p.r.at(opjournal.Point{Kind: PointBeforeDrain, PoolID: p.want.PoolID, Op: np.Name, Step: c.point}); err != nil {
+	if err := p.r.at(opjournal.Point{Kind: pointBeforeDrain, PoolID: p.want.PoolID, Op: np.Name, Step: c.point}); err != nil {
 		return false, err
 	}
 	rep, err := d.Drain(p.ctx, p.target(ref), ask)
-	if err := p.r.at(opjournal.Point{Kind: PointAfterDrain, PoolID: p.want.PoolID, Op: np.Name, Step: c.point}); err != nil {
+	if err := p.r.at(opjournal.Point{Kind: pointAfterDrain, PoolID: p.want.PoolID, Op: np.Name, Step: c.point}); err != nil {
 		return false, err
 	}
 	next := p.r.clock.Now().Add(p.r.opts.Poll)
@@ -142,11 +142,11 @@ func (p *step) undrain(ref providers.ClusterRef, name, point string) (bool, erro
 	if !ok {
 		return true, nil
 	}
-	if err := p.r.at(opjournal.Point{Kind: PointBeforeUndrain, PoolID: p.want.PoolID, Op: name, Step: point}); err != nil {
+	if err := p.r.at(opjournal.Point{Kind: pointBeforeUndrain, PoolID: p.want.PoolID, Op: name, Step: point}); err != nil {
 		return false, err
 	}
 	err := d.Undrain(p.ctx, p.target(ref), name)
-	if err := p.r.at(opjournal.Point{Kind: PointAfterUndrain, PoolID: p.want.PoolID, Op: name, Step: point}); err != nil {
+	if err := p.r.at(opjournal.Point{Kind: pointAfterUndrain, PoolID: p.want.PoolID, Op: name, Step: point}); err != nil {
 		return false, err
 	}
 	if err != nil {
