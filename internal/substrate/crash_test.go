@@ -85,11 +85,18 @@ func pointKey(p substrate.Point) string {
 // pass (what it started is still in flight when the next step is applied).
 func (e *env) settle(st crashtest.Step) {
 	e.t.Helper()
-	if st.Rush {
-		if err := e.rec.ReconcileOnce(e.t.Context()); err != nil {
-			e.t.Fatalf("the rushed step's pass: %v", err)
+	if n := rushed(st); n > 0 {
+		// Several passes move on the clock as the crashed runs do.
+		step := time.Second
+		if n > 1 {
+			step = 10 * time.Second
 		}
-		e.clock.Advance(time.Second)
+		for range n {
+			if err := e.rec.ReconcileOnce(e.t.Context()); err != nil {
+				e.t.Fatalf("the rushed step's pass: %v", err)
+			}
+			e.clock.Advance(step)
+		}
 		return
 	}
 	e.converge(10*time.Second, 40)
@@ -266,7 +273,7 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 			c.arm(k)
 			crashed := false
 			for i := 0; i < 40 && !crashed; i++ {
-				if st.Rush && i > 0 {
+				if n := rushed(st); n > 0 && i >= n {
 					break
 				}
 				err := e.rec.ReconcileOnce(t.Context())
@@ -291,7 +298,7 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 			e.restart()
 		}
 		c.arm(0)
-		if st.Rush {
+		if rushed(st) > 0 {
 			continue // the next step is applied while this one is in flight
 		}
 		for i := 0; i < 60 && !e.converged(); i++ {
@@ -468,7 +475,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 			c.arm(j.k)
 			crashed := false
 			for n := 0; n < 40 && !crashed; n++ {
-				if st.Rush && n > 0 {
+				if r := rushed(st); r > 0 && n >= r {
 					break
 				}
 				err := e.rec.ReconcileOnce(t.Context())
@@ -497,7 +504,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 			if crashed {
 				e.restart()
 			}
-			if !st.Rush {
+			if rushed(st) == 0 {
 				for n := 0; n < 60 && !e.converged(); n++ {
 					if err := e.rec.ReconcileOnce(t.Context()); err != nil {
 						t.Errorf("%s: pass after the crash: %v", name, err)
@@ -690,4 +697,16 @@ func (e *env) tamper(st crashtest.Step) {
 	for range 3 {
 		_ = e.fake.Advance()
 	}
+}
+
+// rushed is how many passes a step gets before the next one is applied
+// (0: it converges first).
+func rushed(st crashtest.Step) int {
+	if st.Passes > 0 {
+		return st.Passes
+	}
+	if st.Rush {
+		return 1
+	}
+	return 0
 }

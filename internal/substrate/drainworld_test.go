@@ -273,12 +273,13 @@ func scenarioBudget(s crashtest.Scenario) *float64 {
 }
 
 // drainPoints are the crash points around the drain calls the campaign
-// must crash at: each drain pass's call, for a removed flavor and a
-// blue/green replacement, and the undrain of a drain taken back.
+// must crash at: each drain pass's call and the undrain of a drain taken
+// back, for a removed flavor and for a blue/green replacement.
 var drainPoints = []string{
 	"drainRemoved " + string(substrate.PointBeforeDrain), "drainRemoved " + string(substrate.PointAfterDrain),
 	"drainRemoved " + string(substrate.PointBeforeUndrain), "drainRemoved " + string(substrate.PointAfterUndrain),
 	"drainReplaced " + string(substrate.PointBeforeDrain), "drainReplaced " + string(substrate.PointAfterDrain),
+	"drainReplaced " + string(substrate.PointBeforeUndrain), "drainReplaced " + string(substrate.PointAfterUndrain),
 }
 
 // checkTrial is crashtest's check of a trial's end, with the in-cluster

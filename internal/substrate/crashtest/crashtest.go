@@ -73,6 +73,10 @@ type Step struct {
 	// Rush: the next step is applied after one pass of this one, while
 	// what it started (a create) is still in flight at the provider.
 	Rush bool
+	// Passes, when set, is Rush with that many passes: the next step is
+	// applied while this one is part way (a drain under way). A runner
+	// that does not know it converges the step.
+	Passes int
 	// Tamper names a Spot flavor whose node pools lose their capacity label
 	// at the provider (a hand edit) before the step is applied: the step
 	// puts it back in place (an update of the node pool).
@@ -173,6 +177,14 @@ func DrainScenarios() []Scenario {
 			Steps: []Step{{Pools: budgeted(Pool{Name: "gpu", Flavors: []Flavor{h100}}), Prune: true}}},
 		{Name: "drainReplaced", Drains: true, Setup: []Step{{Pools: budgeted(Pool{Name: "gpu", Flavors: []Flavor{with(bg, 2), l4}})}},
 			Steps: []Step{{Pools: budgeted(Pool{Name: "gpu", Flavors: []Flavor{with(shaped(bg, "fake-cpu-8"), 2), l4}})}}},
+		// The shape of a blue/green flavor goes back while the old pool's
+		// drain is under way: the old pool is kept and let go, the new
+		// one drained and deleted.
+		{Name: "drainReplacedTakenBack", Drains: true, Setup: []Step{{Pools: budgeted(Pool{Name: "gpu", Flavors: []Flavor{with(bg, 2), l4}})}},
+			Steps: []Step{
+				{Pools: budgeted(Pool{Name: "gpu", Flavors: []Flavor{with(shaped(bg, "fake-cpu-8"), 2), l4}}), Passes: 6},
+				{Pools: budgeted(Pool{Name: "gpu", Flavors: []Flavor{with(bg, 2), l4}})},
+			}},
 		{Name: "drainTakenBack", Drains: true, Setup: []Step{{Pools: created}},
 			Steps: []Step{
 				{Pools: budgeted(Pool{Name: "gpu", Flavors: []Flavor{h100}}), Prune: true, Rush: true},
