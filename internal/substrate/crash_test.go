@@ -85,11 +85,18 @@ func pointKey(p substrate.Point) string {
 // pass (what it started is still in flight when the next step is applied).
 func (e *env) settle(st crashtest.Step) {
 	e.t.Helper()
-	if st.Rush {
-		if err := e.rec.ReconcileOnce(e.t.Context()); err != nil {
-			e.t.Fatalf("the rushed step's pass: %v", err)
+	if n := rushed(st); n > 0 {
+		// Several passes move on the clock as the crashed runs do.
+		step := time.Second
+		if n > 1 {
+			step = 10 * time.Second
 		}
-		e.clock.Advance(time.Second)
+		for range n {
+			if err := e.rec.ReconcileOnce(e.t.Context()); err != nil {
+				e.t.Fatalf("the rushed step's pass: %v", err)
+			}
+			e.clock.Advance(step)
+		}
 		return
 	}
 	e.converge(10*time.Second, 40)
@@ -112,7 +119,7 @@ func calibrateWith(t *testing.T, scenarios []crashtest.Scenario, faults []fake.F
 	cal := calibration{points: map[string][]int64{}, keys: map[string]bool{}}
 	for _, s := range scenarios {
 		c := &crasher{}
-		e, _ := scenarioEnv(t, s, func(o *substrate.Options) { substrate.SetCrashAt(o, c.at); o.Concurrency = 1 })
+		e, w, _ := campaignEnv(t, s, c, true)
 		for _, st := range s.Setup {
 			e.applyStep(st)
 			e.converge(10*time.Second, 40)
@@ -137,6 +144,11 @@ func calibrateWith(t *testing.T, scenarios []crashtest.Scenario, faults []fake.F
 		}
 		if total < 1 {
 			t.Fatalf("scenario %s (faults %v) passes no point: the hooks are not called", s.Name, faults)
+		}
+		if w != nil {
+			if bad := w.verdict(); bad != "" {
+				t.Fatalf("scenario %s (faults %v), a clean run: %s", s.Name, faults, bad)
+			}
 		}
 		c.mu.Lock()
 		for k := range c.seen {
@@ -187,7 +199,7 @@ func (c *campaignCounts) String() string {
 // no duplicate, nothing leaked, state and provider agree; a discovery sweep
 // afterwards finds nothing to say.
 func TestCrashCampaign(t *testing.T) {
-	scenarios := crashtest.Scenarios()
+	scenarios := append(crashtest.Scenarios(), crashtest.DrainScenarios()...)
 	cal := calibrate(t, scenarios)
 	points := cal.points
 	counts := &campaignCounts{byScenario: map[string]int{}, byPoint: map[string]int{}}
@@ -216,7 +228,7 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 	rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15))
 	s := scenarios[rng.IntN(len(scenarios))]
 	c := &crasher{}
-	e, sh := scenarioEnv(t, s, func(o *substrate.Options) { substrate.SetCrashAt(o, c.at) })
+	e, w, sh := campaignEnv(t, s, c, false)
 	fail := func(format string, args ...any) {
 		msg := fmt.Sprintf("seed %d (scenario %s): %s; replay with -run 'TestCrashCampaign' -campaign.seed %d", seed, s.Name, fmt.Sprintf(format, args...), seed)
 		counts.mu.Lock()
@@ -261,7 +273,7 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 			c.arm(k)
 			crashed := false
 			for i := 0; i < 40 && !crashed; i++ {
-				if st.Rush && i > 0 {
+				if n := rushed(st); n > 0 && i >= n {
 					break
 				}
 				err := e.rec.ReconcileOnce(t.Context())
@@ -286,7 +298,7 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 			e.restart()
 		}
 		c.arm(0)
-		if st.Rush {
+		if rushed(st) > 0 {
 			continue // the next step is applied while this one is in flight
 		}
 		for i := 0; i < 60 && !e.converged(); i++ {
@@ -302,7 +314,7 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 		}
 	}
 	last := s.Steps[len(s.Steps)-1]
-	f := crashtest.Check(e.fake.Snapshot(), last, e.records(), testInstallation)
+	f := checkTrial(e, w, last)
 	rep, err := e.rec.Sweep(t.Context())
 	if err != nil {
 		fail("sweep: %v", err)
@@ -335,6 +347,11 @@ func trial(t *testing.T, seed uint64, scenarios []crashtest.Scenario, points map
 	}
 	if rep.Adopted+rep.Orphans+rep.Reported+rep.Ghosts+rep.NodePoolOrphans+rep.Errors != 0 {
 		fail("after crashes at %v the sweep found %+v", where, rep)
+	}
+	if w != nil {
+		if bad := w.verdict(); bad != "" {
+			fail("after crashes at %v the cluster says: %s", where, bad)
+		}
 	}
 }
 
@@ -399,7 +416,14 @@ func TestCrashAtEveryPoint(t *testing.T) {
 	}
 	var runs []run
 	for _, faults := range faultVariants {
-		runs = append(runs, run{faults, crashtest.Scenarios()})
+		scenarios := crashtest.Scenarios()
+		// The drain scenarios meet the node pools' faults (their calls are
+		// the node pools'); a cluster's fault would leave a rushed step's
+		// one pass without a drain to crash in.
+		if !slices.ContainsFunc(faults, func(f fake.Fault) bool { return !strings.Contains(f.Method, "NodePool") }) {
+			scenarios = append(scenarios, crashtest.DrainScenarios()...)
+		}
+		runs = append(runs, run{faults, scenarios})
 	}
 	runs = append(runs, run{nil, crashtest.FaultScenarios()})
 	if *campaignOnly != "" {
@@ -427,11 +451,16 @@ func TestCrashAtEveryPoint(t *testing.T) {
 	var mu sync.Mutex
 	crashedAt := map[string]int{}
 	missed, dup, leaks, wrong := 0, 0, 0, 0
+	// The drain scenarios' figures: trials per scenario, drain passes,
+	// the most Nodes of a pool ever unavailable at once, and trials whose
+	// cluster found something wrong.
+	byScenario := map[string]int{}
+	drainTrials, drainPasses, peakUnavailable, drainWrong := 0, 0, 0, 0
 	inParallel(t, len(jobs), func(i int) {
 		j := jobs[i]
 		name := fmt.Sprintf("%s/faults%v/step%d/point%d", j.s.Name, j.faults, j.step, j.k)
 		c := &crasher{}
-		e, sh := scenarioEnv(t, j.s, func(o *substrate.Options) { substrate.SetCrashAt(o, c.at); o.Concurrency = 1 })
+		e, w, sh := campaignEnv(t, j.s, c, true)
 		for _, st := range j.s.Setup {
 			e.applyStep(st)
 			e.converge(10*time.Second, 40)
@@ -449,7 +478,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 			c.arm(j.k)
 			crashed := false
 			for n := 0; n < 40 && !crashed; n++ {
-				if st.Rush && n > 0 {
+				if r := rushed(st); r > 0 && n >= r {
 					break
 				}
 				err := e.rec.ReconcileOnce(t.Context())
@@ -478,7 +507,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 			if crashed {
 				e.restart()
 			}
-			if !st.Rush {
+			if rushed(st) == 0 {
 				for n := 0; n < 60 && !e.converged(); n++ {
 					if err := e.rec.ReconcileOnce(t.Context()); err != nil {
 						t.Errorf("%s: pass after the crash: %v", name, err)
@@ -492,7 +521,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 				}
 			}
 		}
-		f := crashtest.Check(e.fake.Snapshot(), j.s.Steps[len(j.s.Steps)-1], e.records(), testInstallation)
+		f := checkTrial(e, w, j.s.Steps[len(j.s.Steps)-1])
 		mu.Lock()
 		dup, leaks, wrong = dup+f.Duplicates, leaks+f.Leaks, wrong+f.Disagreements
 		mu.Unlock()
@@ -508,6 +537,20 @@ func TestCrashAtEveryPoint(t *testing.T) {
 		rep, err := e.rec.Sweep(t.Context())
 		if err != nil || rep.Adopted+rep.Orphans+rep.Reported+rep.Ghosts+rep.NodePoolOrphans+rep.Errors+rep.Foreign != 0 {
 			t.Errorf("%s: after the crash at %v the sweep found %+v (%v)", name, where, rep, err)
+		}
+		if w != nil {
+			peak, drains := w.peakOf()
+			bad := w.verdict()
+			mu.Lock()
+			byScenario[j.s.Name]++
+			drainTrials, drainPasses, peakUnavailable = drainTrials+1, drainPasses+drains, max(peakUnavailable, peak)
+			if bad != "" {
+				drainWrong++
+			}
+			mu.Unlock()
+			if bad != "" {
+				t.Errorf("%s: after the crash at %v the cluster says: %s", name, where, bad)
+			}
 		}
 	})
 	var keys []string
@@ -564,6 +607,20 @@ func TestCrashAtEveryPoint(t *testing.T) {
 	}
 	t.Logf("exhaustive campaign: %d trials over %d fault variants and %d fault scenarios (%d points never reached in a crashed run), %d point keys, %d never crashed at; duplicates=%d leaks=%d disagreements=%d\n  crashes by point:%s\n  crashes per step and transition (%d transitions the steps may make, %d never crashed in):%s",
 		len(jobs), len(faultVariants), len(crashtest.FaultScenarios()), missed, len(keys), never, dup, leaks, wrong, table.String(), allowed, len(unreached), cov.String())
+	var perScenario []string
+	for _, s := range crashtest.DrainScenarios() {
+		perScenario = append(perScenario, fmt.Sprintf("%s=%d", s.Name, byScenario[s.Name]))
+	}
+	t.Logf("drain scenarios: %d trials (%s), %d drain passes, at most %d Nodes of a pool unavailable at once (budget: 1 of 2), %d trials with a drain invariant broken",
+		drainTrials, strings.Join(perScenario, " "), drainPasses, peakUnavailable, drainWrong)
+	for _, k := range drainPoints {
+		if *campaignOnly != "" || *campaignDry {
+			break // one scenario reaches only its own points
+		}
+		if crashedAt[k] == 0 {
+			t.Errorf("the drain point %q was never crashed at", k)
+		}
+	}
 	for _, k := range unreached {
 		if *campaignOnly != "" {
 			break // one scenario reaches only its own transitions
@@ -646,4 +703,16 @@ func (e *env) tamper(st crashtest.Step) {
 	for range 3 {
 		_ = e.fake.Advance()
 	}
+}
+
+// rushed is how many passes a step gets before the next one is applied
+// (0: it converges first).
+func rushed(st crashtest.Step) int {
+	if st.Passes > 0 {
+		return st.Passes
+	}
+	if st.Rush {
+		return 1
+	}
+	return 0
 }

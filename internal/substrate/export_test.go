@@ -14,6 +14,11 @@ const (
 	PointTransition = opjournal.PointTransition
 	PointBeforeCall = opjournal.PointBeforeCall
 	PointAfterCall  = opjournal.PointAfterCall
+	// The drain calls' points (their Step: drainRemoved, drainReplaced).
+	PointBeforeDrain   = pointBeforeDrain
+	PointAfterDrain    = pointAfterDrain
+	PointBeforeUndrain = pointBeforeUndrain
+	PointAfterUndrain  = pointAfterUndrain
 )
 
 // SetCrashAt makes every reconciler built from o ask at at every point

@@ -53,6 +53,24 @@ type Drainer interface {
 	Undrain(ctx context.Context, t Target, nodePool string) error
 }
 
+// PoolNodeReader tells how far a node pool's Nodes have come in the
+// cluster: the in-cluster half implements it. A blue/green replacement
+// counts its new node pool as joined only once it says so; without one,
+// the provider's report that the pool runs with all its nodes is enough.
+type PoolNodeReader interface {
+	PoolNodes(ctx context.Context, t Target, nodePool string) (PoolNodes, error)
+}
+
+// PoolNodes is what the cluster shows of one node pool's Nodes.
+type PoolNodes struct {
+	// Listed are the Nodes of the node pool; Ready those Ready.
+	Listed, Ready int
+	// Joined are the Ready Nodes whose node daemon joined the pool, when
+	// JoinKnown (the in-cluster half keeps the joins).
+	Joined    int
+	JoinKnown bool
+}
+
 // DrainAsk is one node pool's drain.
 type DrainAsk struct {
 	NodePool string

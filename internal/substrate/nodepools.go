@@ -127,9 +127,15 @@ func (p *step) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
 		}
 		// The delete is journaled only once the drain finished: an
 		// operation in the journal means its Nodes were emptied.
-		if op == nil && !p.drained(ref, np) {
-			seen = append(seen, state.SeenNodePool{Name: np.Name, Status: string(np.Status), Nodes: np.NodeCount, Message: drainingNote})
-			continue
+		if op == nil {
+			done, err := p.drained(ref, np)
+			if err != nil {
+				return nodePoolsResult{making: true}, err
+			}
+			if !done {
+				seen = append(seen, state.SeenNodePool{Name: np.Name, Status: string(np.Status), Nodes: np.NodeCount, Message: drainingNote})
+				continue
+			}
 		}
 		del, err := p.deleteNodePool(ref, "", np.Name, "flavor removed")
 		if err != nil {
@@ -142,7 +148,12 @@ func (p *step) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
 	// A drain whose node pool is wanted again (its flavor put back) is
 	// let go: the Nodes it cordoned take pods again.
 	for name := range draining {
-		if !wanted[name] || p.undrain(ref, name) {
+		if !wanted[name] {
+			continue
+		}
+		if done, err := p.undrain(ref, name, "drainRemoved"); err != nil {
+			return nodePoolsResult{making: true}, err
+		} else if done {
 			continue
 		}
 		for i := range seen {
@@ -326,17 +337,26 @@ func (p *step) flavorPool(ref providers.ClusterRef, f fleet.SubstrateFlavor, wan
 		if drained {
 			// The removal is journaled only once the chosen Nodes are
 			// empty: an operation in the journal means they were drained.
-			ids, ok := p.drainShrink(ref, f, np, size, label)
+			ids, ok, err := p.drainShrink(ref, f, np, size, label)
+			if err != nil {
+				return flavorResult{seen: sp, making: false}, err
+			}
 			if !ok {
 				sp.Message = shrinkingNote
 				return flavorResult{seen: sp, making: false}, nil
 			}
 			step, req = stepRemoveNodes, request{Cluster: ref, Name: name, Size: &size, ProviderIDs: ids}
-		} else if !p.letGoOfShrink(ref, name) {
+		} else if done, err := p.letGoOfShrink(ref, name); err != nil {
+			return flavorResult{seen: sp, making: false}, err
+		} else if !done {
 			sp.Message = shrinkingNote
 		}
 	default:
-		if !p.letGoOfShrink(ref, name) {
+		done, err := p.letGoOfShrink(ref, name)
+		if err != nil {
+			return flavorResult{seen: sp, making: false}, err
+		}
+		if !done {
 			sp.Message = shrinkingNote
 		}
 		return flavorResult{seen: sp, making: false}, nil

@@ -115,7 +115,14 @@ func (p *step) blueGreen(ref providers.ClusterRef, f fleet.SubstrateFlavor, list
 	// The pool kept may be one a previous pass began draining (the shape
 	// went back before its delete): its Nodes take pods again.
 	for _, sp := range p.seen.NodePools {
-		if sp.Name == want.Name && strings.HasPrefix(sp.Message, "replaced by ") && strings.HasSuffix(sp.Message, drainingTail) && !p.undrain(ref, want.Name) {
+		if sp.Name != want.Name || !strings.HasPrefix(sp.Message, "replaced by ") || !strings.HasSuffix(sp.Message, drainingTail) {
+			continue
+		}
+		done, err := p.undrain(ref, want.Name, "drainReplaced")
+		if err != nil {
+			return res, err
+		}
+		if !done {
 			// Kept as it was, so that the next pass tries again.
 			res.seen.Message = sp.Message
 		}
@@ -129,21 +136,27 @@ func (p *step) blueGreen(ref providers.ClusterRef, f fleet.SubstrateFlavor, list
 		oldNodes += listed[name].NodeCount
 	}
 	what := fmt.Sprintf("%s: replacing node pool %s (%d nodes) with %s", label, strings.Join(olds, ", "), oldNodes, want.Name)
-	joined := res.seen.Status == string(providers.NodePoolRunning) && res.seen.Nodes >= want.NodeCount
+	running := res.seen.Status == string(providers.NodePoolRunning)
+	joined := running && res.seen.Nodes >= want.NodeCount
+	progress := fmt.Sprintf("%d of %d nodes of %s up", res.seen.Nodes, want.NodeCount, want.Name)
+	if joined {
+		if joined, progress, err = p.nodesJoined(ref, want.Name, want.NodeCount); err != nil {
+			return res, err
+		}
+	}
 	if !joined {
 		// The old pools keep serving until the new one is up.
 		for _, name := range olds {
 			res.replaced = append(res.replaced, p.oldSeen(f, name, listed, "kept until "+want.Name+" runs"))
 		}
 		step := "making"
-		if res.seen.Status == string(providers.NodePoolRunning) {
+		if running {
 			step = "joining"
 		}
 		if before == "" {
 			p.waitReason = ReasonReplacing
 		}
-		p.wait(ReasonReplacing, fmt.Sprintf("%s: step 1 of 2 (%s): %d of %d nodes of %s up", what, step, res.seen.Nodes, want.NodeCount, want.Name),
-			p.r.clock.Now().Add(p.r.opts.Poll))
+		p.wait(ReasonReplacing, fmt.Sprintf("%s: step 1 of 2 (%s): %s", what, step, progress), p.r.clock.Now().Add(p.r.opts.Poll))
 		return res, nil
 	}
 	for _, name := range olds {
@@ -156,6 +169,30 @@ func (p *step) blueGreen(ref providers.ClusterRef, f fleet.SubstrateFlavor, list
 		}
 	}
 	return res, nil
+}
+
+// nodesJoined is the last gate of the replacement's first step, once the
+// provider reports the new node pool running with all its nodes: with an
+// in-cluster half that reads Nodes (PoolNodeReader), its Nodes must also
+// be Ready in the cluster and, where the half keeps the joins, joined to
+// the pool. It says how many of how many are.
+func (p *step) nodesJoined(ref providers.ClusterRef, name string, want int) (bool, string, error) {
+	r, ok := p.r.opts.InCluster.(PoolNodeReader)
+	if !ok {
+		return true, "", nil
+	}
+	if err := p.alive(); err != nil {
+		return false, "", err
+	}
+	n, err := r.PoolNodes(p.ctx, p.target(ref), name)
+	if err != nil {
+		return false, fmt.Sprintf("the provider runs %s; its Nodes could not be read in the cluster: %v", name, err), nil
+	}
+	count, what := n.Ready, "Ready"
+	if n.JoinKnown {
+		count, what = min(n.Ready, n.Joined), "Ready and joined"
+	}
+	return count >= want, fmt.Sprintf("%d of %d Nodes of %s %s in the cluster", count, want, name, what), nil
 }
 
 // retire is the replacement's second step for one old node pool: what it
@@ -195,9 +232,16 @@ func (p *step) retire(ref providers.ClusterRef, f fleet.SubstrateFlavor, name, b
 	}
 	// The delete is journaled only once the drain finished (as a removed
 	// flavor's): an operation in the journal means its Nodes were emptied.
-	if op == nil && !p.drainedAs(ref, np, what+": step 2 of 2, draining "+name, p.want.Spec.DrainOf(f.Name)) {
-		sp := p.oldSeen(f, name, listed, replacedDraining(by))
-		return &sp, nil
+	if op == nil {
+		done, err := p.drainedAs(ref, np, drainCase{point: "drainReplaced", label: what + ": step 2 of 2, draining " + name,
+			note: replacedDraining(by), settings: p.want.Spec.DrainOf(f.Name)})
+		if err != nil {
+			return nil, err
+		}
+		if !done {
+			sp := p.oldSeen(f, name, listed, replacedDraining(by))
+			return &sp, nil
+		}
 	}
 	before := p.waitReason
 	del, err := p.deleteNodePool(ref, "", name, "replaced by "+by)

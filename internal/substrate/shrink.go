@@ -31,6 +31,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/providers"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/substrate/opjournal"
 )
 
 // shrinkingNote is a node pool's seen message while a drained scale-down
@@ -74,35 +75,42 @@ func (p *step) perZone() (bool, error) {
 }
 
 // drainShrink runs one pass of a scale-down's drain and, once the chosen
-// Nodes are empty, returns their providerIDs (ok true).
-func (p *step) drainShrink(ref providers.ClusterRef, f fleet.SubstrateFlavor, np providers.NodePool, size providers.Size, label string) ([]string, bool) {
+// Nodes are empty, returns their providerIDs (ok true). Its error is a
+// crash the campaign asked for.
+func (p *step) drainShrink(ref providers.ClusterRef, f fleet.SubstrateFlavor, np providers.NodePool, size providers.Size, label string) ([]string, bool, error) {
 	d := p.r.opts.InCluster.(Drainer)
 	what := fmt.Sprintf("%s: node pool %s from %d to %d nodes", label, np.Name, np.NodeCount, size.NodeCount)
 	next := p.r.clock.Now().Add(p.r.opts.Poll)
 	perZone, err := p.perZone()
 	if err != nil {
 		p.readFail("the provider's rules", err)
-		return nil, false
+		return nil, false, nil
 	}
 	if err := p.shrinkIntent(f.Name, np.Name); err != nil {
 		p.wait(ReasonDraining, what+": recording the drain before it begins: "+err.Error(), next)
-		return nil, false
+		return nil, false, nil
 	}
 	settings := p.want.Spec.DrainOf(f.Name)
 	ask := DrainAsk{NodePool: np.Name, Budget: p.want.DisruptionBudget, Timeout: settings.TimeoutDuration(),
 		Force: settings != nil && settings.Then == fleet.DrainForce, Shrink: &Shrink{Keep: size.NodeCount, PerZone: perZone}}
+	if err := p.r.at(opjournal.Point{Kind: pointBeforeDrain, PoolID: p.want.PoolID, Op: np.Name, Step: "drainShrink"}); err != nil {
+		return nil, false, err
+	}
 	rep, err := d.Drain(p.ctx, p.target(ref), ask)
+	if err := p.r.at(opjournal.Point{Kind: pointAfterDrain, PoolID: p.want.PoolID, Op: np.Name, Step: "drainShrink"}); err != nil {
+		return nil, false, err
+	}
 	switch {
 	case err != nil && refusal.CodeOf(err) == refusal.Unavailable:
 		p.wait(ReasonDraining, what+": draining: "+err.Error(), next)
-		return nil, false
+		return nil, false, nil
 	case err != nil:
 		p.problem(ReasonDrainBlocked, what+": cannot drain: "+err.Error())
 		p.schedule(next)
 		p.scheduled = true
-		return nil, false
+		return nil, false, nil
 	case rep.Finished:
-		return rep.ProviderIDs, true
+		return rep.ProviderIDs, true, nil
 	case rep.Overdue:
 		p.problem(ReasonDrainBlocked, what+": "+rep.Message)
 		p.schedule(next)
@@ -112,7 +120,7 @@ func (p *step) drainShrink(ref providers.ClusterRef, f fleet.SubstrateFlavor, np
 	default:
 		p.wait(ReasonDraining, what+": "+rep.Message, next)
 	}
-	return nil, false
+	return nil, false, nil
 }
 
 // callRemoveNodes is the removeNodes step's provider call.
@@ -131,22 +139,30 @@ func (p *pass) callRemoveNodes(req request) (observed, error) {
 // no longer wanted (the size put back before the removal was sent), and
 // reports whether nothing is left to let go; a failure is said and tried
 // again on the next pass. A removal this generation made is never let
-// go of: its Nodes are on their way out.
-func (p *step) letGoOfShrink(ref providers.ClusterRef, name string) bool {
+// go of: its Nodes are on their way out. Its error is a crash the
+// campaign asked for.
+func (p *step) letGoOfShrink(ref providers.ClusterRef, name string) (bool, error) {
 	if _, ok := p.r.opts.InCluster.(Drainer); !ok || !p.shrinkBegun(name) {
-		return true
+		return true, nil
 	}
 	for _, op := range p.ops {
 		if op.Step == stepRemoveNodes && op.Object == name && op.Generation == p.want.Generation && op.State == state.Succeeded {
-			return true
+			return true, nil
 		}
 	}
 	d := p.r.opts.InCluster.(Drainer)
-	if err := d.Undrain(p.ctx, p.target(ref), name); err != nil {
-		p.wait(ReasonDraining, "node pool "+name+": its shrink was taken back; uncordoning the Nodes it chose: "+err.Error(), p.r.clock.Now().Add(p.r.opts.Poll))
-		return false
+	if err := p.r.at(opjournal.Point{Kind: pointBeforeUndrain, PoolID: p.want.PoolID, Op: name, Step: "drainShrink"}); err != nil {
+		return false, err
 	}
-	return true
+	err := d.Undrain(p.ctx, p.target(ref), name)
+	if err := p.r.at(opjournal.Point{Kind: pointAfterUndrain, PoolID: p.want.PoolID, Op: name, Step: "drainShrink"}); err != nil {
+		return false, err
+	}
+	if err != nil {
+		p.wait(ReasonDraining, "node pool "+name+": its shrink was taken back; uncordoning the Nodes it chose: "+err.Error(), p.r.clock.Now().Add(p.r.opts.Poll))
+		return false, nil
+	}
+	return true, nil
 }
 
 // shrinkIntent records, before the first drain pass cordons anything, that

@@ -30,7 +30,12 @@ func TestConformance(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			conformance.Run(t, func(t *testing.T) conformance.Subject {
-				h := newHarness(t, harnessOpts{emu: v.emu})
+				// Two older minors than the emulator's default set, for the
+				// skew case (a node group at 1.31 under 1.34, then 1.35).
+				emu := v.emu
+				emu.Versions = []string{"1.31", "1.32", "1.33", "1.34", "1.35"}
+				emu.DefaultVersion = "1.34"
+				h := newHarness(t, harnessOpts{emu: emu})
 				h.seedTheirs()
 				s := conformance.Subject{
 					UpgradeIDs:    true,
@@ -41,6 +46,7 @@ func TestConformance(t *testing.T) {
 					Version:       "1.34",
 					UpgradeTo:     "1.35",
 					OldVersion:    "1.33",
+					SkewVersions:  []string{"1.31", "1.32", "1.33", "1.34", "1.35"},
 					NodePool:      providers.NodePoolSpec{Shape: providers.Shape{MachineType: "m7i.large"}, Size: providers.Size{NodeCount: 1}},
 					GPUNodePool: providers.NodePoolSpec{
 						Shape: providers.Shape{MachineType: "g6.xlarge", Accelerators: &providers.Accelerators{Type: "nvidia-l4", Count: 1}},

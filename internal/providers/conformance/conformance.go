@@ -57,6 +57,11 @@ type Subject struct {
 	// that upgrade a cluster and its node pools over more than one minor;
 	// "" skips them.
 	OldVersion string
+	// SkewVersions are five consecutive minors the subject offers, oldest
+	// first, for the case that leaves a node pool three minors behind its
+	// control plane and is refused a fourth; nil skips it (DOKS: its
+	// nodes follow the cluster's version).
+	SkewVersions []string
 	// NodePool is a CPU node pool: MachineType and NodeCount (at least 1).
 	// The cases set Name, Labels, Spot and ClientToken.
 	NodePool providers.NodePoolSpec
@@ -140,10 +145,12 @@ func Cases() []Case {
 		{"ModeNeverChangesInPlace", modeNeverChanges},
 		{"UpgradeInPlace", upgradeInPlace},
 		{"UpgradeOneMinorPerStep", upgradeOneMinorPerStep},
+		{"KubeletsAtMostThreeMinorsBehind", kubeletsAtMostThreeBehind},
 		{"LabelledGPUNodePool", labelledGPUNodePool},
 		{"SpotNodePool", spotNodePool},
 		{"ResizeInPlace", resizeInPlace},
 		{"ShapeNeverChangesInPlace", shapeNeverChanges},
+		{"ReplaceNodePoolBeside", replaceNodePoolBeside},
 		{"DiskAndZonesAsRulesSay", diskAndZones},
 		{"ZeroNodes", zeroNodes},
 		{"Credentials", credentials},
@@ -987,4 +994,107 @@ func clusterLocationKinds(t *testing.T, s *Subject) {
 		return
 	}
 	t.Logf("the rules allow a cluster in every kind of location listed (%v)", rules.ClusterLocations)
+}
+
+// replaceNodePoolBeside: the blue/green replacement as the provider sees
+// it. A shape change in place is refused (Invalid, reason shapeChange,
+// nothing done); a node pool of the new shape is made beside the old one
+// under the flavor's next generation name, both are listed and run at
+// once, and deleting the old one leaves the new one alone, with its shape.
+func replaceNodePoolBeside(t *testing.T, s *Subject) {
+	ctx := t.Context()
+	c := s.readyCluster(t, "fa-conf-replace")
+	old := s.readyPool(t, c.Ref, s.pool(s.NodePool, "repl", false))
+	changed := s.pool(s.NodePool, "repl", false)
+	changed.MachineType, changed.Accelerators = s.GPUNodePool.MachineType, s.GPUNodePool.Accelerators
+	_, err := s.Provider.EnsureNodePool(ctx, s.Account, c.Ref, changed)
+	refusedInvalid(t, "a machine type changed in place", err)
+	if r := providers.ReasonOf(err); r != "shapeChange" {
+		t.Errorf("a shape change in place: reason %q, want shapeChange (%v)", r, err)
+	}
+	// The generation name as the substrate spells it (fleet.GenerationName):
+	// the flavor, "-g", the generation.
+	next := s.pool(s.GPUNodePool, "repl-g2", false)
+	made := s.readyPool(t, c.Ref, next)
+	if made.Name == old.Name || made.MachineType != s.GPUNodePool.MachineType {
+		t.Fatalf("the new node pool %+v beside %s", made, old.Name)
+	}
+	list, err := s.Provider.ListNodePools(ctx, s.Account, c.Ref)
+	if err != nil {
+		t.Fatalf("ListNodePools: %v", err)
+	}
+	both := map[string]providers.NodePool{}
+	for _, p := range list {
+		both[p.Name] = p
+	}
+	if o, n := both[old.Name], both[next.Name]; o.MachineType != old.MachineType || n.MachineType != s.GPUNodePool.MachineType ||
+		o.Status != providers.NodePoolRunning || n.Status != providers.NodePoolRunning {
+		t.Fatalf("both node pools should be listed and running: %s %+v, %s %+v", old.Name, o, next.Name, n)
+	}
+	if _, err := s.Provider.DeleteNodePool(ctx, s.Account, c.Ref, old.Name); err != nil {
+		t.Fatalf("DeleteNodePool %s: %v", old.Name, err)
+	}
+	s.waitPool(t, c.Ref, old.Name, "deleted", gone[providers.NodePool])
+	after := s.waitPool(t, c.Ref, next.Name, "running", poolRunning)
+	if after.ID != made.ID || after.MachineType != s.GPUNodePool.MachineType || after.NodeCount != made.NodeCount {
+		t.Errorf("after the old pool's delete the new one is %+v, was %+v", after, made)
+	}
+	list, err = s.Provider.ListNodePools(ctx, s.Account, c.Ref)
+	if err != nil {
+		t.Fatalf("ListNodePools: %v", err)
+	}
+	for _, p := range list {
+		if p.Name == old.Name {
+			t.Errorf("the old node pool %s is still listed after its delete", old.Name)
+		}
+	}
+}
+
+// kubeletsAtMostThreeBehind: the Kubernetes skew rule as the provider
+// keeps it. A node pool left at the oldest minor lets its control plane go
+// three minors up, hop by hop; a fourth is refused (Invalid, nothing done:
+// the control plane stays where it was, the pool too). How a pool then
+// catches up differs (EKS moves a node group only to its cluster's
+// version): UpgradeOneMinorPerStep holds that.
+func kubeletsAtMostThreeBehind(t *testing.T, s *Subject) {
+	if len(s.SkewVersions) != 5 {
+		t.Skip("the subject names no five consecutive minors")
+	}
+	v := s.SkewVersions
+	ctx := t.Context()
+	spec := s.clusterSpec("fa-conf-skew")
+	spec.Version = v[0]
+	c, err := s.Provider.EnsureCluster(ctx, s.Account, spec)
+	if err != nil {
+		t.Fatalf("EnsureCluster at %s: %v", v[0], err)
+	}
+	s.waitCluster(t, c.Ref, "running", running)
+	pool := s.pool(s.NodePool, "skew", false)
+	if p := s.readyPool(t, c.Ref, pool); !strings.HasPrefix(p.Version, v[0]) {
+		t.Fatalf("a new pool on a %s cluster reports version %q", v[0], p.Version)
+	}
+	up := func(to string) error {
+		u := spec
+		u.Version, u.ClientToken = to, spec.ClientToken+":to:"+to
+		_, err := s.Provider.EnsureCluster(ctx, s.Account, u)
+		return err
+	}
+	at := func(hop string) {
+		s.waitCluster(t, c.Ref, "at "+hop, func(c providers.Cluster, err error) bool {
+			return running(c, err) && strings.HasPrefix(c.Outputs.Version, hop)
+		})
+	}
+	for _, hop := range v[1:4] {
+		if err := up(hop); err != nil {
+			t.Fatalf("the control plane to %s with a pool at %s: %v", hop, v[0], err)
+		}
+		at(hop)
+	}
+	refusedInvalid(t, fmt.Sprintf("the control plane to %s with a pool at %s (four minors behind)", v[4], v[0]), up(v[4]))
+	if now, err := s.Provider.GetCluster(ctx, s.Account, c.Ref); err != nil || now.Status != providers.ClusterRunning || !strings.HasPrefix(now.Outputs.Version, v[3]) {
+		t.Fatalf("after the refusal the cluster is %s at %s (%v), want running at %s", now.Status, now.Outputs.Version, err, v[3])
+	}
+	if p := s.waitPool(t, c.Ref, pool.Name, "running", poolRunning); !strings.HasPrefix(p.Version, v[0]) {
+		t.Errorf("after the refusal the pool reports %q, want %s", p.Version, v[0])
+	}
 }

@@ -59,7 +59,10 @@ func TestConformance(t *testing.T) {
 					Version:       "1.34",
 					UpgradeTo:     "1.35",
 					OldVersion:    "1.33",
-					NodePool:      providers.NodePoolSpec{Shape: providers.Shape{MachineType: "s-2vcpu-4gb"}, Size: providers.Size{NodeCount: 1}},
+					// No SkewVersions: a DOKS node pool has no version of
+					// its own (its nodes follow the cluster's), so no
+					// kubelet is ever left behind it.
+					NodePool: providers.NodePoolSpec{Shape: providers.Shape{MachineType: "s-2vcpu-4gb"}, Size: providers.Size{NodeCount: 1}},
 					GPUNodePool: providers.NodePoolSpec{
 						Shape: providers.Shape{MachineType: "gpu-h100x8-640gb", Accelerators: &providers.Accelerators{Type: "nvidia-h100", Count: 8}},
 						Size:  providers.Size{NodeCount: 2},

@@ -49,7 +49,7 @@ func TestConformance(t *testing.T) {
 	// existing cluster again (to see it converge, upgrade, or refuse a mode
 	// change as Invalid) meet what those clouds answer: another cluster,
 	// or a Conflict. That is the option, not a defect; TestNames holds it.
-	twice := []string{"CreateIdempotent", "ModeNeverChangesInPlace", "UpgradeInPlace", "UpgradeOneMinorPerStep"}
+	twice := []string{"CreateIdempotent", "ModeNeverChangesInPlace", "UpgradeInPlace", "UpgradeOneMinorPerStep", "KubeletsAtMostThreeMinorsBehind"}
 	variants = append(variants,
 		variant{
 			// Lists lag 3s behind; the clock moves 250s a step, so every case
@@ -88,6 +88,9 @@ func TestConformance(t *testing.T) {
 			run(t, func(t *testing.T) conformance.Subject {
 				clk := clock.NewFake(epoch)
 				cfg := config(t)
+				// Two older minors than the default set, for the skew case
+				// (a pool at 1.31 under a control plane at 1.34, then 1.35).
+				cfg.Versions = []string{"1.31", "1.32", "1.33", "1.34", "1.35"}
 				if v.mutate != nil {
 					v.mutate(&cfg)
 				}
@@ -102,6 +105,7 @@ func TestConformance(t *testing.T) {
 					Version:       "1.34",
 					UpgradeTo:     "1.35",
 					OldVersion:    "1.33",
+					SkewVersions:  []string{"1.31", "1.32", "1.33", "1.34", "1.35"},
 					NodePool:      providers.NodePoolSpec{Shape: providers.Shape{MachineType: "fake-cpu-4"}, Size: providers.Size{NodeCount: 1}},
 					GPUNodePool: providers.NodePoolSpec{
 						Shape: providers.Shape{MachineType: "fake-h100x8", Accelerators: &providers.Accelerators{Type: "nvidia-h100", Count: 8}},

@@ -41,6 +41,7 @@ var mutants = map[string]string{
 	"diskIgnored":         "DiskAndZonesAsRulesSay",
 	"deleteWedged":        "DeleteWithNodePools",
 	"zoneAsRegion":        "ClusterLocationKinds",
+	"deleteTakesSiblings": "ReplaceNodePoolBeside",
 }
 
 func (m *mutant) ListClusters(ctx context.Context, a providers.Account, key string) ([]providers.Cluster, error) {
@@ -110,6 +111,20 @@ func (m *mutant) EnsureNodePool(ctx context.Context, a providers.Account, ref pr
 		return m.GetNodePool(ctx, a, ref, spec.Name)
 	}
 	return p, err
+}
+
+func (m *mutant) DeleteNodePool(ctx context.Context, a providers.Account, ref providers.ClusterRef, name string) (providers.NodePool, error) {
+	if m.kind == "deleteTakesSiblings" {
+		// Deletes the cluster's other node pools with the one asked for.
+		if pools, err := m.fakeProvider.ListNodePools(ctx, a, ref); err == nil {
+			for _, p := range pools {
+				if p.Name != name {
+					_, _ = m.fakeProvider.DeleteNodePool(ctx, a, ref, p.Name)
+				}
+			}
+		}
+	}
+	return m.fakeProvider.DeleteNodePool(ctx, a, ref, name)
 }
 
 func (m *mutant) ResizeNodePool(ctx context.Context, a providers.Account, ref providers.ClusterRef, name string, size providers.Size) (providers.NodePool, error) {

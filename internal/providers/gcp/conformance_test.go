@@ -47,7 +47,15 @@ func TestConformance(t *testing.T) {
 	for _, vr := range variants {
 		t.Run(vr.name, func(t *testing.T) {
 			conformance.Run(t, func(t *testing.T) conformance.Subject {
-				v := newEnv(t, envOpts{emu: vr.emu, cfg: vr.cfg, zones: vr.zones})
+				// Two older minors than the emulator's default set, for the
+				// skew case (a node pool at 1.31 under 1.34, then 1.35).
+				emu := func(o *gkeemu.Options) {
+					o.Versions = append(o.Versions, "1.32.9-gke.1100000", "1.31.12-gke.1200000")
+					if vr.emu != nil {
+						vr.emu(o)
+					}
+				}
+				v := newEnv(t, envOpts{emu: emu, cfg: vr.cfg, zones: vr.zones})
 				if _, err := v.emu.Seed(gkeemu.SeedCluster{Location: vr.location, Name: "theirs",
 					Pools: []gkeemu.SeedPool{{Name: "default-pool", MachineType: "e2-standard-4", NodeCount: 2}}}); err != nil {
 					t.Fatal(err)
@@ -67,6 +75,7 @@ func TestConformance(t *testing.T) {
 					Version:       "1.34",
 					UpgradeTo:     "1.35",
 					OldVersion:    "1.33",
+					SkewVersions:  []string{"1.31", "1.32", "1.33", "1.34", "1.35"},
 					NodePool:      providers.NodePoolSpec{Shape: providers.Shape{MachineType: "e2-standard-4"}, Size: providers.Size{NodeCount: 1}},
 					GPUNodePool: providers.NodePoolSpec{
 						Shape: providers.Shape{MachineType: "a3-highgpu-8g", Accelerators: &providers.Accelerators{Type: "nvidia-h100-80gb", Count: 8}},

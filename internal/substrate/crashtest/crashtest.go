@@ -59,6 +59,8 @@ type Pool struct {
 	// Version is the Kubernetes minor of a created cluster ("": the
 	// provider's default, not checked).
 	Version string
+	// Budget is the pool's policy.disruptionBudget (nil: none written).
+	Budget *float64
 }
 
 // ID is the pool's id.
@@ -71,6 +73,10 @@ type Step struct {
 	// Rush: the next step is applied after one pass of this one, while
 	// what it started (a create) is still in flight at the provider.
 	Rush bool
+	// Passes, when set, is Rush with that many passes: the next step is
+	// applied while this one is part way (a drain under way). A runner
+	// that does not know it converges the step.
+	Passes int
 	// Tamper names a Spot flavor whose node pools lose their capacity label
 	// at the provider (a hand edit) before the step is applied: the step
 	// puts it back in place (an update of the node pool).
@@ -90,6 +96,10 @@ type Scenario struct {
 	Name  string
 	Setup []Step
 	Steps []Step
+	// Drains: the agent has an in-cluster half that drains, over a
+	// cluster whose Nodes hold pods (the runner's model of it), so that
+	// node pools are deleted only once drained.
+	Drains bool
 }
 
 // Drained reports whether the scenario's agent runs with an in-cluster
@@ -170,6 +180,42 @@ func Scenarios() []Scenario {
 			Steps: []Step{
 				{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{shaped(bg, "fake-cpu-8"), with(l4, 1)}}}},
 				{Pools: []Pool{{Name: "gpu", Flavors: []Flavor{with(shaped(bg, "fake-h100x8"), 2), with(l4, 1)}}}},
+			}},
+	}
+}
+
+// DrainScenarios are the stories whose node pools are drained before they
+// go (Scenario.Drains), under a disruption budget of one node of two: a
+// removed flavor's node pool, the old node pool of a blue/green
+// replacement, and a drain taken back (the flavor put back while its
+// Nodes were being emptied).
+func DrainScenarios() []Scenario {
+	half := 0.5
+	budgeted := func(pools ...Pool) []Pool {
+		pools = slices.Clone(pools)
+		for i := range pools {
+			pools[i].Budget = &half
+		}
+		return pools
+	}
+	created := budgeted(Pool{Name: "gpu", Flavors: []Flavor{h100, l4}})
+	return []Scenario{
+		{Name: "drainRemoved", Drains: true, Setup: []Step{{Pools: created}},
+			Steps: []Step{{Pools: budgeted(Pool{Name: "gpu", Flavors: []Flavor{h100}}), Prune: true}}},
+		{Name: "drainReplaced", Drains: true, Setup: []Step{{Pools: budgeted(Pool{Name: "gpu", Flavors: []Flavor{with(bg, 2), l4}})}},
+			Steps: []Step{{Pools: budgeted(Pool{Name: "gpu", Flavors: []Flavor{with(shaped(bg, "fake-cpu-8"), 2), l4}})}}},
+		// The shape of a blue/green flavor goes back while the old pool's
+		// drain is under way: the old pool is kept and let go, the new
+		// one drained and deleted.
+		{Name: "drainReplacedTakenBack", Drains: true, Setup: []Step{{Pools: budgeted(Pool{Name: "gpu", Flavors: []Flavor{with(bg, 2), l4}})}},
+			Steps: []Step{
+				{Pools: budgeted(Pool{Name: "gpu", Flavors: []Flavor{with(shaped(bg, "fake-cpu-8"), 2), l4}}), Passes: 6},
+				{Pools: budgeted(Pool{Name: "gpu", Flavors: []Flavor{with(bg, 2), l4}})},
+			}},
+		{Name: "drainTakenBack", Drains: true, Setup: []Step{{Pools: created}},
+			Steps: []Step{
+				{Pools: budgeted(Pool{Name: "gpu", Flavors: []Flavor{h100}}), Prune: true, Rush: true},
+				{Pools: created},
 			}},
 	}
 }
@@ -365,6 +411,10 @@ func Document(step Step) string {
 		}
 		first = false
 		policy := "{}"
+		budget := ""
+		if p.Budget != nil {
+			budget = fmt.Sprintf(`"disruptionBudget":%g,`, *p.Budget)
+		}
 		if len(p.Flavors) > 0 {
 			cluster := `{"create":{"location":"fake-east"}}`
 			if p.Version != "" {
@@ -387,7 +437,7 @@ func Document(step Step) string {
 				}
 				fl = append(fl, s+"}")
 			}
-			policy = fmt.Sprintf(`{"substrate":{"kind":"kubernetes","account":%q,"cluster":%s,"flavors":[%s]}}`, Account, cluster, strings.Join(fl, ","))
+			policy = fmt.Sprintf(`{%s"substrate":{"kind":"kubernetes","account":%q,"cluster":%s,"flavors":[%s]}}`, budget, Account, cluster, strings.Join(fl, ","))
 		}
 		fmt.Fprintf(&b, `{"name":%q,"site":"k8s","class":"metal-host","gpuModel":"H100","policy":%s}`, p.Name, policy)
 	}
@@ -454,6 +504,17 @@ func (f *Findings) add(n *int, format string, args ...any) {
 // are: what another installation made in the same account is not its
 // business (and must be untouched: the caller checks that apart).
 func Check(truth fake.State, last Step, recs []state.SubstrateRecord, installation string) Findings {
+	return check(truth, last, recs, installation, false)
+}
+
+// CheckInCluster is Check for an agent with an in-cluster half (a drain
+// scenario's): a substrate that stays is ready, not waiting for the node
+// daemon.
+func CheckInCluster(truth fake.State, last Step, recs []state.SubstrateRecord, installation string) Findings {
+	return check(truth, last, recs, installation, true)
+}
+
+func check(truth fake.State, last Step, recs []state.SubstrateRecord, installation string, inCluster bool) Findings {
 	var f Findings
 	byPool := map[string]state.SubstrateRecord{}
 	for _, r := range recs {
@@ -521,7 +582,7 @@ func Check(truth fake.State, last Step, recs []state.SubstrateRecord, installati
 			}
 			continue
 		}
-		checkRecord(&f, p, present, last.Drained, rec, cluster)
+		checkRecord(&f, p, present, rec, cluster, inCluster || last.Drained)
 	}
 	for pid, cs := range clustersOf {
 		if _, named := wantedPools[pid]; !named {
@@ -613,7 +674,7 @@ func checkPools(f *Findings, p Pool, present bool, c *fake.ClusterRecord, o prov
 }
 
 // checkRecord compares a substrate's record with the provider.
-func checkRecord(f *Findings, p Pool, present, drained bool, rec state.SubstrateRecord, c *fake.ClusterRecord) {
+func checkRecord(f *Findings, p Pool, present bool, rec state.SubstrateRecord, c *fake.ClusterRecord, inCluster bool) {
 	s := rec.Seen
 	if s == nil {
 		f.add(&f.Disagreements, "pool %s: the reconciler never wrote its record", p.Name)
@@ -628,8 +689,7 @@ func checkRecord(f *Findings, p Pool, present, drained bool, rec state.Substrate
 		}
 		return
 	}
-	if !drained && (s.State != state.SubstrateCreating || !strings.Contains(s.Message, "waiting for the node daemon")) ||
-		drained && s.State != state.SubstrateReady {
+	if inCluster && s.State != state.SubstrateReady || !inCluster && (s.State != state.SubstrateCreating || !strings.Contains(s.Message, "waiting for the node daemon")) {
 		f.add(&f.Disagreements, "pool %s: %s: %s", p.Name, s.State, s.Message)
 	}
 	if c == nil || s.Cluster == nil || s.Cluster.ID != c.ID {
