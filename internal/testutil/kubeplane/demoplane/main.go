@@ -20,7 +20,8 @@
 // It writes into -out: ca.crt and admin.token (the fake's kube block:
 // caFile, tokenFile), url, joinport (a free port for the agent's join
 // listener), ours (what of the agent's is in the cluster, one
-// object a line, rewritten on each pass) and, last, ready. It runs from the
+// object a line, rewritten on each pass), cordoned (each substrate Node
+// seen cordoned, once, as it happens) and, last, ready. It runs from the
 // repository (the plane finds its cache from the working directory) until
 // SIGTERM or SIGINT, then stops the node daemons and the plane.
 //
@@ -131,6 +132,8 @@ func run(statePath, out, bin string, every time.Duration) error {
 	if err := os.WriteFile(filepath.Join(out, "ready"), nil, 0o600); err != nil {
 		return err
 	}
+
+	go cordons(ctx, p.Client(), filepath.Join(out, "cordoned"))
 
 	d := &daemons{kc: p.Client(), bin: bin, dir: filepath.Join(out, "nodes"), running: map[string]*exec.Cmd{}, exited: map[string]chan struct{}{},
 		tokens: map[string]podToken{}}
@@ -330,6 +333,55 @@ func (d *daemons) stopAll() {
 	for node := range d.running {
 		d.stop(node)
 	}
+}
+
+// cordons appends to path `node NAME` for each Node of a substrate the
+// first time it is seen cordoned (unschedulable), until ctx ends. It
+// watches rather than polls: the last Node a drain empties is cordoned only
+// for the moments before its node pool is deleted, which a poll can miss,
+// and the demo tells a drained node pool from one deleted outright by it.
+func cordons(ctx context.Context, kc kubernetes.Interface, path string) {
+	seen := map[string]bool{}
+	for ctx.Err() == nil {
+		// A watch without a resource version begins with every Node as
+		// it is, so one opened again after a break misses only a Node
+		// cordoned and deleted in between.
+		w, err := kc.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: providers.LabelSubstratePool})
+		if err != nil {
+			if ctx.Err() == nil {
+				fmt.Fprintln(os.Stderr, "demoplane: watching Nodes:", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok || !n.Spec.Unschedulable || seen[n.Name] {
+				continue
+			}
+			seen[n.Name] = true
+			if err := appendLine(path, "node "+n.Name); err != nil {
+				fmt.Fprintln(os.Stderr, "demoplane:", err)
+			}
+		}
+		w.Stop()
+	}
+}
+
+// appendLine adds one line to the file at path, making it if need be.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(line + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // ours writes what of the agent's is in the cluster, one object a line:
