@@ -388,23 +388,6 @@ propose_and_merge grow-k8s "three CPU nodes"
 wait_for "the cpu node pool has 3 nodes" 60 substrate_is '"flavor":"cpu","name":"fa-[a-z0-9]*-cpu","status":"running","nodes":3'
 [ -z "$KUBE" ] || wait_for "the new Node joins too (4 of 4)" 120 joined 4
 
-step "kill -9 while a node pool is being made; the restart finishes it, never twice"
-write_doc 4 8 "$H100, $CPU3, $L4"
-propose_and_merge spot-k8s "a Spot L4 flavor"
-l4_accepted() { grep -q '"step":"createNodePool","object":"fa-[a-z0-9]*-l4","event":"accept"' "$DEMO/agent.log"; }
-wait_for "the provider accepted the l4 node pool's create (the journal says so)" 30 l4_accepted
-kill -9 "$AGENT_PID"
-wait "$AGENT_PID" 2>/dev/null || true
-AGENT_PID=
-echo "    agent killed with SIGKILL in the middle of the create"
-check "the fake provider was still making it when the agent died" grep -q '"status": "provisioning"' "$DEMO/state/fake.json"
-start_agent
-wait_for "the l4 node pool runs after the restart" 60 substrate_is '"flavor":"l4","name":"fa-[a-z0-9]*-l4","status":"running"'
-check "the fake provider holds exactly one l4 node pool" test "$(fake_count '"name": "fa-[a-z0-9]*-l4"')" = 1
-check "and still one cluster" test "$(fake_count '"name": "fa-k8s-')" = 1
-[ -z "$KUBE" ] || wait_for "the l4 Node joins (5 of 5)" 120 joined 5
-"$BIN" substrates | show
-
 # The substrate's conditions, as `substrates -o json` says them (without
 # white space), and what the journal logged the provider accepting, in order.
 condition_is() { substrate_is '"type":"'"$1"'","status":"'"$2"'","reason":"'"$3"'"'; } # TYPE STATUS REASON
@@ -421,11 +404,11 @@ reasons_seen() { uniq "$1" | paste -sd' ' | sed 's/ / -> /g'; }
 passes_limit() { echo $((3 * $1 * FAKE_EVERY + 10)); } # passes_limit PASSES: seconds
 
 step "upgrade Kubernetes one minor: the plan shows each hop; merged, the control plane goes first, then each node pool"
-write_doc 4 8 "$H100, $CPU3, $L4" 1.35
+write_doc 4 8 "$H100, $CPU3" 1.35
 propose upgrade-k8s "Kubernetes 1.35"
 "$BIN" plan --proposal upgrade-k8s | grep 'version 1.34 -> 1.35' | show
-hops() { [ "$("$BIN" plan --proposal upgrade-k8s | grep -c '^~ substrate k8s version 1.34 -> 1.35 (')" = 4 ]; }
-check "the proposal's plan has 4 hops: the control plane, then the node pools cpu, h100 and l4" hops
+hops() { [ "$("$BIN" plan --proposal upgrade-k8s | grep -c '^~ substrate k8s version 1.34 -> 1.35 (')" = 3 ]; }
+check "the proposal's plan has 3 hops: the control plane, then the node pools cpu and h100" hops
 merge upgrade-k8s
 # Sampled while it runs: the Upgrade condition's reason and the hop in flight.
 upgraded() {
@@ -437,23 +420,23 @@ upgraded() {
 : >"$DEMO/upgrade.reasons"
 : >"$DEMO/upgrade.hops"
 wait_for "the cluster and every node pool run 1.35 (Upgrade: VersionCurrent)" \
-  "$(passes_limit $((4 * (FAKE_UPDATE + 2))))" upgraded
+  "$(passes_limit $((3 * (FAKE_UPDATE + 2))))" upgraded
 echo "    merge to upgraded: $(( $(ms) - MERGED_AT )) ms; the Upgrade condition went $(reasons_seen "$DEMO/upgrade.reasons")"
 check "the Upgrade condition said a hop was in progress while it ran (UpgradeInProgress)" grep -q '^UpgradeInProgress$' "$DEMO/upgrade.reasons"
 uniq "$DEMO/upgrade.hops" | sed 's/^/hop in flight: /' | show
-upgrade_order() { # the control plane's hop accepted first, then each of the 3 node pools' once
+upgrade_order() { # the control plane's hop accepted first, then each of the 2 node pools' once
   accepted_steps | grep '^upgrade' | show
   [ "$(accepted_steps | grep '^upgrade' | head -1)" = "upgradeControlPlane $(accepted_steps | sed -n 's/^upgradeControlPlane \(.*@1.35\)$/\1/p' | head -1)" ] &&
     [ "$(accepted_steps | grep -c '^upgradeControlPlane .*@1.35$')" = 1 ] &&
-    [ "$(accepted_steps | grep '^upgradeNodePool .*@1.35$' | sort -u | wc -l)" = 3 ] &&
-    [ "$(accepted_steps | grep -c '^upgradeNodePool .*@1.35$')" = 3 ]
+    [ "$(accepted_steps | grep '^upgradeNodePool .*@1.35$' | sort -u | wc -l)" = 2 ] &&
+    [ "$(accepted_steps | grep -c '^upgradeNodePool .*@1.35$')" = 2 ]
 }
 if upgrade_order; then ok "the journal: the control plane's hop first, then each node pool's, each once"; else bad "the journal: the control plane's hop first, then each node pool's, each once"; fi
-check "the fake provider: its control plane and its 3 node pools at 1.35, none left at 1.34" \
-  test "$(fake_count '"version": "1.35"')-$(fake_count '"version": "1.34"')" = 4-0
+check "the fake provider: its control plane and its 2 node pools at 1.35, none left at 1.34" \
+  test "$(fake_count '"version": "1.35"')-$(fake_count '"version": "1.34"')" = 3-0
 
 step "replace a flavor blue/green: a new node pool of the new machine type beside the old one; the old one drained, then deleted"
-write_doc 4 8 "$H100, $CPU3_8, $L4" 1.35
+write_doc 4 8 "$H100, $CPU3_8" 1.35
 propose bluegreen-k8s "cpu nodes on fake-cpu-8, blue/green"
 "$BIN" plan --proposal bluegreen-k8s | grep '^[-+~!] ' | show
 merge bluegreen-k8s
@@ -480,6 +463,7 @@ side_by_side() { grep -q -e '^fa-[a-z0-9]*-cpu fa-[a-z0-9]*-cpu-g2$' -e '^fa-[a-
 check "both pools were seen side by side before the old one went" side_by_side
 check "the fake provider holds exactly one cpu node pool, of machine type fake-cpu-8" \
   test "$(fake_count '"name": "fa-[a-z0-9]*-cpu')-$(fake_count '"machineType": "fake-cpu-8"')" = 1-1
+check "the new pool runs the cluster's 1.35 (the fake holds no 1.34)" test "$(fake_count '"version": "1.34"')" = 0
 if [ -n "$KUBE" ]; then
   # The helper watches the Nodes and writes each one the first time it is
   # cordoned: a drain begins with the cordon.
@@ -489,8 +473,25 @@ if [ -n "$KUBE" ]; then
   old_gone() { ! grep -q '^node .*-cpu-[0-9][0-9]*$' "$DEMO/kube/ours" &&
     [ "$(grep -c '^node .*-cpu-g2-[0-9]*$' "$DEMO/kube/ours")" = 3 ]; }
   wait_for "the cluster holds the new pool's 3 Nodes and none of the old pool's" 10 old_gone
-  wait_for "the new pool's Nodes joined (5 of 5)" 120 joined 5
+  wait_for "the new pool's Nodes joined (4 of 4)" 120 joined 4
 fi
+"$BIN" substrates | show
+
+step "kill -9 while a node pool is being made; the restart finishes it, never twice"
+write_doc 4 8 "$H100, $CPU3_8, $L4" 1.35
+propose_and_merge spot-k8s "a Spot L4 flavor"
+l4_accepted() { grep -q '"step":"createNodePool","object":"fa-[a-z0-9]*-l4","event":"accept"' "$DEMO/agent.log"; }
+wait_for "the provider accepted the l4 node pool's create (the journal says so)" 30 l4_accepted
+kill -9 "$AGENT_PID"
+wait "$AGENT_PID" 2>/dev/null || true
+AGENT_PID=
+echo "    agent killed with SIGKILL in the middle of the create"
+check "the fake provider was still making it when the agent died" grep -q '"status": "provisioning"' "$DEMO/state/fake.json"
+start_agent
+wait_for "the l4 node pool runs after the restart" 60 substrate_is '"flavor":"l4","name":"fa-[a-z0-9]*-l4","status":"running"'
+check "the fake provider holds exactly one l4 node pool" test "$(fake_count '"name": "fa-[a-z0-9]*-l4"')" = 1
+check "and still one cluster" test "$(fake_count '"name": "fa-k8s-')" = 1
+[ -z "$KUBE" ] || wait_for "the l4 Node joins (5 of 5)" 120 joined 5
 "$BIN" substrates | show
 
 step "prune the pool: the substrate tears down its node pools, then its cluster"

@@ -15,7 +15,7 @@
 //     from the Secret fleet-node/fleet-node-join (where the agent writes
 //     one), and a Pod token bound to that Pod (as the DaemonSet's projected
 //     token), as the kubelet would mount them; it stops it when the Pod
-//     goes.
+//     or its Node goes.
 //
 // It writes into -out: ca.crt and admin.token (the fake's kube block:
 // caFile, tokenFile), url, joinport (a free port for the agent's join
@@ -228,9 +228,21 @@ func (d *daemons) sync(ctx context.Context) error {
 	} else if err != nil {
 		return err
 	}
+	// A Pod whose Node is gone has no machine left to run on (the fake
+	// deleted its node pool): its daemon stops with the Node, although the
+	// Pod object stays until the pod garbage collector removes it.
+	nodes, err := d.kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	machines := map[string]bool{}
+	for _, n := range nodes.Items {
+		machines[n.Name] = true
+	}
 	want := map[string]bool{}
 	for _, pod := range pods.Items {
-		if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" || cm == nil {
+		if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" || cm == nil ||
+			!machines[pod.Spec.NodeName] {
 			continue
 		}
 		node := pod.Spec.NodeName
@@ -276,7 +288,11 @@ func (d *daemons) sync(ctx context.Context) error {
 	}
 	for node := range d.running {
 		if !want[node] {
-			d.stop(node)
+			why := "its Pod is gone"
+			if !machines[node] {
+				why = "its Node is gone"
+			}
+			d.stop(node, why)
 		}
 	}
 	return nil
@@ -312,7 +328,7 @@ func (d *daemons) start(node, podUID, cfgDir, tokFile, podFile, stateDir, logPat
 }
 
 // stop ends a node daemon: SIGTERM, SIGKILL after 10 s.
-func (d *daemons) stop(node string) {
+func (d *daemons) stop(node, why string) {
 	cmd, done := d.running[node], d.exited[node]
 	delete(d.running, node)
 	delete(d.exited, node)
@@ -326,12 +342,12 @@ func (d *daemons) stop(node string) {
 		_ = cmd.Process.Kill()
 		<-done
 	}
-	fmt.Printf("demoplane: node daemon on %s stopped (its Pod is gone)\n", node)
+	fmt.Printf("demoplane: node daemon on %s stopped (%s)\n", node, why)
 }
 
 func (d *daemons) stopAll() {
 	for node := range d.running {
-		d.stop(node)
+		d.stop(node, "the demo ends")
 	}
 }
 
