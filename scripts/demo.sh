@@ -214,7 +214,7 @@ fi
 # The fake provider's timing: how many observations an operation of each
 # kind takes, and the substrate's pass (seconds); the waits of the upgrade
 # and blue/green steps are derived from them.
-FAKE_NODEPOOL=8 FAKE_UPDATE=1 FAKE_DELETE=2 FAKE_EVERY=1
+FAKE_NODEPOOL=8 FAKE_UPDATE=2 FAKE_DELETE=2 FAKE_EVERY=1
 
 step "a git repository with an empty fleet.json on main, and the agent's config"
 git init -q --bare -b main "$DEMO/remote.git"
