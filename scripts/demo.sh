@@ -99,7 +99,7 @@ drifted() { ! "$BIN" status --fail-on-drift; }
 refused() { "$BIN" status | grep -q "^refused: commit ${1:0:7}"; }
 applies_of() { "$BIN" audit -o json | tr -d ' \n' | grep -o '"action":"apply"[^}]*"commit":"'"$1"'"' | wc -l; }
 
-write_doc() { # write_doc VCPU GPU_QUOTA [SUBSTRATE_FLAVORS]: with flavors, a Kubernetes-backed pool too
+write_doc() { # write_doc VCPU GPU_QUOTA [SUBSTRATE_FLAVORS [VERSION]]: with flavors, a Kubernetes-backed pool too
   local k8s=""
   if [ -n "${3:-}" ]; then
     k8s=$(cat <<EOK
@@ -113,7 +113,7 @@ write_doc() { # write_doc VCPU GPU_QUOTA [SUBSTRATE_FLAVORS]: with flavors, a Ku
         "substrate": {
           "kind": "kubernetes",
           "account": "sim",
-          "cluster": { "create": { "location": "fake-east" } },
+          "cluster": { "create": { "location": "fake-east", "version": "${4:-1.34}" } },
           "flavors": [$3]
         }
       }
@@ -149,11 +149,14 @@ fake_count() { grep -c "$1" "$DEMO/state/fake.json" || true; }
 ms() { echo $(($(date +%s%N) / 1000000)); } # the wall clock in milliseconds
 # propose_and_merge BRANCH MESSAGE: push the working copy's fleet.json on a
 # branch, wait for its plan, merge it and wait for the apply.
-propose_and_merge() {
+propose_and_merge() { propose "$1" "$2"; merge "$1"; }
+propose() { # propose BRANCH MESSAGE
   git checkout -q -b "$1"
   git commit -qam "$2" && git push -q origin "$1"
-  local head; head=$(git rev-parse HEAD)
   wait_for "the proposal $1 is planned" 20 has_proposal "$1"
+}
+merge() { # merge BRANCH: fast-forward main to it, wait for the apply
+  local head; head=$(git rev-parse "$1")
   git checkout -q main && git merge -q --ff-only "$1" && git push -q origin main
   MERGED_AT=$(ms)
   wait_for "the merge of $1 is applied" 20 is_applied "$head"
@@ -208,6 +211,11 @@ else
   echo "      Kubernetes pool then stops at waiting for the node daemon, and no Node joins."
 fi
 
+# The fake provider's timing: how many observations an operation of each
+# kind takes, and the substrate's pass (seconds); the waits of the upgrade
+# and blue/green steps are derived from them.
+FAKE_NODEPOOL=8 FAKE_UPDATE=2 FAKE_DELETE=2 FAKE_EVERY=1
+
 step "a git repository with an empty fleet.json on main, and the agent's config"
 git init -q --bare -b main "$DEMO/remote.git"
 git clone -q "$DEMO/remote.git" "$DEMO/work" 2>/dev/null
@@ -231,11 +239,11 @@ drift:
   every: 2s
   pullRequests: true
 substrate:
-  every: 1s$SUBSTRATE_YAML
+  every: ${FAKE_EVERY}s$SUBSTRATE_YAML
 providers:
   fake:
     statePath: $DEMO/state/fake.json
-    steps: { cluster: 4, nodePool: 8, update: 1, delete: 2 }$KUBE_YAML
+    steps: { cluster: 4, nodePool: $FAKE_NODEPOOL, update: $FAKE_UPDATE, delete: $FAKE_DELETE }$KUBE_YAML
 EOF
 show <"$DEMO/config.yaml"
 check "the config is valid (a plan loads it and opens its providers)" "$BIN" plan fleet.json
@@ -321,8 +329,11 @@ wait_for "the apply cleared the drift" 20 "$BIN" status --fail-on-drift
 "$BIN" audit | tail -6 | show
 
 H100='{ "name": "h100", "machineType": "fake-h100x8", "nodes": 1, "gpus": { "type": "nvidia-h100", "count": 8 } }'
-CPU2='{ "name": "cpu", "machineType": "fake-cpu-4", "nodes": 2 }'
-CPU3='{ "name": "cpu", "machineType": "fake-cpu-4", "nodes": 3 }'
+# The cpu flavor asks for blue/green replacement from the start: a change of
+# its machine type later makes a new node pool instead of an error.
+CPU2='{ "name": "cpu", "machineType": "fake-cpu-4", "nodes": 2, "replace": "blueGreen" }'
+CPU3='{ "name": "cpu", "machineType": "fake-cpu-4", "nodes": 3, "replace": "blueGreen" }'
+CPU3_8='{ "name": "cpu", "machineType": "fake-cpu-8", "nodes": 3, "replace": "blueGreen" }'
 L4='{ "name": "l4", "machineType": "fake-l4x1", "nodes": 1, "spot": true }'
 
 # joined N: the substrate is ready with N Nodes listed, all N joined.
@@ -377,8 +388,97 @@ propose_and_merge grow-k8s "three CPU nodes"
 wait_for "the cpu node pool has 3 nodes" 60 substrate_is '"flavor":"cpu","name":"fa-[a-z0-9]*-cpu","status":"running","nodes":3'
 [ -z "$KUBE" ] || wait_for "the new Node joins too (4 of 4)" 120 joined 4
 
+# The substrate's conditions, as `substrates -o json` says them (without
+# white space), and what the journal logged the provider accepting, in order.
+condition_is() { substrate_is '"type":"'"$1"'","status":"'"$2"'","reason":"'"$3"'"'; } # TYPE STATUS REASON
+condition_message() { "$BIN" substrates -o json | tr -d '\n' | sed -n 's/.*"type": *"'"$1"'", *"status": *"[A-Za-z]*", *"reason": *"[A-Za-z]*", *"message": *"\([^"]*\)".*/\1/p'; }
+accepted_steps() { grep -o '"step":"[A-Za-z]*","object":"[^"]*","event":"accept"' "$DEMO/agent.log" | sed 's/"step":"\([A-Za-z]*\)","object":"\([^"]*\)".*/\1 \2/'; }
+cluster_runs() { "$BIN" status -o json | tr -d ' \n' | grep -q '"location":"fake-east","endpoint":"[^"]*","version":"'"$1"'"'; }
+# reasons_seen FILE: the reasons sampled into FILE, each run of one said once.
+reasons_seen() { uniq "$1" | paste -sd' ' | sed 's/ / -> /g'; }
+# The limits of the two steps below come from the fake's timing: an
+# operation is done after its steps' observations, and each pass observes
+# it at least once, so it takes at most steps + 2 passes (the call, its
+# observations, the read that finds it done); three times that covers a
+# loaded machine.
+passes_limit() { echo $((3 * $1 * FAKE_EVERY + 10)); } # passes_limit PASSES: seconds
+
+step "upgrade Kubernetes one minor: the plan shows each hop; merged, the control plane goes first, then each node pool"
+write_doc 4 8 "$H100, $CPU3" 1.35
+propose upgrade-k8s "Kubernetes 1.35"
+"$BIN" plan --proposal upgrade-k8s | grep 'version 1.34 -> 1.35' | show
+hops() { [ "$("$BIN" plan --proposal upgrade-k8s | grep -c '^~ substrate k8s version 1.34 -> 1.35 (')" = 3 ]; }
+check "the proposal's plan has 3 hops: the control plane, then the node pools cpu and h100" hops
+merge upgrade-k8s
+# Sampled while it runs: the Upgrade condition's reason and the hop in flight.
+upgraded() {
+  local j; j=$("$BIN" substrates -o json | tr -d '\n')
+  echo "$j" | tr -d ' ' | grep -o '"type":"Upgrade","status":"[A-Za-z]*","reason":"[A-Za-z]*"' | sed 's/.*"reason":"//; s/"$//' >>"$DEMO/upgrade.reasons"
+  echo "$j" | sed -n 's/.*"type": *"Upgrade", *"status": *"Unknown", *"reason": *"UpgradeInProgress", *"message": *"upgrade \([^:"]*\).*/\1/p' >>"$DEMO/upgrade.hops"
+  echo "$j" | tr -d ' ' | grep -q '"type":"Upgrade","status":"True","reason":"VersionCurrent"' && cluster_runs 1.35
+}
+: >"$DEMO/upgrade.reasons"
+: >"$DEMO/upgrade.hops"
+wait_for "the cluster and every node pool run 1.35 (Upgrade: VersionCurrent)" \
+  "$(passes_limit $((3 * (FAKE_UPDATE + 2))))" upgraded
+echo "    merge to upgraded: $(( $(ms) - MERGED_AT )) ms; the Upgrade condition went $(reasons_seen "$DEMO/upgrade.reasons")"
+check "the Upgrade condition said a hop was in progress while it ran (UpgradeInProgress)" grep -q '^UpgradeInProgress$' "$DEMO/upgrade.reasons"
+uniq "$DEMO/upgrade.hops" | sed 's/^/hop in flight: /' | show
+upgrade_order() { # the control plane's hop accepted first, then each of the 2 node pools' once
+  accepted_steps | grep '^upgrade' | show
+  [ "$(accepted_steps | grep '^upgrade' | head -1)" = "upgradeControlPlane $(accepted_steps | sed -n 's/^upgradeControlPlane \(.*@1.35\)$/\1/p' | head -1)" ] &&
+    [ "$(accepted_steps | grep -c '^upgradeControlPlane .*@1.35$')" = 1 ] &&
+    [ "$(accepted_steps | grep '^upgradeNodePool .*@1.35$' | sort -u | wc -l)" = 2 ] &&
+    [ "$(accepted_steps | grep -c '^upgradeNodePool .*@1.35$')" = 2 ]
+}
+if upgrade_order; then ok "the journal: the control plane's hop first, then each node pool's, each once"; else bad "the journal: the control plane's hop first, then each node pool's, each once"; fi
+check "the fake provider: its control plane and its 2 node pools at 1.35, none left at 1.34" \
+  test "$(fake_count '"version": "1.35"')-$(fake_count '"version": "1.34"')" = 3-0
+
+step "replace a flavor blue/green: a new node pool of the new machine type beside the old one; the old one drained, then deleted"
+write_doc 4 8 "$H100, $CPU3_8" 1.35
+propose bluegreen-k8s "cpu nodes on fake-cpu-8, blue/green"
+"$BIN" plan --proposal bluegreen-k8s | grep '^[-+~!] ' | show
+merge bluegreen-k8s
+cpu_pools() { "$BIN" substrates -o json | tr -d ' \n' | grep -o '"flavor":"cpu","name":"[^"]*","status":"[a-z]*","nodes":[0-9]*'; }
+# Sampled while it runs: the NodePools condition's reason and the cpu node
+# pools.
+replaced() {
+  "$BIN" substrates -o json | tr -d ' \n' | grep -o '"type":"NodePools","status":"[A-Za-z]*","reason":"[A-Za-z]*"' | sed 's/.*"reason":"//; s/"$//' >>"$DEMO/replace.reasons"
+  local pools; pools=$(cpu_pools)
+  echo "$pools" | sed -n 's/.*"name":"\([^"]*\)".*/\1/p' | paste -sd' ' >>"$DEMO/replace.pools"
+  [ "$(echo "$pools" | wc -l)" = 1 ] && echo "$pools" | grep -q '"name":"fa-[a-z0-9]*-cpu-g2","status":"running","nodes":3$' &&
+    substrate_is '"converged":true'
+}
+: >"$DEMO/replace.reasons"
+: >"$DEMO/replace.pools"
+# The new pool made, 3 Nodes drained one at a time (no budget: one at once),
+# the old pool deleted.
+wait_for "exactly one cpu node pool is left: the new generation's (-g2), running 3 nodes" \
+  "$(passes_limit $((FAKE_NODEPOOL + 2 + 3 * 2 + FAKE_DELETE + 2)))" replaced
+echo "    merge to replaced: $(( $(ms) - MERGED_AT )) ms; the NodePools condition went $(reasons_seen "$DEMO/replace.reasons")"
+uniq "$DEMO/replace.pools" | sed 's/^/cpu node pools: /' | show
+check "the NodePools condition said the pool was being replaced while it ran (Replacing)" grep -q '^Replacing$' "$DEMO/replace.reasons"
+side_by_side() { grep -q -e '^fa-[a-z0-9]*-cpu fa-[a-z0-9]*-cpu-g2$' -e '^fa-[a-z0-9]*-cpu-g2 fa-[a-z0-9]*-cpu$' "$DEMO/replace.pools"; }
+check "both pools were seen side by side before the old one went" side_by_side
+check "the fake provider holds exactly one cpu node pool, of machine type fake-cpu-8" \
+  test "$(fake_count '"name": "fa-[a-z0-9]*-cpu')-$(fake_count '"machineType": "fake-cpu-8"')" = 1-1
+check "the new pool runs the cluster's 1.35 (the fake holds no 1.34)" test "$(fake_count '"version": "1.34"')" = 0
+if [ -n "$KUBE" ]; then
+  # The helper watches the Nodes and writes each one the first time it is
+  # cordoned: a drain begins with the cordon.
+  old_cordoned() { [ "$(grep -c '^node .*-cpu-[0-9][0-9]*$' "$DEMO/kube/cordoned")" = 3 ] &&
+    ! grep -q -- '-g2-[0-9]*$' "$DEMO/kube/cordoned"; }
+  check "the old pool's 3 Nodes were cordoned (drained) before they went, none of the new pool's" old_cordoned
+  old_gone() { ! grep -q '^node .*-cpu-[0-9][0-9]*$' "$DEMO/kube/ours" &&
+    [ "$(grep -c '^node .*-cpu-g2-[0-9]*$' "$DEMO/kube/ours")" = 3 ]; }
+  wait_for "the cluster holds the new pool's 3 Nodes and none of the old pool's" 10 old_gone
+  wait_for "the new pool's Nodes joined (4 of 4)" 120 joined 4
+fi
+"$BIN" substrates | show
+
 step "kill -9 while a node pool is being made; the restart finishes it, never twice"
-write_doc 4 8 "$H100, $CPU3, $L4"
+write_doc 4 8 "$H100, $CPU3_8, $L4" 1.35
 propose_and_merge spot-k8s "a Spot L4 flavor"
 l4_accepted() { grep -q '"step":"createNodePool","object":"fa-[a-z0-9]*-l4","event":"accept"' "$DEMO/agent.log"; }
 wait_for "the provider accepted the l4 node pool's create (the journal says so)" 30 l4_accepted

@@ -15,12 +15,13 @@
 //     from the Secret fleet-node/fleet-node-join (where the agent writes
 //     one), and a Pod token bound to that Pod (as the DaemonSet's projected
 //     token), as the kubelet would mount them; it stops it when the Pod
-//     goes.
+//     or its Node goes.
 //
 // It writes into -out: ca.crt and admin.token (the fake's kube block:
 // caFile, tokenFile), url, joinport (a free port for the agent's join
 // listener), ours (what of the agent's is in the cluster, one
-// object a line, rewritten on each pass) and, last, ready. It runs from the
+// object a line, rewritten on each pass), cordoned (each substrate Node
+// seen cordoned, once, as it happens) and, last, ready. It runs from the
 // repository (the plane finds its cache from the working directory) until
 // SIGTERM or SIGINT, then stops the node daemons and the plane.
 //
@@ -134,6 +135,8 @@ func run(statePath, out, bin string, every time.Duration) error {
 		return err
 	}
 
+	go cordons(ctx, p.Client(), filepath.Join(out, "cordoned"))
+
 	d := &daemons{kc: p.Client(), bin: bin, dir: filepath.Join(out, "nodes"), running: map[string]*exec.Cmd{}, exited: map[string]chan struct{}{},
 		tokens: map[string]podToken{}}
 	defer d.stopAll()
@@ -227,9 +230,21 @@ func (d *daemons) sync(ctx context.Context) error {
 	} else if err != nil {
 		return err
 	}
+	// A Pod whose Node is gone has no machine left to run on (the fake
+	// deleted its node pool): its daemon stops with the Node, although the
+	// Pod object stays until the pod garbage collector removes it.
+	nodes, err := d.kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	machines := map[string]bool{}
+	for _, n := range nodes.Items {
+		machines[n.Name] = true
+	}
 	want := map[string]bool{}
 	for _, pod := range pods.Items {
-		if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" || cm == nil {
+		if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" || cm == nil ||
+			!machines[pod.Spec.NodeName] {
 			continue
 		}
 		node := pod.Spec.NodeName
@@ -275,7 +290,11 @@ func (d *daemons) sync(ctx context.Context) error {
 	}
 	for node := range d.running {
 		if !want[node] {
-			d.stop(node)
+			why := "its Pod is gone"
+			if !machines[node] {
+				why = "its Node is gone"
+			}
+			d.stop(node, why)
 		}
 	}
 	return nil
@@ -311,7 +330,7 @@ func (d *daemons) start(node, podUID, cfgDir, tokFile, podFile, stateDir, logPat
 }
 
 // stop ends a node daemon: SIGTERM, SIGKILL after 10 s.
-func (d *daemons) stop(node string) {
+func (d *daemons) stop(node, why string) {
 	cmd, done := d.running[node], d.exited[node]
 	delete(d.running, node)
 	delete(d.exited, node)
@@ -325,13 +344,62 @@ func (d *daemons) stop(node string) {
 		_ = cmd.Process.Kill()
 		<-done
 	}
-	fmt.Printf("demoplane: node daemon on %s stopped (its Pod is gone)\n", node)
+	fmt.Printf("demoplane: node daemon on %s stopped (%s)\n", node, why)
 }
 
 func (d *daemons) stopAll() {
 	for node := range d.running {
-		d.stop(node)
+		d.stop(node, "the demo ends")
 	}
+}
+
+// cordons appends to path `node NAME` for each Node of a substrate the
+// first time it is seen cordoned (unschedulable), until ctx ends. It
+// watches rather than polls: the last Node a drain empties is cordoned only
+// for the moments before its node pool is deleted, which a poll can miss,
+// and the demo tells a drained node pool from one deleted outright by it.
+func cordons(ctx context.Context, kc kubernetes.Interface, path string) {
+	seen := map[string]bool{}
+	for ctx.Err() == nil {
+		// A watch without a resource version begins with every Node as
+		// it is, so one opened again after a break misses only a Node
+		// cordoned and deleted in between.
+		w, err := kc.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: providers.LabelSubstratePool})
+		if err != nil {
+			if ctx.Err() == nil {
+				fmt.Fprintln(os.Stderr, "demoplane: watching Nodes:", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok || !n.Spec.Unschedulable || seen[n.Name] {
+				continue
+			}
+			seen[n.Name] = true
+			if err := appendLine(path, "node "+n.Name); err != nil {
+				fmt.Fprintln(os.Stderr, "demoplane:", err)
+			}
+		}
+		w.Stop()
+	}
+}
+
+// appendLine adds one line to the file at path, making it if need be.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(line + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // ours writes what of the agent's is in the cluster, one object a line:
