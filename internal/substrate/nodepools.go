@@ -166,13 +166,30 @@ func (p *step) nodePools(ref providers.ClusterRef) (nodePoolsResult, error) {
 		return nodePoolsResult{making: true}, err
 	}
 	p.seen.NodePools = seen
+	return nodePoolsResult{making: making, listed: p.flavorPools(listed)}, nil
+}
+
+// flavorPools are our node pools of the wanted flavors, a blue/green
+// flavor's generations with them, by flavor name (the order the plan shows
+// an upgrade's node pool hops in) and then by name.
+func (p *step) flavorPools(listed map[string]providers.NodePool) []providers.NodePool {
+	flavors := slices.Clone(p.want.Spec.Flavors)
+	slices.SortFunc(flavors, func(a, b fleet.SubstrateFlavor) int { return strings.Compare(a.Name, b.Name) })
 	ours := []providers.NodePool{}
-	for _, f := range p.want.Spec.Flavors {
-		if np, ok := listed[p.owner().NodePoolName(f.Name)]; ok && p.ours(np) {
-			ours = append(ours, np)
+	for _, f := range flavors {
+		var mine []providers.NodePool
+		for name, np := range listed {
+			if !p.ours(np) {
+				continue
+			}
+			if _, gen := generationOf(p.owner(), f.Name, name); name == p.owner().NodePoolName(f.Name) || f.Replace == fleet.ReplaceBlueGreen && gen {
+				mine = append(mine, np)
+			}
 		}
+		slices.SortFunc(mine, func(a, b providers.NodePool) int { return strings.Compare(a.Name, b.Name) })
+		ours = append(ours, mine...)
 	}
-	return nodePoolsResult{making: making, listed: ours}, nil
+	return ours
 }
 
 // ours reports whether a node pool is one this substrate made: its labels

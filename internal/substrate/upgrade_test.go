@@ -455,3 +455,39 @@ func repeatedKey(line string) (string, bool) {
 	}
 	return "", false
 }
+
+// TestUpgradeTakesEveryGeneration: a blue/green flavor's node pool after a
+// replacement carries a generation in its name; an upgrade takes it with
+// the others (it was left at the old minor while the Upgrade condition
+// said the version was current).
+func TestUpgradeTakesEveryGeneration(t *testing.T) {
+	e := newEnv(t, nil)
+	pool := func(v, machine string) crashtest.Step {
+		return crashtest.Step{Pools: []crashtest.Pool{{Name: "gpu", Version: v, Flavors: []crashtest.Flavor{
+			{Name: "a", MachineType: machine, Nodes: 2, Replace: true}, {Name: "b", MachineType: "fake-cpu-8", Nodes: 1}}}}}
+	}
+	e.applyStep(pool("1.33", "fake-cpu-4"))
+	e.converge(10*time.Second, 40)
+	e.applyStep(pool("1.33", "fake-cpu-8"))
+	e.converge(10*time.Second, 120)
+	e.applyStep(pool("1.34", "fake-cpu-8"))
+	e.converge(10*time.Second, 200)
+	n := 0
+	for _, c := range e.fake.Snapshot().Clusters {
+		if c.Seeded {
+			continue
+		}
+		for name, np := range c.NodePools {
+			n++
+			if !strings.HasPrefix(np.Version, "1.34") {
+				t.Errorf("node pool %s runs %s after the upgrade to 1.34", name, np.Version)
+			}
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d node pools, want 2", n)
+	}
+	if c := condition(e.status("gpu"), substrate.CondUpgrade); c.Reason != substrate.ReasonVersionCurrent {
+		t.Fatalf("Upgrade condition %+v", c)
+	}
+}
