@@ -8,7 +8,9 @@ import (
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/fleet-agent/fleet-agent/internal/config"
 	"github.com/fleet-agent/fleet-agent/internal/providers"
@@ -31,7 +33,7 @@ func TestPoolNodesCountsReadyAndJoinedNodes(t *testing.T) {
 	if len(pool) > 60 {
 		pool = pool[:60]
 	}
-	np := "fa-" + u[:min(len(u), 8)] + "-h100-g2"
+	np := "fa-" + strings.Trim(u[max(0, len(u)-12):], "-") + "-h100-g2" // its tail is the plane's sequence: a name of its own
 	st, err := state.Open(filepath.Join(t.TempDir(), "state.db"), state.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -53,8 +55,20 @@ func TestPoolNodesCountsReadyAndJoinedNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = kc.CoreV1().Nodes().Delete(t.Context(), name, metav1.DeleteOptions{}) })
-		made.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, Reason: "Test", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-		if _, err := kc.CoreV1().Nodes().UpdateStatus(ctx, made, metav1.UpdateOptions{}); err != nil {
+		// The control plane's node controllers write to a new Node too
+		// (its taints): a status written over a version they moved is
+		// written again on the latest.
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			made.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, Reason: "Test", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+			_, err := kc.CoreV1().Nodes().UpdateStatus(ctx, made, metav1.UpdateOptions{})
+			if apierrors.IsConflict(err) {
+				if latest, gerr := kc.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); gerr == nil {
+					made = latest
+				}
+			}
+			return err
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
