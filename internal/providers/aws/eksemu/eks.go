@@ -112,10 +112,10 @@ type nodegroup struct {
 	asg              string
 	// terminated are the indices of the group's instances taken out by
 	// TerminateInstanceInAutoScalingGroup; an index is never reused.
-	terminated map[int]bool
-	issues     []map[string]any
-	token, reqHash   string
-	op               *operation
+	terminated     map[int]bool
+	issues         []map[string]any
+	token, reqHash string
+	op             *operation
 }
 
 type accessEntry struct {
