@@ -141,4 +141,3 @@ func instanceOf(providerID string) (string, bool) {
 	}
 	return id, true
 }
-
