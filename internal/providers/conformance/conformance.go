@@ -84,8 +84,10 @@ type Subject struct {
 	MaxPolls int
 	// NodeProviderIDs names the spec.providerID of every Node a node pool
 	// has now, as the provider's emulator knows them (the Kubernetes Nodes
-	// the kubelets would register); nil skips the cases that remove chosen
-	// nodes. The Provider must then be a providers.NodeRemover.
+	// the kubelets would register), in the order the provider made them, so
+	// that the last of a pool's zones' count are one per zone; nil skips
+	// the cases that remove chosen nodes. The Provider must then be a
+	// providers.NodeRemover.
 	NodeProviderIDs func(cluster providers.ClusterRef, pool string) ([]string, error)
 }
 
@@ -1007,23 +1009,24 @@ func removeNodesShrinksByThoseNodes(t *testing.T, s *Subject) {
 		if err != nil {
 			t.Fatalf("NodeProviderIDs %s: %v", pool, err)
 		}
-		slices.Sort(ids)
 		return ids
 	}
-	before, theirs := nodes(spec.Name), nodes(other.Name)
+	sorted := func(pool string) []string { return slices.Sorted(slices.Values(nodes(pool))) }
+	made, theirs := nodes(spec.Name), sorted(other.Name)
+	before := slices.Sorted(slices.Values(made))
 	if len(before) == 0 || len(before)%spec.NodeCount != 0 || len(theirs) == 0 {
 		t.Fatalf("pool %s of %d per zone has nodes %v; pool %s has %v", spec.Name, spec.NodeCount, before, other.Name, theirs)
 	}
 	// One node per zone (the count of a pool is per zone where the rules
-	// say so): the nodes of a pool alternate over its zones.
+	// say so): the last nodes made, one in each of the pool's zones.
 	k := len(before) / spec.NodeCount
-	chosen := before[len(before)-k:]
+	chosen := made[len(made)-k:]
 	target := providers.Size{NodeCount: spec.NodeCount - 1}
 
 	for what, foreign := range map[string]string{"a node of another pool": theirs[0], "a node of no provider": "conformance://no-such-node"} {
 		_, err := rm.RemoveNodes(ctx, s.Account, c.Ref, spec.Name, append(slices.Clone(chosen), foreign), target)
 		refusedInvalid(t, "RemoveNodes with "+what, err)
-		if got := nodes(spec.Name); !slices.Equal(got, before) {
+		if got := sorted(spec.Name); !slices.Equal(got, before) {
 			t.Fatalf("a refused RemoveNodes (%s) removed nodes: %v, was %v", what, got, before)
 		}
 	}
@@ -1033,7 +1036,7 @@ func removeNodesShrinksByThoseNodes(t *testing.T, s *Subject) {
 	p := s.waitPool(t, c.Ref, spec.Name, "shrunk", func(p providers.NodePool, err error) bool {
 		return poolRunning(p, err) && p.NodeCount == target.NodeCount
 	})
-	after := nodes(spec.Name)
+	after := sorted(spec.Name)
 	for _, id := range before {
 		if slices.Contains(chosen, id) == slices.Contains(after, id) {
 			t.Fatalf("after removing %v the pool has %v (was %v)", chosen, after, before)
@@ -1047,10 +1050,10 @@ func removeNodesShrinksByThoseNodes(t *testing.T, s *Subject) {
 	if err != nil {
 		t.Fatalf("RemoveNodes of nodes already gone: %v", err)
 	}
-	if again.NodeCount != target.NodeCount || !slices.Equal(nodes(spec.Name), after) {
-		t.Errorf("RemoveNodes of nodes already gone left %+v with nodes %v, want %d per zone and %v", again.Size, nodes(spec.Name), target.NodeCount, after)
+	if again.NodeCount != target.NodeCount || !slices.Equal(sorted(spec.Name), after) {
+		t.Errorf("RemoveNodes of nodes already gone left %+v with nodes %v, want %d per zone and %v", again.Size, sorted(spec.Name), target.NodeCount, after)
 	}
-	if got := nodes(other.Name); !slices.Equal(got, theirs) {
+	if got := sorted(other.Name); !slices.Equal(got, theirs) {
 		t.Errorf("the other pool's nodes changed: %v, were %v", got, theirs)
 	}
 	if p.ID != "" && p.Name != spec.Name {
