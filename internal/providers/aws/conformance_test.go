@@ -56,6 +56,9 @@ func TestConformance(t *testing.T) {
 					Options:   conformance.Options{ZeroNodes: true, Spot: true},
 					Adoptable: "us-east-1/theirs",
 					Now:       h.clk.Now,
+					NodeProviderIDs: func(c providers.ClusterRef, pool string) ([]string, error) {
+						return h.emu.NodeProviderIDs(c.Name, pool)
+					},
 				}
 				if v.advance != nil {
 					s.Advance = v.advance(h)

@@ -91,6 +91,13 @@ type Subject struct {
 	// ids, GKE's operations, the fake's), and the call that starts one
 	// answers with it; DOKS gives its upgrades no id.
 	UpgradeIDs bool
+	// NodeProviderIDs names the spec.providerID of every Node a node pool
+	// has now, as the provider's emulator knows them (the Kubernetes Nodes
+	// the kubelets would register), in the order the provider made them, so
+	// that the last of a pool's zones' count are one per zone; nil skips
+	// the cases that remove chosen nodes. The Provider must then be a
+	// providers.NodeRemover.
+	NodeProviderIDs func(cluster providers.ClusterRef, pool string) ([]string, error)
 }
 
 func (s *Subject) defaults(t *testing.T) {
@@ -149,6 +156,7 @@ func Cases() []Case {
 		{"LabelledGPUNodePool", labelledGPUNodePool},
 		{"SpotNodePool", spotNodePool},
 		{"ResizeInPlace", resizeInPlace},
+		{"RemoveNodesShrinksByThoseNodes", removeNodesShrinksByThoseNodes},
 		{"ShapeNeverChangesInPlace", shapeNeverChanges},
 		{"ReplaceNodePoolBeside", replaceNodePoolBeside},
 		{"DiskAndZonesAsRulesSay", diskAndZones},
@@ -1096,5 +1104,81 @@ func kubeletsAtMostThreeBehind(t *testing.T, s *Subject) {
 	}
 	if p := s.waitPool(t, c.Ref, pool.Name, "running", poolRunning); !strings.HasPrefix(p.Version, v[0]) {
 		t.Errorf("after the refusal the pool reports %q, want %s", p.Version, v[0])
+	}
+}
+
+// removeNodesShrinksByThoseNodes: RemoveNodes takes exactly the chosen
+// nodes and leaves the pool at the size asked; a providerID of another pool
+// or of no provider is refused with Invalid before anything goes; a second
+// call for nodes already gone is no error.
+func removeNodesShrinksByThoseNodes(t *testing.T, s *Subject) {
+	if s.NodeProviderIDs == nil {
+		t.Skip("the subject names no nodes (NodeProviderIDs)")
+	}
+	rm, ok := s.Provider.(providers.NodeRemover)
+	if !ok {
+		t.Fatal("the subject names its nodes but its provider is no providers.NodeRemover")
+	}
+	ctx := t.Context()
+	c := s.readyCluster(t, "fa-conf-remove")
+	spec := s.pool(s.NodePool, "cpu", false)
+	spec.NodeCount++
+	s.readyPool(t, c.Ref, spec)
+	other := s.readyPool(t, c.Ref, s.pool(s.GPUNodePool, "gpu", false))
+	nodes := func(pool string) []string {
+		t.Helper()
+		ids, err := s.NodeProviderIDs(c.Ref, pool)
+		if err != nil {
+			t.Fatalf("NodeProviderIDs %s: %v", pool, err)
+		}
+		return ids
+	}
+	sorted := func(pool string) []string { return slices.Sorted(slices.Values(nodes(pool))) }
+	made, theirs := nodes(spec.Name), sorted(other.Name)
+	before := slices.Sorted(slices.Values(made))
+	if len(before) == 0 || len(before)%spec.NodeCount != 0 || len(theirs) == 0 {
+		t.Fatalf("pool %s of %d per zone has nodes %v; pool %s has %v", spec.Name, spec.NodeCount, before, other.Name, theirs)
+	}
+	// One node per zone (the count of a pool is per zone where the rules
+	// say so): the last nodes made, one in each of the pool's zones.
+	k := len(before) / spec.NodeCount
+	chosen := made[len(made)-k:]
+	target := providers.Size{NodeCount: spec.NodeCount - 1}
+
+	for what, foreign := range map[string]string{"a node of another pool": theirs[0], "a node of no provider": "conformance://no-such-node"} {
+		_, err := rm.RemoveNodes(ctx, s.Account, c.Ref, spec.Name, append(slices.Clone(chosen), foreign), target)
+		refusedInvalid(t, "RemoveNodes with "+what, err)
+		if got := sorted(spec.Name); !slices.Equal(got, before) {
+			t.Fatalf("a refused RemoveNodes (%s) removed nodes: %v, was %v", what, got, before)
+		}
+	}
+	if _, err := rm.RemoveNodes(ctx, s.Account, c.Ref, spec.Name, chosen, target); err != nil {
+		t.Fatalf("RemoveNodes %v: %v", chosen, err)
+	}
+	p := s.waitPool(t, c.Ref, spec.Name, "shrunk", func(p providers.NodePool, err error) bool {
+		return poolRunning(p, err) && p.NodeCount == target.NodeCount
+	})
+	after := sorted(spec.Name)
+	for _, id := range before {
+		if slices.Contains(chosen, id) == slices.Contains(after, id) {
+			t.Fatalf("after removing %v the pool has %v (was %v)", chosen, after, before)
+		}
+	}
+	if len(after) != len(before)-k {
+		t.Fatalf("after removing %v the pool has %v (was %v)", chosen, after, before)
+	}
+	// Sent again, as by a caller that crashed before it recorded the call.
+	again, err := rm.RemoveNodes(ctx, s.Account, c.Ref, spec.Name, chosen, target)
+	if err != nil {
+		t.Fatalf("RemoveNodes of nodes already gone: %v", err)
+	}
+	if again.NodeCount != target.NodeCount || !slices.Equal(sorted(spec.Name), after) {
+		t.Errorf("RemoveNodes of nodes already gone left %+v with nodes %v, want %d per zone and %v", again.Size, sorted(spec.Name), target.NodeCount, after)
+	}
+	if got := sorted(other.Name); !slices.Equal(got, theirs) {
+		t.Errorf("the other pool's nodes changed: %v, were %v", got, theirs)
+	}
+	if p.ID != "" && p.Name != spec.Name {
+		t.Errorf("RemoveNodes made another pool: %+v", p)
 	}
 }

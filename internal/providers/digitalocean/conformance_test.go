@@ -1,6 +1,7 @@
 package digitalocean_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,6 +73,23 @@ func TestConformance(t *testing.T) {
 					Adoptable:      theirs,
 					MissingAdoptID: "4f1c2b7e-0000-4000-8000-00000000dead",
 					Now:            w.clk.Now,
+					NodeProviderIDs: func(ref providers.ClusterRef, pool string) ([]string, error) {
+						for _, c := range w.emu.Clusters() {
+							if c.ID != ref.ID {
+								continue
+							}
+							for _, p := range c.Pools {
+								if p.Name == pool && !p.Deleting {
+									var out []string
+									for _, d := range p.DropletIDs {
+										out = append(out, "digitalocean://"+d)
+									}
+									return out, nil
+								}
+							}
+						}
+						return nil, fmt.Errorf("no node pool %s in cluster %s", pool, ref)
+					},
 				}
 				if v.advance {
 					s.Advance = func() { w.clk.Advance(250 * time.Second) }

@@ -1,6 +1,7 @@
 package fake_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -115,6 +116,17 @@ func TestConformance(t *testing.T) {
 					Options:   v.opts,
 					Adoptable: "fake-east/theirs",
 					Now:       clk.Now,
+					NodeProviderIDs: func(ref providers.ClusterRef, pool string) ([]string, error) {
+						for _, c := range f.Snapshot().Clusters {
+							if c.Name == ref.Name && c.Location == ref.Location {
+								if np := c.NodePools[pool]; np != nil {
+									return np.ProviderIDs(c.Name), nil
+								}
+								return nil, nil
+							}
+						}
+						return nil, fmt.Errorf("no cluster %s", ref.Name)
+					},
 				}
 				if v.advance != nil {
 					s.Advance = v.advance(clk, f)

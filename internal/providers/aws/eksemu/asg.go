@@ -37,6 +37,7 @@ const (
 var asgParams = map[string][]*regexp.Regexp{
 	"DescribeAutoScalingGroups": params(`Action`, `Version`, `AutoScalingGroupNames\.member\.\d+`, `IncludeInstances`,
 		`MaxRecords`, `NextToken`, `Filters\.member\.\d+\.Name`, `Filters\.member\.\d+\.Values\.member\.\d+`),
+	"TerminateInstanceInAutoScalingGroup": params(`Action`, `Version`, `InstanceId`, `ShouldDecrementDesiredCapacity`),
 }
 
 func (x *exchange) asgError(status int, code, msg string) {
@@ -79,6 +80,10 @@ func (x *exchange) autoscaling(action string, form url.Values) {
 			x.asgError(http.StatusBadRequest, "ValidationError", fmt.Sprintf("The parameter %s is not recognized", k))
 			return
 		}
+	}
+	if action == "TerminateInstanceInAutoScalingGroup" {
+		x.terminateInstance(form)
+		return
 	}
 	if x.dropOrFail(x.asgError) {
 		return
@@ -203,15 +208,7 @@ type asgXML struct {
 
 func (e *Emulator) asgXML(v asgView, instances bool) asgXML {
 	ng := v.ng
-	var zones []string
-	for _, id := range ng.subnets {
-		for _, sn := range e.opts.Subnets {
-			if sn.ID == id && !slices.Contains(zones, sn.Zone) {
-				zones = append(zones, sn.Zone)
-			}
-		}
-	}
-	slices.Sort(zones)
+	zones := e.zonesOf(ng)
 	out := asgXML{
 		Name: ng.asg, ARN: fmt.Sprintf("arn:aws:autoscaling:%s:%s:autoScalingGroup:%s:autoScalingGroupName/%s", e.opts.Region, e.opts.AccountID, uuidOf("asg:"+ng.arn), ng.asg),
 		MinSize: ng.min, MaxSize: ng.max, DesiredCapacity: ng.desire, DefaultCooldown: 300, AvailabilityZones: zones,
@@ -239,13 +236,8 @@ func (e *Emulator) asgXML(v asgView, instances bool) asgXML {
 	if len(ng.instanceTypes) > 0 {
 		typ = ng.instanceTypes[0]
 	}
-	for i := range ng.desire {
-		zone := ""
-		if len(zones) > 0 {
-			zone = zones[i%len(zones)]
-		}
-		id := strings.ReplaceAll(uuidOf(fmt.Sprintf("instance:%s:%d", ng.asg, i)), "-", "")[:17]
-		out.Instances = append(out.Instances, asgInstanceXML{InstanceID: "i-" + id, InstanceType: typ, AvailabilityZone: zone,
+	for _, in := range groupInstances(ng, zones) {
+		out.Instances = append(out.Instances, asgInstanceXML{InstanceID: in.id, InstanceType: typ, AvailabilityZone: in.zone,
 			LifecycleState: state, HealthStatus: "Healthy"})
 	}
 	return out
@@ -330,4 +322,158 @@ func (e *Emulator) UpdateAutoScalingGroup(cluster, nodegroup string, minSize, ma
 	}
 	ng.min, ng.max, ng.desire = minSize, maxSize, desired
 	return nil
+}
+
+// instance is one EC2 instance of a node group's Auto Scaling group.
+type instance struct {
+	index    int
+	id, zone string
+}
+
+// groupInstances are the group's instances: as many as its desired
+// capacity, the lowest indices not terminated, each in the zone its index
+// picks. Guess: a scale-in by a lower desired capacity takes the newest
+// instances (AWS's default policy weighs zones and launch templates first,
+// which the emulator does not model).
+func groupInstances(ng *nodegroup, zones []string) []instance {
+	var out []instance
+	for i := 0; len(out) < ng.desire; i++ {
+		if ng.terminated[i] {
+			continue
+		}
+		zone := ""
+		if len(zones) > 0 {
+			zone = zones[i%len(zones)]
+		}
+		id := "i-" + strings.ReplaceAll(uuidOf(fmt.Sprintf("instance:%s:%d", ng.asg, i)), "-", "")[:17]
+		out = append(out, instance{index: i, id: id, zone: zone})
+	}
+	return out
+}
+
+// zonesOf are the sorted zones of a node group's subnets.
+func (e *Emulator) zonesOf(ng *nodegroup) []string {
+	var zones []string
+	for _, id := range ng.subnets {
+		for _, sn := range e.opts.Subnets {
+			if sn.ID == id && !slices.Contains(zones, sn.Zone) {
+				zones = append(zones, sn.Zone)
+			}
+		}
+	}
+	slices.Sort(zones)
+	return zones
+}
+
+// NodeProviderIDs are the spec.providerID of the Kubernetes Nodes of a node
+// group's instances (`aws:///<zone>/<instance id>`), as the kubelet's AWS
+// cloud provider writes them.
+func (e *Emulator) NodeProviderIDs(cluster, nodegroup string) ([]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.clusters[cluster]
+	if c == nil || !e.settle(c) || c.nodegroups[nodegroup] == nil {
+		return nil, fmt.Errorf("eksemu: no node group %s/%s", cluster, nodegroup)
+	}
+	ng := c.nodegroups[nodegroup]
+	var out []string
+	for _, in := range groupInstances(ng, e.zonesOf(ng)) {
+		out = append(out, "aws:///"+in.zone+"/"+in.id)
+	}
+	return out, nil
+}
+
+// terminateInstance is TerminateInstanceInAutoScalingGroup, called with mu
+// held as every exchange is. It is in its
+// one-instance form: the instance leaves its group at once and, with
+// ShouldDecrementDesiredCapacity, the group's desired capacity (and so its
+// node group's desiredSize) drops by one; without it the group launches a
+// replacement. AWS's refusals: both parameters are required; an instance of
+// no group is "Instance Id not found"; a decrement below the group's
+// minimum is refused, naming the minimum.
+//
+// Guess: the instance is gone from the group when the call answers (AWS
+// shows it Terminating until EC2 has stopped it); the activity answered is
+// InProgress, as AWS answers it.
+func (x *exchange) terminateInstance(form url.Values) {
+	e := x.e
+	id := form.Get("InstanceId")
+	dec := form.Get("ShouldDecrementDesiredCapacity")
+	switch {
+	case !form.Has("ShouldDecrementDesiredCapacity"):
+		x.asgError(http.StatusBadRequest, "ValidationError", "1 validation error detected: Value null at 'shouldDecrementDesiredCapacity' failed to satisfy constraint: Member must not be null")
+		return
+	case dec != "true" && dec != "false":
+		x.asgError(http.StatusBadRequest, "ValidationError", fmt.Sprintf("1 validation error detected: Value '%s' at 'shouldDecrementDesiredCapacity' failed to satisfy constraint: Member must be a boolean", dec))
+		return
+	case id == "":
+		x.asgError(http.StatusBadRequest, "ValidationError", "Either InstanceId or InstanceIds must be specified")
+		return
+	case len(id) > 19:
+		x.asgError(http.StatusBadRequest, "ValidationError", fmt.Sprintf("1 validation error detected: Value '%s' at 'instanceId' failed to satisfy constraint: Member must have length less than or equal to 19", id))
+		return
+	}
+	var (
+		found *asgView
+		idx   int
+	)
+	for _, v := range e.groups() {
+		if v.ng.status == "DELETING" {
+			continue
+		}
+		for _, in := range groupInstances(v.ng, e.zonesOf(v.ng)) {
+			if in.id == id {
+				found, idx = &v, in.index
+			}
+		}
+	}
+	if found == nil {
+		x.asgError(http.StatusBadRequest, "ValidationError", "Instance Id not found - No managed instance found for instance ID: "+id)
+		return
+	}
+	ng := found.ng
+	if dec == "true" && ng.desire <= ng.min {
+		x.asgError(http.StatusBadRequest, "ValidationError", fmt.Sprintf("Currently, desiredSize equals minSize (%d). Terminating instance without replacement will violate group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower group's min size.", ng.min))
+		return
+	}
+	from := ng.desire
+	if ng.terminated == nil {
+		ng.terminated = map[int]bool{}
+	}
+	ng.terminated[idx] = true
+	cause := fmt.Sprintf("At %s instance %s was taken out of service in response to a user request.", e.now().UTC().Format(time.RFC3339), id)
+	if dec == "true" {
+		ng.desire--
+		cause = fmt.Sprintf("At %s instance %s was taken out of service in response to a user request, shrinking the capacity from %d to %d.", e.now().UTC().Format(time.RFC3339), id, from, ng.desire)
+	}
+	ng.modifiedAt = e.now()
+	act := asgActivityXML{
+		ActivityID: uuidOf(fmt.Sprintf("activity:%s:%s:%d", ng.asg, id, e.now().UnixNano())), GroupName: ng.asg,
+		Description: "Terminating EC2 instance: " + id, Cause: cause, StartTime: e.now().UTC().Format(time.RFC3339),
+		StatusCode: "InProgress", Progress: 0,
+	}
+	if len(ng.subnets) > 0 {
+		act.Details = `{"Subnet ID":"` + ng.subnets[idx%len(ng.subnets)] + `"}`
+	}
+	if x.dropOrFail(x.asgError) {
+		return
+	}
+	out := struct {
+		XMLName   xml.Name       `xml:"TerminateInstanceInAutoScalingGroupResponse"`
+		NS        string         `xml:"xmlns,attr"`
+		Activity  asgActivityXML `xml:"TerminateInstanceInAutoScalingGroupResult>Activity"`
+		RequestID string         `xml:"ResponseMetadata>RequestId"`
+	}{NS: asgXMLNS, Activity: act, RequestID: x.rid}
+	x.writeXML(out)
+}
+
+type asgActivityXML struct {
+	ActivityID  string `xml:"ActivityId"`
+	GroupName   string `xml:"AutoScalingGroupName"`
+	Description string `xml:"Description"`
+	Cause       string `xml:"Cause"`
+	StartTime   string `xml:"StartTime"`
+	StatusCode  string `xml:"StatusCode"`
+	Progress    int    `xml:"Progress"`
+	Details     string `xml:"Details"`
 }

@@ -110,9 +110,12 @@ type nodegroup struct {
 	releaseVersion   string
 	raw              map[string]json.RawMessage
 	asg              string
-	issues           []map[string]any
-	token, reqHash   string
-	op               *operation
+	// terminated are the indices of the group's instances taken out by
+	// TerminateInstanceInAutoScalingGroup; an index is never reused.
+	terminated     map[int]bool
+	issues         []map[string]any
+	token, reqHash string
+	op             *operation
 }
 
 type accessEntry struct {

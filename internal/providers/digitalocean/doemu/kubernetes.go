@@ -1189,6 +1189,10 @@ type PoolState struct {
 	Nodes          int
 	Spot           bool
 	Deleting       bool
+	// DropletIDs are the droplets of the pool's nodes not yet gone (a
+	// draining node's too), as its Kubernetes Nodes carry them in their
+	// providerID (`digitalocean://<droplet id>`).
+	DropletIDs []string
 }
 
 // Clusters lists every cluster of every team, in creation order, without
@@ -1211,6 +1215,9 @@ func (e *Emulator) Clusters() []ClusterState {
 			cs.Pools = append(cs.Pools, PoolState{ID: p.id, Name: p.name, Size: p.size, Count: p.count, Tags: slices.Clone(p.tags),
 				Labels: cloneLabels(p.labels), AutoScale: p.autoScale, MinNodes: p.minNodes, MaxNodes: p.maxNodes,
 				Nodes: len(p.nodes), Spot: p.spot, Deleting: p.deleting})
+			for _, n := range p.nodes {
+				cs.Pools[len(cs.Pools)-1].DropletIDs = append(cs.Pools[len(cs.Pools)-1].DropletIDs, n.dropletID)
+			}
 		}
 		out = append(out, cs)
 	}
