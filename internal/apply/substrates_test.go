@@ -374,14 +374,14 @@ func TestDrainIsRecordedWithoutANewGeneration(t *testing.T) {
 
 // TestDisruptionBudgetIsRecorded: the pool's disruptionBudget, which a
 // drain keeps within, is recorded beside the substrate and follows the
-// document; anything but a number is none.
+// document (validation refuses anything but a share from 0 to 1).
 func TestDisruptionBudgetIsRecorded(t *testing.T) {
 	s := statetest.Open(t)
 	plain := k8sDoc("k8s", map[string]string{"a": oneFlavor})
 	for _, c := range []struct {
 		policy string
 		want   string
-	}{{`"disruptionBudget":0.25,`, "0.25"}, {`"disruptionBudget":1,`, "1"}, {`"disruptionBudget":"lots",`, "none"}, {``, "none"}} {
+	}{{`"disruptionBudget":0.25,`, "0.25"}, {`"disruptionBudget":1,`, "1"}, {`"disruptionBudget":0,`, "0"}, {``, "none"}} {
 		text := strings.Replace(plain, `"substrate":`, c.policy+`"substrate":`, 1)
 		if !strings.Contains(text, c.policy) {
 			t.Fatalf("the test document has no policy to add %s to", c.policy)
