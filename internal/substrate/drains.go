@@ -77,18 +77,24 @@ func (p *step) drainedAs(ref providers.ClusterRef, np providers.NodePool, c drai
 	if err := p.r.at(opjournal.Point{Kind: pointAfterDrain, PoolID: p.want.PoolID, Op: np.Name, Step: c.point}); err != nil {
 		return false, err
 	}
+	return p.drainVerdict(label, rep, err), nil
+}
+
+// drainVerdict is the one reading of a drain pass, whatever drains: true
+// when it finished; otherwise what holds it is said (a wait, or a problem
+// past the timeout or when the cluster refused), and the next pass looks
+// again after the poll.
+func (p *step) drainVerdict(label string, rep DrainReport, err error) bool {
 	next := p.r.clock.Now().Add(p.r.opts.Poll)
 	switch {
 	case err != nil && refusal.CodeOf(err) == refusal.Unavailable:
 		p.wait(ReasonDraining, label+": draining: "+err.Error(), next)
-		return false, nil
 	case err != nil:
 		p.problem(ReasonDrainBlocked, label+": cannot drain: "+err.Error())
 		p.schedule(next)
 		p.scheduled = true
-		return false, nil
 	case rep.Finished:
-		return true, nil
+		return true
 	case rep.Overdue:
 		p.problem(ReasonDrainBlocked, label+": "+rep.Message)
 		p.schedule(next)
@@ -98,7 +104,7 @@ func (p *step) drainedAs(ref providers.ClusterRef, np providers.NodePool, c drai
 	default:
 		p.wait(ReasonDraining, label+": "+rep.Message, next)
 	}
-	return false, nil
+	return false
 }
 
 // drainIntent writes, before a node pool's first drain call, that its

@@ -29,7 +29,6 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/providers"
-	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate/opjournal"
 )
@@ -100,27 +99,10 @@ func (p *step) drainShrink(ref providers.ClusterRef, f fleet.SubstrateFlavor, np
 	if err := p.r.at(opjournal.Point{Kind: pointAfterDrain, PoolID: p.want.PoolID, Op: np.Name, Step: "drainShrink"}); err != nil {
 		return nil, false, err
 	}
-	switch {
-	case err != nil && refusal.CodeOf(err) == refusal.Unavailable:
-		p.wait(ReasonDraining, what+": draining: "+err.Error(), next)
+	if !p.drainVerdict(what, rep, err) {
 		return nil, false, nil
-	case err != nil:
-		p.problem(ReasonDrainBlocked, what+": cannot drain: "+err.Error())
-		p.schedule(next)
-		p.scheduled = true
-		return nil, false, nil
-	case rep.Finished:
-		return rep.ProviderIDs, true, nil
-	case rep.Overdue:
-		p.problem(ReasonDrainBlocked, what+": "+rep.Message)
-		p.schedule(next)
-		p.scheduled = true
-	case rep.Blocked:
-		p.wait(ReasonDrainBlocked, what+": "+rep.Message, next)
-	default:
-		p.wait(ReasonDraining, what+": "+rep.Message, next)
 	}
-	return nil, false, nil
+	return rep.ProviderIDs, true, nil
 }
 
 // callRemoveNodes is the removeNodes step's provider call.

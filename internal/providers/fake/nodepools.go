@@ -282,6 +282,19 @@ func (f *Fake) GetNodePool(ctx context.Context, acct providers.Account, cluster 
 	return view, finish(err)
 }
 
+// changeable is the node pool a change in place is asked of: NotFound when
+// there is none, Conflict while it is being deleted.
+func changeable(c *ClusterRecord, cluster providers.ClusterRef, name string) (*NodePoolRecord, error) {
+	p := c.NodePools[name]
+	if p == nil {
+		return nil, providers.NotFoundf("", "node pool %s not found in cluster %s", name, cluster)
+	}
+	if p.Status == providers.NodePoolDeleting {
+		return nil, providers.Errorf("", providers.Conflict, providers.None, "node pool %s is being deleted", name)
+	}
+	return p, nil
+}
+
 // ResizeNodePool changes a pool's size in place.
 func (f *Fake) ResizeNodePool(ctx context.Context, acct providers.Account, cluster providers.ClusterRef, name string, size providers.Size) (providers.NodePool, error) {
 	a, fx, finish, err := f.callFault(ctx, "ResizeNodePool", &acct)
@@ -296,12 +309,9 @@ func (f *Fake) ResizeNodePool(ctx context.Context, acct providers.Account, clust
 	if err != nil {
 		return providers.NodePool{}, finish(err)
 	}
-	p := c.NodePools[name]
-	if p == nil {
-		return providers.NodePool{}, finish(providers.NotFoundf("", "node pool %s not found in cluster %s", name, cluster))
-	}
-	if p.Status == providers.NodePoolDeleting {
-		return providers.NodePool{}, finish(providers.Errorf("", providers.Conflict, providers.None, "node pool %s is being deleted", name))
+	p, err := changeable(c, cluster, name)
+	if err != nil {
+		return providers.NodePool{}, finish(err)
 	}
 	if err := f.checkSize(size); err != nil {
 		return providers.NodePool{}, finish(err)

@@ -98,12 +98,9 @@ func (f *Fake) RemoveNodes(ctx context.Context, acct providers.Account, cluster 
 	if err != nil {
 		return providers.NodePool{}, finish(err)
 	}
-	p := c.NodePools[name]
-	if p == nil {
-		return providers.NodePool{}, finish(providers.NotFoundf("", "node pool %s not found in cluster %s", name, cluster))
-	}
-	if p.Status == providers.NodePoolDeleting {
-		return providers.NodePool{}, finish(providers.Errorf("", providers.Conflict, providers.None, "node pool %s is being deleted", name))
+	p, err := changeable(c, cluster, name)
+	if err != nil {
+		return providers.NodePool{}, finish(err)
 	}
 	if err := f.checkSize(size); err != nil {
 		return providers.NodePool{}, finish(err)
