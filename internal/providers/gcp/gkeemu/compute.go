@@ -22,6 +22,10 @@ func computeRoute(_ *Emulator, c *call) (func(*Emulator, http.ResponseWriter, *c
 			c.id = "compute.instanceGroupManagers.deleteInstances"
 			return (*Emulator).deleteInstances, true
 		}
+		if len(s) == 7 && s[2] == "zones" && s[4] == "instanceGroupManagers" && s[6] == "listManagedInstances" {
+			c.id = "compute.instanceGroupManagers.listManagedInstances"
+			return (*Emulator).listManagedInstances, true
+		}
 		// gcloud waits on a zone operation with wait, which answers the
 		// operation as get does once it is done or a while has passed.
 		if len(s) == 7 && s[2] == "zones" && s[4] == "operations" && s[6] == "wait" {

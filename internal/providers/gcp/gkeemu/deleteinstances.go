@@ -20,6 +20,19 @@ type zoneOp struct {
 	user    string
 	start   time.Time
 	done    bool
+	group   *mig // settled once the operation is done and anything is read
+	applied bool
+}
+
+// settleZoneOps lets the groups whose deleteInstances finished read as
+// stable. Called with mu held, from settle.
+func (e *Emulator) settleZoneOps() {
+	for _, op := range e.zoneOps {
+		if op.done && !op.applied && op.group != nil {
+			op.group.settle()
+			op.applied = true
+		}
+	}
 }
 
 type wZoneOp struct {
@@ -102,7 +115,7 @@ func (e *Emulator) deleteInstances(w http.ResponseWriter, c *call) {
 	e.seq++
 	op := &zoneOp{id: uint64(2e12) + uint64(e.seq), name: "operation-" + strconv.FormatInt(e.now().UnixMilli(), 10) + "-" + hash8(m.name+strconv.Itoa(e.seq)),
 		project: c.project, zone: zone, target: m.selfLink(), opType: "compute.instanceGroupManagers.deleteInstances",
-		user: c.identity, start: e.now()}
+		user: c.identity, start: e.now(), group: m}
 	e.zoneOps[migKey(c.project.ID, zone, op.name)] = op
 	writeJSON(w, http.StatusOK, e.zoneOpJSON(op, strconv.FormatUint(m.id, 10)))
 	// The machines are gone when the operation is next read.
@@ -138,20 +151,16 @@ func (e *Emulator) getZoneOperation(w http.ResponseWriter, c *call) {
 		return
 	}
 	var target string
-	for _, m := range e.migs {
-		if m.selfLink() == op.target {
-			target = strconv.FormatUint(m.id, 10)
-			if op.done {
-				m.settle()
-			}
-		}
+	if op.group != nil {
+		target = strconv.FormatUint(op.group.id, 10)
 	}
 	writeJSON(w, http.StatusOK, e.zoneOpJSON(op, target))
 }
 
 // NodeProviderIDs are the providerIDs Kubernetes gives a node pool's
-// machines (gce://project/zone/instance), zone by zone in the pool's order,
-// oldest machine first in each zone.
+// machines (gce://project/zone/instance), oldest first: the first machine of
+// each zone in the pool's zone order, then the second of each, and so on,
+// so the last of them are the newest one per zone.
 func (e *Emulator) NodeProviderIDs(project, location, cluster, pool string) []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -159,18 +168,53 @@ func (e *Emulator) NodeProviderIDs(project, location, cluster, pool string) []st
 	if cl == nil {
 		return nil
 	}
-	var out []string
+	var groups []*mig
 	for _, p := range cl.pools {
 		if p.name != pool {
 			continue
 		}
 		for _, k := range p.migs {
 			if m := e.migs[k]; m != nil {
-				for _, inst := range m.instances {
-					out = append(out, "gce://"+m.project.ID+"/"+m.zone+"/"+inst)
-				}
+				groups = append(groups, m)
 			}
 		}
 	}
-	return out
+	var out []string
+	for i := 0; ; i++ {
+		more := false
+		for _, m := range groups {
+			if i < len(m.instances) {
+				out = append(out, "gce://"+m.project.ID+"/"+m.zone+"/"+m.instances[i])
+				more = true
+			}
+		}
+		if !more {
+			return out
+		}
+	}
+}
+
+type wManagedInstance struct {
+	Instance       string `json:"instance"`
+	ID             string `json:"id"`
+	InstanceStatus string `json:"instanceStatus"`
+	CurrentAction  string `json:"currentAction"`
+}
+
+// listManagedInstances answers a group's machines in one page.
+func (e *Emulator) listManagedInstances(w http.ResponseWriter, c *call) {
+	zone, name := c.segs[3], c.segs[5]
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.settle()
+	m := e.migs[migKey(c.project.ID, zone, name)]
+	if m == nil {
+		writeAPIError(w, computeNotFound("projects/"+c.project.ID+"/zones/"+zone+"/instanceGroupManagers/"+name))
+		return
+	}
+	var out []wManagedInstance
+	for _, inst := range m.instances {
+		out = append(out, wManagedInstance{Instance: m.instanceLink(inst), ID: numericID(inst), InstanceStatus: "RUNNING", CurrentAction: "NONE"})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"managedInstances": itemsOf(out)})
 }

@@ -351,6 +351,7 @@ func (e *Emulator) startOp(c *cluster, pool, opType, verb string, steps int, fin
 
 // settle finishes every operation that is due. Called with mu held.
 func (e *Emulator) settle() {
+	e.settleZoneOps()
 	now := e.now()
 	for _, name := range e.opOrder {
 		op := e.ops[name]
