@@ -16,7 +16,7 @@ var _ providers.NodeRemover = (*Adapter)(nil)
 // group is one zone's instance group of a pool, with the machines it holds.
 type group struct {
 	project, zone, name, base string
-	instances                []string
+	instances                 []string
 }
 
 // RemoveNodes deletes the chosen machines of a GKE node pool through their
