@@ -85,6 +85,9 @@ func TestConformance(t *testing.T) {
 					Options:   conformance.Options{ZeroNodes: true, Spot: true},
 					Adoptable: vr.location + "/theirs",
 					Now:       v.clk.Now,
+					NodeProviderIDs: func(c providers.ClusterRef, pool string) ([]string, error) {
+						return v.emu.NodeProviderIDs(project, c.Location, c.Name, pool), nil
+					},
 				}
 				if vr.clock {
 					autoAdvance(t, v.clk, 5*time.Second)

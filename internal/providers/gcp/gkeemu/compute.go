@@ -14,10 +14,33 @@ const computeBase = "https://www.googleapis.com/compute/v1/"
 // computeRoute maps a compute/v1 request to its handler.
 func computeRoute(_ *Emulator, c *call) (func(*Emulator, http.ResponseWriter, *call), bool) {
 	s := c.segs
-	if c.r.Method != http.MethodGet || c.verb != "" || len(s) < 3 || s[0] != "projects" {
+	if c.verb != "" || len(s) < 3 || s[0] != "projects" {
+		return nil, false
+	}
+	if c.r.Method == http.MethodPost {
+		if len(s) == 7 && s[2] == "zones" && s[4] == "instanceGroupManagers" && s[6] == "deleteInstances" {
+			c.id = "compute.instanceGroupManagers.deleteInstances"
+			return (*Emulator).deleteInstances, true
+		}
+		if len(s) == 7 && s[2] == "zones" && s[4] == "instanceGroupManagers" && s[6] == "listManagedInstances" {
+			c.id = "compute.instanceGroupManagers.listManagedInstances"
+			return (*Emulator).listManagedInstances, true
+		}
+		// gcloud waits on a zone operation with wait, which answers the
+		// operation as get does once it is done or a while has passed.
+		if len(s) == 7 && s[2] == "zones" && s[4] == "operations" && s[6] == "wait" {
+			c.id = "compute.zoneOperations.wait"
+			return (*Emulator).getZoneOperation, true
+		}
+		return nil, false
+	}
+	if c.r.Method != http.MethodGet {
 		return nil, false
 	}
 	switch {
+	case len(s) == 6 && s[2] == "zones" && s[4] == "operations":
+		c.id = "compute.zoneOperations.get"
+		return (*Emulator).getZoneOperation, true
 	case len(s) == 3 && s[2] == "regions":
 		c.id = "compute.regions.list"
 		return (*Emulator).listRegions, true

@@ -56,7 +56,8 @@ type Emulator struct {
 	clusters   map[string]*cluster        // by clusterKey
 	ops        map[string]*operation      // by operation name
 	opOrder    []string
-	migs       map[string]*mig // by migKey
+	migs       map[string]*mig    // by migKey
+	zoneOps    map[string]*zoneOp // compute zone operations, by migKey-style project/zone/name
 	faults     []Fault
 	quotas     map[string]map[string]float64 // region -> metric -> limit
 	stockouts  map[string]bool               // zone + "/" + machine type
@@ -75,6 +76,7 @@ func New(opts Options) (*Emulator, error) {
 		clusters:  map[string]*cluster{},
 		ops:       map[string]*operation{},
 		migs:      map[string]*mig{},
+		zoneOps:   map[string]*zoneOp{},
 		quotas:    map[string]map[string]float64{},
 		stockouts: map[string]bool{},
 	}

@@ -139,6 +139,10 @@ type mig struct {
 	stable   bool
 	creating int
 	deleting int
+	// instances are the machines' names, oldest first; a name stays
+	// with its machine until the machine is deleted.
+	instances []string
+	made      int
 }
 
 func migKey(project, zone, name string) string { return project + "/" + zone + "/" + name }
@@ -155,8 +159,21 @@ func (m *mig) resize(n int) {
 	} else {
 		m.deleting = m.target - n
 	}
+	for len(m.instances) < n {
+		m.made++
+		m.instances = append(m.instances, m.baseName()+"-"+hash8(m.name + "/" + strconv.Itoa(m.made))[:4])
+	}
+	m.instances = m.instances[:n]
 	m.target = n
 	m.stable = m.creating == 0 && m.deleting == 0
+}
+
+// baseName is the instances' prefix: the group's name without "-grp".
+func (m *mig) baseName() string { return strings.TrimSuffix(m.name, "-grp") }
+
+// instanceLink is an instance's compute URL.
+func (m *mig) instanceLink(name string) string {
+	return "https://www.googleapis.com/compute/v1/projects/" + m.project.ID + "/zones/" + m.zone + "/instances/" + name
 }
 
 func (m *mig) settle() { m.creating, m.deleting, m.stable = 0, 0, true }
@@ -334,6 +351,7 @@ func (e *Emulator) startOp(c *cluster, pool, opType, verb string, steps int, fin
 
 // settle finishes every operation that is due. Called with mu held.
 func (e *Emulator) settle() {
+	e.settleZoneOps()
 	now := e.now()
 	for _, name := range e.opOrder {
 		op := e.ops[name]
@@ -427,6 +445,18 @@ func (e *Emulator) poolTarget(p *nodePool) int {
 	for _, k := range p.migs {
 		if m := e.migs[k]; m != nil {
 			n = max(n, m.target)
+		}
+	}
+	return n
+}
+
+// poolNodes is a pool's machines over all its zones: the groups' targets
+// added up, which differ after machines are deleted from one zone.
+func (e *Emulator) poolNodes(p *nodePool) int {
+	n := 0
+	for _, k := range p.migs {
+		if m := e.migs[k]; m != nil {
+			n += m.target
 		}
 	}
 	return n

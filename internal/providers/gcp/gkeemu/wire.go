@@ -254,7 +254,7 @@ func (e *Emulator) clusterJSON(c *cluster) wCluster {
 			w.InitialNodeCount, w.NodeConfig = p.initialCount, &cfg
 		}
 		w.InstanceGroupUrls = append(w.InstanceGroupUrls, w.NodePools[len(w.NodePools)-1].InstanceGroupUrls...)
-		w.CurrentNodeCount += e.poolTarget(p) * len(p.locations)
+		w.CurrentNodeCount += e.poolNodes(p)
 	}
 	return w
 }
