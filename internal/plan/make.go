@@ -416,6 +416,9 @@ func (p *planner) poolsPlan() {
 		}
 		if sub := pool.Substrate(); sub != nil && e.change.Action != Unchanged {
 			notes = append(notes, p.versionNotes(name, sub, existing.ID, exists, e.change.Action)...)
+			if n := windowsChange(stored, sub); exists && n != "" {
+				notes = append(notes, n)
+			}
 		}
 		p.note(e, notes)
 		if e.change.Action == Create && e.change.Blocked != "" {

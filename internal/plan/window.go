@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
@@ -110,6 +111,10 @@ func disruptive(stored, wanted map[string]any, sub *fleet.Substrate) []string {
 			}
 		}
 		switch {
+		case !reshaped && f.Replace == fleet.ReplaceBlueGreen && was["replace"] != fleet.ReplaceBlueGreen:
+			// Asked now of a flavor whose shape may have changed before
+			// (the substrate in error since): the replacement starts.
+			steps = append(steps, fmt.Sprintf("flavor %s asks for blue/green: if its node pool's shape differs from the document (a shape change left in error), the replacement", f.Name))
 		case reshaped && f.Replace == fleet.ReplaceBlueGreen:
 			steps = append(steps, fmt.Sprintf("the blue/green replacement of flavor %s (its old node pool drained, then deleted)", f.Name))
 		case reshaped:
@@ -124,6 +129,39 @@ func disruptive(stored, wanted map[string]any, sub *fleet.Substrate) []string {
 		}
 	}
 	return steps
+}
+
+// windowsChange is the note of a change of a substrate's windows ("" for
+// none): windows moved or taken out can start what waits for one already
+// (a step of an earlier change), which the plan cannot see and status
+// names. Windows added where there were none release nothing.
+func windowsChange(stored map[string]any, sub *fleet.Substrate) string {
+	old, _ := stored["substrate"].(map[string]any)
+	mt, _ := old["maintenance"].(map[string]any)
+	var was []string
+	for _, w := range asList(mt["windows"]) {
+		m, _ := w.(map[string]any)
+		var days []string
+		for _, d := range asList(m["days"]) {
+			s, _ := d.(string)
+			days = append(days, s)
+		}
+		start, _ := m["start"].(string)
+		dur, _ := m["duration"].(string)
+		zone, _ := m["timeZone"].(string)
+		if zone == "" {
+			zone = "UTC"
+		}
+		was = append(was, fmt.Sprintf("%s %s for %s (%s)", strings.Join(days, ", "), start, dur, zone))
+	}
+	now := windowsOf(sub)
+	switch {
+	case len(was) == 0 || slices.Equal(was, now):
+		return ""
+	case len(now) == 0:
+		return "the maintenance windows are taken out: a step that waits for one (status names it) starts at once"
+	}
+	return "the maintenance windows change: a step that waits for one (status names it) starts in the new windows: " + strings.Join(now, "; ")
 }
 
 func asList(v any) []any { l, _ := v.([]any); return l }

@@ -238,3 +238,54 @@ func BenchmarkWindowNotes(b *testing.B) {
 		})
 	}
 }
+
+// TestWindowChangesSayWhatTheyRelease: a change of the windows alone, or
+// blue/green asked of a flavor, can start what waits already (a shrink, a
+// removed flavor's drain, a shape change left in error): the plan says so,
+// since it cannot see which steps wait (status does). Adding windows where
+// there were none releases nothing and says nothing.
+func TestWindowChangesSayWhatTheyRelease(t *testing.T) {
+	noteLines := func(p *Plan) []string {
+		var out []string
+		for _, l := range p.TextLines(false) {
+			if strings.Contains(l, "waits for") || strings.Contains(l, "maintenance window") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name    string
+		before  bool // the applied document has windows
+		edit    func(d jdoc)
+		want    string // in a note line ("" : no such line)
+		without bool   // the change has no window note at all
+	}{
+		{name: "windows moved", before: true, edit: func(d jdoc) { set(t, d, pSub+"/maintenance/windows/1/start", "03:00") },
+			want: "the maintenance windows change: a step that waits for one (status names it) starts in the new windows: sat, sun 02:00 for 4h (Europe/Berlin); wed 03:00 for 90m (UTC)"},
+		{name: "windows taken out", before: true, edit: func(d jdoc) { del(t, d, pSub+"/maintenance") },
+			want: "the maintenance windows are taken out: a step that waits for one (status names it) starts at once"},
+		{name: "windows added", before: false, edit: func(d jdoc) {
+			set(t, d, pSub+"/maintenance", obj(`{"windows":[{"days":["mon"],"start":"03:00","duration":"1h"}]}`))
+		}, without: true},
+		{name: "blue/green asked", before: true, edit: func(d jdoc) { set(t, d, pSub+"/flavors/0/replace", "blueGreen") },
+			want: "flavor n1 asks for blue/green: if its node pool's shape differs from the document (a shape change left in error), the replacement starts in a maintenance window"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			objs := fleetOf(t, windowed(t, "1.33", c.before))
+			d := windowed(t, "1.33", c.before)
+			c.edit(d)
+			p := Make(docOf(t, d), running(objs, ""), Options{Prune: true})
+			lines := strings.Join(noteLines(p), "\n")
+			if c.without {
+				if lines != "" {
+					t.Fatalf("notes %q, want none", lines)
+				}
+				return
+			}
+			if !strings.Contains(lines, c.want) {
+				t.Fatalf("notes:\n%s\nwant one holding %q\n%s", lines, c.want, text(p, false))
+			}
+		})
+	}
+}
