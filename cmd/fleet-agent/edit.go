@@ -25,8 +25,10 @@ object. Each edit is audited with the local user. The next drift check reports i
 apply the document again to undo it. References to sites, pools and provider
 accounts are ids, as the state stores them. What a reviewed plan guards about a
 pool's Kubernetes substrate is refused (INVALID_STATE, audited): deleting a pool
-that has one, taking policy.substrate or protect out, changing its account or
-cluster or a created cluster's version. Those go through the document.`,
+that has one, adding one, changing anything of it but putting protect on, or the
+pool's disruptionBudget. So is what the document could not undo: a field that
+never changes once created, and deleting an object another names. Those go
+through the document.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, name := inventory.Kind(args[0]), args[1]

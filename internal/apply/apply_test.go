@@ -348,7 +348,7 @@ func TestEditMustLeaveAValidFleet(t *testing.T) {
 	}
 	for _, e := range []apply.Edit{
 		{Kind: inventory.OwnerQuota, Name: "gpu-fra:gpu", Set: map[string]any{"max": -1}},
-		{Kind: inventory.Pool, Name: "gpu-fra", Set: map[string]any{"class": "spaceship"}},
+		{Kind: inventory.Pool, Name: "gpu-fra", Set: map[string]any{"gpuModel": 42}},
 	} {
 		e.Who = "ops@box"
 		before := len(audit(t, s))
@@ -365,9 +365,11 @@ func TestEditMustLeaveAValidFleet(t *testing.T) {
 	}
 }
 
-// TestEditResolvesReferences: a reference an edit sets is stored as the
-// id of an object of the fleet, given by name or by id; one to nothing is
-// refused with the nearest name, and nothing is changed.
+// TestEditResolvesReferences: a reference an edit gives is read as the id
+// of an object of the fleet, given by name or by id; one to nothing is
+// refused with the nearest name. A pool's site never changes once created
+// (a plan refuses it), so the same site given either way changes nothing,
+// and another is refused as a plan would refuse it; nothing is changed.
 func TestEditResolvesReferences(t *testing.T) {
 	s := statetest.Open(t)
 	if _, err := apply.Apply(t.Context(), s, docFile(t, "everything.json"), apply.Options{}); err != nil {
@@ -390,13 +392,16 @@ func TestEditResolvesReferences(t *testing.T) {
 		t.Fatal("no pool gpu-fra")
 		return ""
 	}
-	for _, by := range []string{"tor", inventory.ID("root", inventory.Site, "tor")} {
+	for _, by := range []string{"fra", inventory.ID("root", inventory.Site, "fra")} {
 		if err := apply.ApplyEdit(s, apply.Edit{Kind: inventory.Pool, Name: "gpu-fra", Set: map[string]any{"site": by}, Who: "ops@box"}); err != nil {
 			t.Fatalf("site=%s: %v", by, err)
 		}
-		if got := exported(); got != "tor" {
+		if got := exported(); got != "fra" {
 			t.Fatalf("site=%s: exported as %q", by, got)
 		}
+	}
+	if err := apply.ApplyEdit(s, apply.Edit{Kind: inventory.Pool, Name: "gpu-fra", Set: map[string]any{"site": "tor"}, Who: "ops@box"}); !refusal.Is(err, refusal.InvalidState) || !strings.Contains(err.Error(), "site never changes once created") {
+		t.Fatalf("another site: %v", err)
 	}
 	before := len(audit(t, s))
 	err := apply.ApplyEdit(s, apply.Edit{Kind: inventory.Pool, Name: "gpu-fra", Set: map[string]any{"site": "fr"}, Who: "ops@box"})
@@ -406,7 +411,7 @@ func TestEditResolvesReferences(t *testing.T) {
 	if err := apply.ApplyEdit(s, apply.Edit{Kind: inventory.Pool, Name: "gpu-fra", Set: map[string]any{"site": inventory.ID("root", inventory.Pool, "burst")}, Who: "ops@box"}); !refusal.Is(err, refusal.InvalidInput) {
 		t.Fatalf("a pool's id as a site: %v", err)
 	}
-	if len(audit(t, s)) != before || exported() != "tor" {
+	if len(audit(t, s)) != before || exported() != "fra" {
 		t.Fatal("a refused edit changed the fleet")
 	}
 }

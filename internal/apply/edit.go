@@ -3,6 +3,8 @@ package apply
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -122,6 +124,12 @@ func ApplyEdit(store *state.Store, e Edit) error {
 		if err != nil {
 			return err
 		}
+		if why == "" {
+			why, err = fleetRules(snap, o, e)
+			if err != nil {
+				return err
+			}
+		}
 		if why != "" {
 			row.Action = "edit-refused"
 			row.Params = canon.MustMarshal(map[string]any{"id": o.ID, "name": o.Name, "refused": why})
@@ -196,6 +204,8 @@ func ApplyEdit(store *state.Store, e Edit) error {
 //	protect taken out of a protected substrate            protect comes off through the document, in its own change
 //	its account or cluster changed (but the version)      a substrate's identity never changes: a new pool is made instead
 //	a created cluster's version changed (set or removed)  an upgrade goes through a reviewed plan, hop by hop
+//	anything else of it, or the pool's disruptionBudget   an edit does not reach the reconciler (only protect may turn on)
+//	a substrate added to a pool without one               the same: nothing would be made, and drift would not see it
 //
 // A substrate counts when the stored pool's policy has one or the
 // reconciler's record is present; protected when either says so (the two
@@ -211,6 +221,9 @@ func substrateRules(tx *state.Tx, o inventory.Object, e Edit) (string, error) {
 	old := poolSubstrate(o.Spec["policy"])
 	has := old != nil && !o.Archived || rec != nil && rec.Present
 	if !has {
+		if pol, set := e.Set["policy"]; set && poolSubstrate(inventory.Normalize(pol)) != nil {
+			return fmt.Sprintf("pool %s: a substrate is made only through the document (an edit is not recorded for the reconciler, so nothing would be made and drift would not see it): add policy.substrate to the document; nothing was changed", o.Name), nil
+		}
 		return "", nil
 	}
 	protected, _ := old["protect"].(bool)
@@ -240,7 +253,91 @@ func substrateRules(tx *state.Tx, o inventory.Object, e Edit) (string, error) {
 			return fmt.Sprintf("pool %s's created cluster has version %s as applied, and an edit cannot change a created cluster's version (asked: %s): an upgrade goes through a reviewed plan, which checks the version against what the account offers and shows each hop; write policy.substrate.cluster.create.version in the document; nothing was changed", o.Name, orNone(was), orNone(now)), nil
 		}
 	}
+	oldPol, _ := o.Spec["policy"].(map[string]any)
+	newPol, _ := inventory.Normalize(pol).(map[string]any)
+	if !reflect.DeepEqual(withoutProtect(old), withoutProtect(sub)) || !reflect.DeepEqual(oldPol["disruptionBudget"], newPol["disruptionBudget"]) {
+		return fmt.Sprintf("pool %s: an edit does not reach the reconciler, so a substrate's flavors, sizes, windows, drains or the pool's disruptionBudget changed by one would never reach the cluster while the substrate said it converged: change them in the document; only \"protect\": true may be set by an edit; nothing was changed", o.Name), nil
+	}
 	return "", nil
+}
+
+// withoutProtect is a substrate's spec without protect, which an edit may
+// turn on.
+func withoutProtect(sub map[string]any) map[string]any {
+	out := maps.Clone(sub)
+	delete(out, "protect")
+	return out
+}
+
+// fleetRules refuse an edit that would leave a fleet the document cannot
+// take back by being applied again: a field that never changes once
+// created changed (a plan refuses that change, so every later plan would be
+// blocked), or an object deleted that another still names (its export
+// would name nothing).
+func fleetRules(snap *inventory.Snapshot, o inventory.Object, e Edit) (string, error) {
+	if e.Delete {
+		if user := usedBy(snap, o); user != "" {
+			return fmt.Sprintf("%s %s is named by %s: deleting it would leave a fleet whose export names nothing; change or delete that first, through the document; nothing was changed", o.Kind, o.Name, user), nil
+		}
+		return "", nil
+	}
+	for _, f := range slices.Sorted(maps.Keys(e.Set)) {
+		if !slices.Contains(plan.FixedFields(o.Kind), f) {
+			continue
+		}
+		v := e.Set[f]
+		if kind, ok := references[o.Kind][f]; ok {
+			var err error
+			if v, err = resolveRef(snap, kind, f, v); err != nil {
+				return "", err
+			}
+		}
+		if !reflect.DeepEqual(inventory.Normalize(v), o.Spec[f]) {
+			return fmt.Sprintf("%s %s: %s never changes once created, by an edit as by a plan (a plan would refuse every later document): make a new %s under another name, through the document; nothing was changed", o.Kind, o.Name, f, o.Kind), nil
+		}
+	}
+	return "", nil
+}
+
+// usedBy names the first object of the fleet (not archived) that names o:
+// its id anywhere in its spec, or, for a provider account, its name as a
+// substrate's account; "" when none does.
+func usedBy(snap *inventory.Snapshot, o inventory.Object) string {
+	for _, other := range snap.All() {
+		if other.ID == o.ID || other.Archived {
+			continue
+		}
+		if names(other.Spec, o.ID) {
+			return fmt.Sprintf("%s %s", other.Kind, other.Name)
+		}
+		if o.Kind == inventory.ProviderAccount && other.Kind == inventory.Pool {
+			if s := poolSubstrate(other.Spec["policy"]); s != nil && s["account"] == o.Name {
+				return fmt.Sprintf("pool %s's substrate", other.Name)
+			}
+		}
+	}
+	return ""
+}
+
+// names reports whether v holds the string id anywhere.
+func names(v any, id string) bool {
+	switch x := v.(type) {
+	case string:
+		return x == id
+	case map[string]any:
+		for _, e := range x {
+			if names(e, id) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if names(e, id) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // identity is a substrate's account and cluster, its created cluster's

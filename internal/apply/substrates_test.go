@@ -470,6 +470,17 @@ func TestEditKeepsTheSubstrateRules(t *testing.T) {
 		{"the policy removed", apply.Edit{Kind: inventory.Pool, Name: "b", Set: map[string]any{"policy": nil}}, "tears a substrate down only through the document"},
 		{"a protected pool deleted", apply.Edit{Kind: inventory.Pool, Name: "a", Delete: true}, "tears a substrate down only through the document"},
 		{"a pool with a substrate deleted", apply.Edit{Kind: inventory.Pool, Name: "b", Delete: true}, "tears a substrate down only through the document"},
+		{"a size changed", apply.Edit{Kind: inventory.Pool, Name: "b", Set: map[string]any{"policy": func() map[string]any {
+			p := policy("", "")
+			p["substrate"].(map[string]any)["flavors"].([]any)[0].(map[string]any)["nodes"] = float64(2)
+			return p
+		}()}}, "an edit does not reach the reconciler"},
+		{"the disruption budget changed", apply.Edit{Kind: inventory.Pool, Name: "b", Set: map[string]any{"policy": func() map[string]any {
+			p := policy("", "")
+			p["disruptionBudget"] = 0.5
+			return p
+		}()}}, "an edit does not reach the reconciler"},
+		{"a substrate added", apply.Edit{Kind: inventory.Pool, Name: "plain", Set: map[string]any{"policy": policy("", "")}}, "a substrate is made only through the document"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.edit.Who, c.edit.Now = "ops@box", fixed
@@ -505,5 +516,49 @@ func TestEditKeepsTheSubstrateRules(t *testing.T) {
 		if last := audit(t, s); last[len(last)-1].Action != "edit" {
 			t.Fatalf("%s %s: audited as %+v", e.Kind, e.Name, last[len(last)-1])
 		}
+	}
+}
+
+// TestEditLeavesAFleetTheDocumentTakesBack: an edit the document could not
+// undo by being applied again is refused, audited, and changes nothing: a
+// field a plan never lets change (a provider account's provider, which a
+// substrate's plan then blocks on for good), and the delete of an object
+// another names (the substrate's account; the pools' site), which would
+// leave an export naming nothing.
+func TestEditLeavesAFleetTheDocumentTakesBack(t *testing.T) {
+	s := statetest.Open(t)
+	if _, err := apply.Apply(t.Context(), s, doc(t, k8sDoc("k8s", map[string]string{"a": oneFlavor})), apply.Options{Now: fixed, Commit: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		edit apply.Edit
+		says string
+	}{
+		{apply.Edit{Kind: inventory.ProviderAccount, Name: "k8s", Set: map[string]any{"provider": "gcp"}}, "provider never changes once created"},
+		{apply.Edit{Kind: inventory.ProviderAccount, Name: "k8s", Delete: true}, "is named by pool a's substrate"},
+		{apply.Edit{Kind: inventory.Site, Name: "k8s", Delete: true}, "is named by pool a"},
+		{apply.Edit{Kind: inventory.Site, Name: "k8s", Set: map[string]any{"region": "fake-west"}}, "region never changes once created"},
+	} {
+		c.edit.Who, c.edit.Now = "ops@box", fixed
+		snap, _ := s.Snapshot()
+		before, _ := plan.Export(snap)
+		rows := len(audit(t, s))
+		err := apply.ApplyEdit(s, c.edit)
+		if refusal.CodeOf(err) != refusal.InvalidState || !strings.Contains(err.Error(), c.says) {
+			t.Fatalf("%s %s %+v delete=%v: got %v, want INVALID_STATE saying %q", c.edit.Kind, c.edit.Name, c.edit.Set, c.edit.Delete, err, c.says)
+		}
+		snap, _ = s.Snapshot()
+		after, err := plan.Export(snap)
+		if err != nil || !reflect.DeepEqual(before, after) {
+			t.Fatalf("a refused edit changed the fleet (%v)", err)
+		}
+		if got := audit(t, s); len(got) != rows+1 || got[len(got)-1].Action != "edit-refused" {
+			t.Fatalf("the refusal is not audited: %+v", got[len(got)-1])
+		}
+	}
+	// The account's config stays break glass (a plan updates it too).
+	e := apply.Edit{Kind: inventory.ProviderAccount, Name: "k8s", Set: map[string]any{"config": map[string]any{"token": "secret://rotated"}}, Who: "ops@box", Now: fixed}
+	if err := apply.ApplyEdit(s, e); err != nil {
+		t.Fatal(err)
 	}
 }

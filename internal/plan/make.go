@@ -69,6 +69,10 @@ var rules = map[inventory.Kind]rule{
 		fixed:     []string{"pool", "runtime"}, group: gTemplates, delGroup: gTemplateDeletes},
 }
 
+// FixedFields are the fields of a kind that never change once created: a
+// plan refuses a change of one, so an edit must not make one either.
+func FixedFields(k inventory.Kind) []string { return slices.Clone(rules[k].fixed) }
+
 type entry struct {
 	change Change
 	call   *Call
