@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
+	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
 // oddDoc is formatted as a person might: the drift proposal must keep it.
@@ -260,7 +262,25 @@ func TestDriftPullRequestClosedWhenNothingCanBeWritten(t *testing.T) {
 	w, _ := driftGHWorld(t, false)
 	w.editVcpu(24)
 	rec := w.driftCheck()
-	if err := apply.ApplyEdit(w.store, apply.Edit{Kind: inventory.Pool, Name: "gpu-fra", Set: map[string]any{"sharing": "exclusive"}, Who: "ops@box (uid 1000)"}); err != nil {
+	// A field that never changes once created, changed outside any plan:
+	// edit refuses that now, but a state file written by an agent from
+	// before may hold one, so it is written to the state directly.
+	if err := w.store.Update(func(tx *state.Tx) error {
+		snap, err := tx.Snapshot()
+		if err != nil {
+			return err
+		}
+		o, ok := snap.ByName(inventory.Pool, "gpu-fra")
+		if !ok {
+			return fmt.Errorf("no pool gpu-fra")
+		}
+		o.Spec["sharing"] = "exclusive"
+		name := ""
+		if o.Name != o.ID {
+			name = o.Name
+		}
+		return tx.PutObject(o, name)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	w.editVcpu(16)
