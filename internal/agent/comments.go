@@ -51,7 +51,9 @@ func (a *Agent) invalidBody(head string, errs fleet.Errors) string {
 	b.WriteString("| pointer | error |\n| --- | --- |\n")
 	cut := 0
 	for i, e := range errs {
-		row := fmt.Sprintf("| `%s` | %s |\n", cell(e.Path), cell(e.Message))
+		// The error quotes what the author wrote (a key, a value): as code,
+		// so none of it renders, mentions anyone or loads from elsewhere.
+		row := fmt.Sprintf("| `%s` | `%s` |\n", cell(e.Path), cell(e.Message))
 		if b.Len()+len(row) > commentLimit {
 			cut = len(errs) - i
 			break
@@ -81,7 +83,8 @@ func (a *Agent) notMadeBody(head string, reasons []string) string {
 	b.WriteString("### fleet-agent plan: not made\n\n")
 	fmt.Fprintf(&b, "At commit `%s` the plan could not be made:\n\n", head)
 	for _, r := range reasons {
-		fmt.Fprintf(&b, "- %s\n", r)
+		// A reason may carry a provider's words: as code, never markup.
+		fmt.Fprintf(&b, "- `%s`\n", cell(r))
 	}
 	b.WriteString("\nThe agent tries again when the head or the branch moves.\n")
 	return b.String()

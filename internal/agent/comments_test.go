@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -119,5 +120,39 @@ func TestMarkerUsesThePrefix(t *testing.T) {
 	}
 	if got := a.Marker(commentDrift, "abc"); got != "<!-- fleet-agent-eu:drift:abc -->" {
 		t.Fatal(got)
+	}
+}
+
+// TestInvalidBodyQuotesTheDocumentAsText: an invalid document's errors
+// quote what the author wrote (an unknown key, here a team mention, an
+// image and a link); the comment shows them as code, so nothing of it
+// renders as markdown or HTML, notifies, or loads from elsewhere, under
+// the bot's name.
+func TestInvalidBodyQuotesTheDocumentAsText(t *testing.T) {
+	a := &Agent{cfg: Config{Prefix: "fleet-agent", Branch: "main", Path: "fleet.json"}}
+	key := `@acme/sre ![x](http://evil.example/t.png) <a href=http://evil.example>fix</a> [click](http://evil.example/)`
+	_, invalid := fleet.Validate("fleet.json", []byte(`{"version":1,"pools":[{"name":"p","site":"s","class":"vps-host",`+strconv.Quote(key)+`:1}]}`))
+	if invalid == nil {
+		t.Fatal("the invalid document validates")
+	}
+	body := a.invalidBody(head, invalid)
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		// Every cell of an error row is one code span.
+		for _, c := range strings.Split(strings.Trim(line, "|"), " | ") {
+			c = strings.TrimSpace(c)
+			if !strings.HasPrefix(c, "`") || !strings.HasSuffix(c, "`") || strings.Count(c, "`") != 2 {
+				t.Fatalf("a cell outside a code span: %q in\n%s", c, body)
+			}
+		}
+	}
+	if !strings.Contains(body, "@acme/sre") {
+		t.Fatalf("the error does not quote the key:\n%s", body)
+	}
+	notMade := a.notMadeBody(head, []string{"UNAVAILABLE: " + key})
+	if !strings.Contains(notMade, "- `UNAVAILABLE: @acme/sre") {
+		t.Fatalf("a reason not quoted as code:\n%s", notMade)
 	}
 }

@@ -422,6 +422,13 @@ func (p *planner) poolsPlan() {
 			notes = append(notes, p.versionNotes(name, sub, existing.ID, exists, e.change.Action)...)
 			if n := windowsChange(stored, sub); exists && n != "" {
 				notes = append(notes, n)
+				if windowsOf(sub) == nil {
+					// Taken out in the same change as steps that would
+					// have waited: those start at once, and say so.
+					for _, w := range disruptive(stored, want["policy"].(map[string]any), sub) {
+						notes = append(notes, w+" starts at once (no maintenance window any more)")
+					}
+				}
 			}
 		}
 		p.note(e, notes)

@@ -248,7 +248,7 @@ func TestWindowChangesSayWhatTheyRelease(t *testing.T) {
 	noteLines := func(p *Plan) []string {
 		var out []string
 		for _, l := range p.TextLines(false) {
-			if strings.Contains(l, "waits for") || strings.Contains(l, "maintenance window") {
+			if strings.Contains(l, "waits for") || strings.Contains(l, "maintenance window") || strings.Contains(l, "starts at once") {
 				out = append(out, l)
 			}
 		}
@@ -265,6 +265,10 @@ func TestWindowChangesSayWhatTheyRelease(t *testing.T) {
 			want: "the maintenance windows change: a step that waits for one (status names it) starts in the new windows: sat, sun 02:00 for 4h (Europe/Berlin); wed 03:00 for 90m (UTC)"},
 		{name: "windows taken out", before: true, edit: func(d jdoc) { del(t, d, pSub+"/maintenance") },
 			want: "the maintenance windows are taken out: a step that waits for one (status names it) starts at once"},
+		{name: "windows taken out with a shrink", before: true, edit: func(d jdoc) {
+			del(t, d, pSub+"/maintenance")
+			set(t, d, pSub+"/flavors/0/nodes", 1)
+		}, want: "the shrink of flavor n1 (3 nodes -> 1 node) starts at once (no maintenance window any more)"},
 		{name: "windows added", before: false, edit: func(d jdoc) {
 			set(t, d, pSub+"/maintenance", obj(`{"windows":[{"days":["mon"],"start":"03:00","duration":"1h"}]}`))
 		}, without: true},
