@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -413,5 +414,45 @@ func TestEditResolvesReferences(t *testing.T) {
 	}
 	if len(audit(t, s)) != before || exported() != "fra" {
 		t.Fatal("a refused edit changed the fleet")
+	}
+}
+
+// TestEditKeepsTemplatesToTheirFlavors: a sandbox template names a flavor
+// of its pool by name: deleting that flavor, or pointing the template at
+// a flavor its pool does not have, would leave an export naming nothing;
+// both are refused and audited, and nothing changes.
+func TestEditKeepsTemplatesToTheirFlavors(t *testing.T) {
+	s := statetest.Open(t)
+	if _, err := apply.Apply(t.Context(), s, docFile(t, "everything.json"), apply.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := s.Snapshot()
+	var tmpl, flavor inventory.Object
+	for _, o := range snap.Objects(inventory.SandboxTemplate) {
+		tmpl = o
+		break
+	}
+	for _, f := range snap.Objects(inventory.Flavor) {
+		if f.Spec["pool"] == tmpl.Spec["pool"] && (f.Spec["name"] == tmpl.Spec["flavor"] || strings.HasSuffix(f.Name, "/"+tmpl.Spec["flavor"].(string))) {
+			flavor = f
+		}
+	}
+	if tmpl.Name == "" || flavor.Name == "" {
+		t.Fatalf("the fixture: template %+v, its flavor %+v", tmpl, flavor)
+	}
+	before, _ := plan.Export(snap)
+	for _, e := range []apply.Edit{
+		{Kind: inventory.Flavor, Name: flavor.Name, Delete: true},
+		{Kind: inventory.SandboxTemplate, Name: tmpl.Name, Set: map[string]any{"flavor": "nope"}},
+	} {
+		e.Who = "ops@box"
+		rows := len(audit(t, s))
+		if err := apply.ApplyEdit(s, e); refusal.CodeOf(err) != refusal.InvalidState {
+			t.Fatalf("%s %s %+v delete=%v: %v, want INVALID_STATE", e.Kind, e.Name, e.Set, e.Delete, err)
+		}
+		snap, _ := s.Snapshot()
+		if after, _ := plan.Export(snap); !reflect.DeepEqual(before, after) || len(audit(t, s)) != rows+1 {
+			t.Fatal("a refused edit changed the fleet, or was not audited")
+		}
 	}
 }

@@ -281,6 +281,9 @@ func fleetRules(snap *inventory.Snapshot, o inventory.Object, e Edit) (string, e
 		}
 		return "", nil
 	}
+	if v, ok := e.Set["flavor"]; ok && o.Kind == inventory.SandboxTemplate && !flavorIn(snap, o.Spec["pool"], inventory.Normalize(v)) {
+		return fmt.Sprintf("%s %s: its pool has no flavor %v: a template names a flavor of its pool, or its export would name nothing; nothing was changed", o.Kind, o.Name, inventory.Normalize(v)), nil
+	}
 	for _, f := range slices.Sorted(maps.Keys(e.Set)) {
 		if !slices.Contains(plan.FixedFields(o.Kind), f) {
 			continue
@@ -310,6 +313,9 @@ func usedBy(snap *inventory.Snapshot, o inventory.Object) string {
 		if names(other.Spec, o.ID) {
 			return fmt.Sprintf("%s %s", other.Kind, other.Name)
 		}
+		if o.Kind == inventory.Flavor && other.Kind == inventory.SandboxTemplate && other.Spec["pool"] == o.Spec["pool"] && other.Spec["flavor"] == flavorName(o) {
+			return fmt.Sprintf("%s %s", other.Kind, other.Name)
+		}
 		if o.Kind == inventory.ProviderAccount && other.Kind == inventory.Pool {
 			if s := poolSubstrate(other.Spec["policy"]); s != nil && s["account"] == o.Name {
 				return fmt.Sprintf("pool %s's substrate", other.Name)
@@ -317,6 +323,25 @@ func usedBy(snap *inventory.Snapshot, o inventory.Object) string {
 		}
 	}
 	return ""
+}
+
+// flavorName is a flavor's name within its pool (a template names it so).
+func flavorName(o inventory.Object) string {
+	if n, ok := o.Spec["name"].(string); ok {
+		return n
+	}
+	_, short, _ := strings.Cut(o.Name, "/")
+	return short
+}
+
+// flavorIn reports whether the fleet holds a flavor named name in pool.
+func flavorIn(snap *inventory.Snapshot, pool any, name any) bool {
+	for _, f := range snap.Objects(inventory.Flavor) {
+		if !f.Archived && f.Spec["pool"] == pool && flavorName(f) == name {
+			return true
+		}
+	}
+	return false
 }
 
 // names reports whether v holds the string id anywhere.
