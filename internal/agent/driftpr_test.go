@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -47,6 +48,31 @@ func driftWorldOf(t *testing.T, revert bool, path string) (*world, string, []byt
 func (w *world) edit(t *testing.T, kind inventory.Kind, name string, set map[string]any) {
 	t.Helper()
 	if err := apply.ApplyEdit(w.store, apply.Edit{Kind: kind, Name: name, Set: set, Who: "ops@box (uid 1000)"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// drift writes a field the document cannot bring back (one a plan never
+// lets change) to the state directly: edit refuses that now, but a state
+// file from an agent before may hold it.
+func (w *world) drift(t *testing.T, kind inventory.Kind, name, field string, v any) {
+	t.Helper()
+	if err := w.store.Update(func(tx *state.Tx) error {
+		snap, err := tx.Snapshot()
+		if err != nil {
+			return err
+		}
+		o, ok := snap.ByName(kind, name)
+		if !ok {
+			return fmt.Errorf("no %s %s", kind, name)
+		}
+		o.Spec[field] = v
+		stored := ""
+		if o.Name != o.ID {
+			stored = o.Name
+		}
+		return tx.PutObject(o, stored)
+	}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -316,7 +342,7 @@ func TestDriftDismissalIsOfTheDriftedValues(t *testing.T) {
 // the rest of the drift is.
 func TestBlockedDriftIsListedInTheProposalNotWritten(t *testing.T) {
 	w, _, _ := driftWorldOf(t, false, "testdata/drift/template.json")
-	w.edit(t, inventory.SandboxTemplate, "py", map[string]any{"runtime": "kata"})
+	w.drift(t, inventory.SandboxTemplate, "py", "runtime", "kata")
 	w.edit(t, inventory.Flavor, "gpu-fra/h100x1", map[string]any{"vcpu": 24})
 	rec := w.driftCheck(t)
 	if rec == nil || rec.State != "open" || rec.Fields != 1 || rec.Unwritten != 1 {
@@ -349,7 +375,7 @@ func TestBlockedDriftJoiningAnOpenProposalIsListed(t *testing.T) {
 	if rec == nil || rec.State != "open" || len(rec.NotWritten) != 0 {
 		t.Fatalf("drift proposal %+v", rec)
 	}
-	w.edit(t, inventory.SandboxTemplate, "py", map[string]any{"runtime": "kata"})
+	w.drift(t, inventory.SandboxTemplate, "py", "runtime", "kata")
 	rec2 := w.driftCheck(t)
 	if rec2.Head != rec.Head || rec2.Unwritten != 1 || len(rec2.NotWritten) != 1 || !rec2.NotWritten[0].Blocked {
 		t.Fatalf("after a blocked drift joined: %+v", rec2)

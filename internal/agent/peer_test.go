@@ -64,7 +64,7 @@ func TestSocketAuditsThePeersCredentials(t *testing.T) {
 	w := newWorld(t, agent.Config{RequireReviewedPlan: true})
 	path, _ := socketOf(t, localapi.Handler(w.agent, w.store))
 	c := localapi.NewClient(path)
-	boot := w.commit(t, "main", docV1, "unreviewed")
+	boot := w.commit(t, "main", docV2, "unreviewed")
 	w.tick(t) // refused: the tip is not reviewed
 	var p localapi.PlanResponse
 	if err := c.Do(t.Context(), "POST", "/v1/plan", localapi.PlanRequest{Commit: boot}, &p); err != nil {
@@ -75,7 +75,7 @@ func TestSocketAuditsThePeersCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	var edited map[string]any
-	if err := c.Do(t.Context(), "POST", "/v1/edit", localapi.EditRequest{Kind: "site", Name: "fra", Set: map[string]any{"region": "us"}, Who: "root"}, &edited); err != nil {
+	if err := c.Do(t.Context(), "POST", "/v1/edit", localapi.EditRequest{Kind: "pool", Name: "vps", Set: map[string]any{"gpuModel": "L4"}, Who: "root"}, &edited); err != nil {
 		t.Fatal(err)
 	}
 	want := realWho(t)
