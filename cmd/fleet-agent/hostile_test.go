@@ -328,6 +328,27 @@ func TestHostileClients(t *testing.T) {
 			}
 		}
 		var wg sync.WaitGroup
+		webhook := func(what string) {
+			trickle(what, "tcp", r.ops, "POST /hooks/github HTTP/1.1\r\nHost: agent\r\n"+forge.SignatureHeader+": sha256=00\r\nContent-Length: 100000\r\n\r\n", "{")
+		}
+		// The webhook's slots are taken first, and seen taken (a probe
+		// answered 503), before anything else competes for the machine:
+		// the two clients after them then meet no slot, whatever the load.
+		// The holders keep their slots until their read timeout, so the
+		// probe has that long; not seeing every slot held is a failure.
+		for range forge.MaxWebhookInFlight {
+			wg.Go(func() { webhook("webhook body") })
+		}
+		held := false
+		for deadline := time.Now().Add(forge.WebhookReadTimeout); !held && time.Now().Before(deadline); {
+			held = h.hook(t, []byte("{}"), "probe") == http.StatusServiceUnavailable
+		}
+		if !held {
+			t.Errorf("the %d slow webhook bodies never held every slot within %v", forge.MaxWebhookInFlight, forge.WebhookReadTimeout)
+		}
+		for range 2 {
+			wg.Go(func() { webhook("webhook body without a slot") })
+		}
 		for range 50 {
 			wg.Go(func() {
 				trickle("ops header", "tcp", r.ops, "GET /healthz HTTP/1.1\r\n", "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
@@ -342,23 +363,6 @@ func TestHostileClients(t *testing.T) {
 			})
 			wg.Go(func() {
 				trickle("socket body", "unix", h.socket, "POST /v1/plan HTTP/1.1\r\nHost: agent\r\nContent-Length: 100000\r\n\r\n", `{"commit":"aaaaaaaa`)
-			})
-		}
-		for i := range forge.MaxWebhookInFlight + 2 {
-			wg.Go(func() {
-				if i >= forge.MaxWebhookInFlight {
-					// Wait until the others hold every slot.
-					for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-						if h.hook(t, []byte("{}"), "probe") == http.StatusServiceUnavailable {
-							break
-						}
-					}
-				}
-				what := "webhook body"
-				if i >= forge.MaxWebhookInFlight {
-					what = "webhook body without a slot"
-				}
-				trickle(what, "tcp", r.ops, "POST /hooks/github HTTP/1.1\r\nHost: agent\r\n"+forge.SignatureHeader+": sha256=00\r\nContent-Length: 100000\r\n\r\n", "{")
 			})
 		}
 		// During: the ops listener and the socket answer.
