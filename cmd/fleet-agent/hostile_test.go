@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -293,61 +294,90 @@ func TestHostileClients(t *testing.T) {
 		w := watchHeap()
 		stop := make(chan struct{})
 		// trickle sends s a byte every gap until the server closes the
-		// connection, and reports when that was.
+		// connection, and tells when that was and the status line it was
+		// answered with, if any.
 		type cut struct {
 			what string
 			took time.Duration
 			err  error
 		}
 		cuts := make(chan cut, 200)
-		trickle := func(what, network, addr, head, s string) {
+		trickleOnce := func(what, network, addr, head, s string) (cut, string) {
 			c, err := net.Dial(network, addr)
 			if err != nil {
-				cuts <- cut{what, 0, err}
-				return
+				return cut{what, 0, err}, ""
 			}
 			defer c.Close()
 			start := time.Now()
 			if _, err := io.WriteString(c, head); err != nil {
-				cuts <- cut{what, time.Since(start), nil}
-				return
+				return cut{what, time.Since(start), nil}, ""
 			}
 			closed := make(chan struct{})
-			go func() { _, _ = io.Copy(io.Discard, c); close(closed) }()
+			var status string
+			go func() {
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				status = strings.TrimSpace(line)
+				_, _ = io.Copy(io.Discard, c)
+				close(closed)
+			}()
 			tick := time.NewTicker(500 * time.Millisecond)
 			defer tick.Stop()
 			for i := 0; ; i++ {
 				select {
 				case <-closed:
-					cuts <- cut{what, time.Since(start), nil}
-					return
+					return cut{what, time.Since(start), nil}, status
 				case <-stop:
-					cuts <- cut{what, time.Since(start), fmt.Errorf("still open after %v", time.Since(start).Round(time.Second))}
-					return
+					return cut{what, time.Since(start), fmt.Errorf("still open after %v", time.Since(start).Round(time.Second))}, ""
 				case <-tick.C:
 					_, _ = c.Write([]byte{s[i%len(s)]})
 				}
 			}
 		}
-		var wg sync.WaitGroup
-		webhook := func(what string) {
-			trickle(what, "tcp", r.ops, "POST /hooks/github HTTP/1.1\r\nHost: agent\r\n"+forge.SignatureHeader+": sha256=00\r\nContent-Length: 100000\r\n\r\n", "{")
+		trickle := func(what, network, addr, head, s string) {
+			c, _ := trickleOnce(what, network, addr, head, s)
+			cuts <- c
 		}
+		var wg sync.WaitGroup
+		const hookHead = "POST /hooks/github HTTP/1.1\r\nHost: agent\r\n" + forge.SignatureHeader + ": sha256=00\r\nContent-Length: 100000\r\n\r\n"
 		// The webhook's slots are taken first, and seen taken (a probe
 		// answered 503), before anything else competes for the machine:
 		// the two clients after them then meet no slot, whatever the load.
-		// The holders keep their slots until their read timeout, so the
-		// probe has that long; not seeing every slot held is a failure.
+		// The probe takes a slot itself while it is answered, so a holder
+		// arriving then is refused 503 at once; a holder refused comes
+		// back until every slot is held, and is then measured from the
+		// attempt that held. The holders keep their slots until their
+		// read timeout, so the probe has that long; not seeing every slot
+		// held is a failure.
+		allHeld := make(chan struct{})
+		var cameBack atomic.Int32
 		for range forge.MaxWebhookInFlight {
-			wg.Go(func() { webhook("webhook body") })
+			wg.Go(func() {
+				for {
+					c, status := trickleOnce("webhook body", "tcp", r.ops, hookHead, "{")
+					refused := strings.Contains(status, " 503 ")
+					select {
+					case <-allHeld:
+						refused = false
+					default:
+					}
+					if !refused || c.err != nil {
+						cuts <- c
+						return
+					}
+					cameBack.Add(1)
+				}
+			})
 		}
 		held := false
 		for deadline := time.Now().Add(forge.WebhookReadTimeout); !held && time.Now().Before(deadline); {
 			held = h.hook(t, []byte("{}"), "probe") == http.StatusServiceUnavailable
 		}
+		close(allHeld)
+		t.Logf("webhook holders refused while the probe held a slot, and back: %d", cameBack.Load())
 		if !held {
 			t.Errorf("the %d slow webhook bodies never held every slot within %v", forge.MaxWebhookInFlight, forge.WebhookReadTimeout)
 		}
+		webhook := func(what string) { trickle(what, "tcp", r.ops, hookHead, "{") }
 		for range 2 {
 			wg.Go(func() { webhook("webhook body without a slot") })
 		}
