@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // MaxErrors is how many errors one validation reports before it sums up the
@@ -38,14 +39,18 @@ type Error struct {
 // a size limit, the sum of errors not shown) `FILE:LINE:COLUMN: message`
 // where the place is known, else `FILE: message`, so that an editor can jump
 // to a syntax error and no line reads `FILE::`.
+//
+// The line is plain (textline.Plain): the pointer holds the author's keys
+// as written, and a line break or a terminal's escape in one must not forge
+// a line of a CI log. The JSON keeps the pointer exact.
 func (e Error) String() string {
 	switch {
 	case e.Path != "":
-		return e.File + ":" + e.Path + ": " + e.Message
+		return textline.Plain(e.File + ":" + e.Path + ": " + e.Message)
 	case !e.Position.IsZero():
-		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Message)
+		return textline.Plain(fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Message))
 	}
-	return e.File + ": " + e.Message
+	return textline.Plain(e.File + ": " + e.Message)
 }
 
 // Errors is the refusal of a document. It is also an error, with the code
