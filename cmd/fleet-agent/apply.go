@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 func (a *app) applyCommand() *cobra.Command {
@@ -246,12 +248,44 @@ func (a *app) again(cmd *cobra.Command, file, hash string) string {
 	return strings.Join(append(parts, "--plan-hash", hash), " ")
 }
 
-// quote makes an argument safe to paste into a POSIX shell.
+// quote makes an argument safe to paste into a POSIX shell. An argument
+// holding what a terminal would obey (a line break, an escape, a direction
+// mark, bytes that are not UTF-8: textline.Plain's list) is written in
+// bash's $'...' with those as escapes, so the printed command stays one
+// line of plain text and still means the argument.
 func quote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:@%+,", r))
 	}) < 0 {
 		return s
 	}
+	if !textline.IsPlain(s) {
+		return ansiQuote(s)
+	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ansiQuote is s in bash's $'...': a backslash and a quote escaped, bytes
+// that are not UTF-8 and ASCII controls as \xHH, other characters
+// textline.Plain would blank as \uHHHH.
+func ansiQuote(s string) string {
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1, r < 0x20, r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\\' || r == '\'':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case !textline.IsPlain(s[i : i+n]):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	b.WriteByte('\'')
+	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // audit is an addition to the documented commands: the audit log is
@@ -40,7 +41,7 @@ func (a *app) auditCommand() *cobra.Command {
 			for _, r := range rows {
 				line := fmt.Sprintf("%d %s %s %s", r.Seq, ms(r.At), r.Who, r.Action)
 				if r.Method != "" {
-					line += " " + r.Method + " " + string(r.Params)
+					line += " " + r.Method + " " + string(textline.EscapeJSON(r.Params))
 				}
 				if r.Action == "apply" || r.Action == "heal" {
 					line += fmt.Sprintf(" %d call(s) plan %s", r.Calls, refs.Short(r.PlanHash))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/config"
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // agentClient returns a client of the running agent, or nil when none
@@ -49,10 +51,17 @@ func readFleet[T any](ctx context.Context, a *app, cfg *config.Config, route str
 // printJSON writes v indented, without HTML escaping (`->` stays `->`): the
 // one JSON printer of the command line.
 func (a *app) printJSON(v any) error {
-	enc := json.NewEncoder(a.stdout)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	// What the JSON quotes came from outside: the characters a terminal
+	// would obey are written as their escapes, which read back the same.
+	_, err := a.stdout.Write(textline.EscapeJSON(b.Bytes()))
+	return err
 }
 
 // textOrJSON checks the -o of a command that prints text or JSON.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 func (a *app) exportCommand() *cobra.Command {
@@ -44,6 +45,9 @@ to overwrite one.`,
 					return err
 				}
 			}
+			// The document quotes the authors' words: what a terminal
+			// would obey is written as its escape, which reads back the same.
+			data = textline.EscapeJSON(data)
 			if out == "" {
 				_, err = a.stdout.Write(data)
 				return err

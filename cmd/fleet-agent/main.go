@@ -14,7 +14,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/fleet-agent/fleet-agent/internal/config"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // Set at build time with -ldflags -X.
@@ -67,7 +69,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookupEnv fun
 	}
 	var r *refusal.Error
 	if errors.As(err, &r) {
-		fmt.Fprintf(stderr, "fleet-agent: %s: %s\n", r.Code, r.Message)
+		fmt.Fprintf(stderr, "fleet-agent: %s: %s\n", r.Code, shownRefusal(r))
 		return 1
 	}
 	// Anything else comes from parsing the command line itself.
@@ -78,6 +80,21 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookupEnv fun
 	}
 	fmt.Fprintf(stderr, "fleet-agent: usage: %s%s\nRun '%s --help' for its flags and arguments.\n", msg, didYouMean(cmd, msg), cmd.CommandPath())
 	return 2
+}
+
+// shownRefusal is a refusal's message as stderr shows it: one line of plain
+// text (textline.Plain), since it quotes file names, paths and words from a
+// pull request's files, which a CI log must show and never obey. A config
+// file's problems keep a line each: their breaks are the refusal's own.
+func shownRefusal(r *refusal.Error) string {
+	if ps := config.AsProblems(r); ps != nil && r.Message == ps.Error() {
+		lines := make([]string, len(ps))
+		for i, p := range ps {
+			lines[i] = textline.Plain(p.String())
+		}
+		return strings.Join(lines, "\n")
+	}
+	return textline.Plain(r.Message)
 }
 
 // didYouMean names the flag of cmd closest to the unknown one in msg (a

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 func (a *app) validateCommand() *cobra.Command {
@@ -41,7 +42,7 @@ each, with the nearest name of the file when it looks like a typo.`,
 					continue
 				}
 				for _, d := range fleet.DanglingReferences(doc) {
-					warnings = append(warnings, path+": warning: "+d.String())
+					warnings = append(warnings, textline.Plain(path+": warning: "+d.String()))
 				}
 			}
 			if output == "json" {
@@ -54,7 +55,7 @@ each, with the nearest name of the file when it looks like a typo.`,
 					fmt.Fprintln(a.stdout, w)
 				}
 				if bad == 0 {
-					fmt.Fprintf(a.stdout, "%s: valid\n", strings.Join(args, ", "))
+					fmt.Fprintf(a.stdout, "%s: valid\n", textline.Plain(strings.Join(args, ", ")))
 				}
 			}
 			if bad > 0 {

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fleet-agent/fleet-agent/internal/canon"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // Line renders one change in the documented grammar:
@@ -32,9 +34,13 @@ func (c Change) Line() string {
 	return b.String()
 }
 
-// CallLine renders a call as `<method> <canonical params>`.
+// CallLine renders a call as `<method> <canonical params>`. The params
+// hold the author's text, and JSON leaves C1 controls, line separators and
+// direction controls raw: they are written as their escapes, so the line is
+// one line of plain text in a terminal, a log or the comment, and its JSON
+// reads back the same.
 func (c Call) CallLine() string {
-	return c.Method + " " + string(canon.MustMarshal(c.Params))
+	return c.Method + " " + string(textline.EscapeJSON(canon.MustMarshal(c.Params)))
 }
 
 // Counts is the counts line.
@@ -73,12 +79,18 @@ func (p *Plan) WriteText(w io.Writer, calls bool) error {
 }
 
 // WriteJSON writes {changes, calls, summary, planHash}, indented, with no
-// HTML escaping (`->` stays `->`).
+// HTML escaping (`->` stays `->`), and the characters a terminal or a log
+// reader would obey as their escapes (textline.EscapeJSON).
 func (p *Plan) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	return enc.Encode(p)
+	if err := enc.Encode(p); err != nil {
+		return err
+	}
+	_, err := w.Write(textline.EscapeJSON(b.Bytes()))
+	return err
 }
 
 // Markdown limits of a pull request comment, in code points.

@@ -1,8 +1,11 @@
 package plan
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // hostileText is what a policy author who wants to speak in the agent's
@@ -74,5 +77,30 @@ func TestPolicyMarkdownIsText(t *testing.T) {
 	}
 	if got, want := unescape(esc), flat(hostileText); got != want {
 		t.Errorf("the escaped text reads\n%q\nwant\n%q", got, want)
+	}
+}
+
+// A call's parameters are the document author's text (an image id, user
+// data, an account's config): the call line in text and in the comment's
+// calls block is one line of printable text, and its JSON still reads back
+// as what was written.
+func TestCallLinesArePlainText(t *testing.T) {
+	hostile := "python-3.12\u0085\u009b1A\u009b2K\u009b32mpolicy: 0 deny\u009b0m\u2028\u2029\u202e\u200f\u2066\u061c\x1b[2K\r\nend"
+	c := Call{Method: "sandbox.createTemplate", Params: map[string]any{"imageId": hostile, hostile: 1}}
+	p := &Plan{Calls: []Call{c}}
+	for name, out := range map[string]string{
+		"call line": c.CallLine(),
+		"markdown":  p.Markdown(MarkdownOptions{}),
+	} {
+		for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+			if !textline.IsPlain(line) {
+				t.Errorf("%s: %q is not one line of plain text", name, line)
+			}
+		}
+	}
+	method, params, _ := strings.Cut(c.CallLine(), " ")
+	var back map[string]any
+	if err := json.Unmarshal([]byte(params), &back); err != nil || method != c.Method || back["imageId"] != hostile || back[hostile] != float64(1) {
+		t.Errorf("the call line %q reads back as %q %v (%v)", c.CallLine(), method, back, err)
 	}
 }

@@ -206,8 +206,11 @@ type loader struct {
 	consts   []constant
 }
 
+// add records a problem. Its words may quote the file (a CEL error echoes
+// the expression's text), so the message and the rule are made plain: a
+// policy in a pull request cannot forge a line where the problem is shown.
 func (l *loader) add(line int, rule, format string, args ...any) {
-	l.problems = append(l.problems, Problem{Line: line, Rule: rule, Message: fmt.Sprintf(format, args...)})
+	l.problems = append(l.problems, Problem{Line: line, Rule: textline.Plain(rule), Message: textline.Plain(fmt.Sprintf(format, args...))})
 }
 
 func (l *loader) file(root *yaml.Node) *Policy {

@@ -15,6 +15,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // A suite is the test files of a directory (`fleet-agent policy test
@@ -54,12 +55,13 @@ type CaseResult struct {
 	Failures []string
 }
 
-// Line is `PASS file: name` or `FAIL file: name: what differed`.
+// Line is `PASS file: name` or `FAIL file: name: what differed`, one line
+// of plain text whatever the test file's name and its case names hold.
 func (c CaseResult) Line() string {
 	if len(c.Failures) == 0 {
-		return "PASS " + c.File + ": " + c.Name
+		return textline.Plain("PASS " + c.File + ": " + c.Name)
 	}
-	return "FAIL " + c.File + ": " + c.Name + ": " + strings.Join(c.Failures, "; ")
+	return textline.Plain("FAIL " + c.File + ": " + c.Name + ": " + strings.Join(c.Failures, "; "))
 }
 
 // SuiteResult is every case of a directory.
