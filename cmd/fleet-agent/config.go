@@ -11,6 +11,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/config"
 	"github.com/fleet-agent/fleet-agent/internal/fleet"
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
+	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
@@ -100,11 +101,25 @@ func (a *app) snapshotForPlan(path string) (*inventory.Snapshot, error) {
 // readDocument reads and validates a document, printing its errors the way
 // validate does.
 func (a *app) readDocument(path string) (*fleet.Document, error) {
+	return a.readDocumentAs(path, plan.Text)
+}
+
+// readDocumentAs is readDocument for a command printing format: with JSON
+// the errors are validate -o json's list, so what reads the output as JSON
+// reads them.
+func (a *app) readDocumentAs(path string, format plan.Format) (*fleet.Document, error) {
+	printErrs := func(errs fleet.Errors) {
+		if format == plan.JSON {
+			_ = a.printJSON(errs)
+			return
+		}
+		fmt.Fprint(a.stdout, errs.Text())
+	}
 	data, errs := fleet.ReadFile(path)
 	if errs != nil {
 		// A file that cannot be read is not an invalid document: say
 		// which it is, so a typo in the path reads as one.
-		fmt.Fprint(a.stdout, errs.Text())
+		printErrs(errs)
 		if _, err := os.Stat(path); path != "-" && errors.Is(err, fs.ErrNotExist) {
 			return nil, refusal.New(refusal.InvalidInput, "%s: no such file; give the path of a fleet.json", path)
 		}
@@ -115,7 +130,7 @@ func (a *app) readDocument(path string) (*fleet.Document, error) {
 		doc, errs = fleet.Validate(path, data)
 	}
 	if errs != nil {
-		fmt.Fprint(a.stdout, errs.Text())
+		printErrs(errs)
 		return nil, refusal.New(refusal.InvalidInput, "%s is not a valid document (%d error(s))", path, len(errs))
 	}
 	return doc, nil

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fleet-agent/fleet-agent/internal/fleet"
 )
 
 const valid = "../../testdata/documents/valid/"
@@ -211,5 +213,30 @@ func TestStateEnvAndConfig(t *testing.T) {
 	bad := writeFile(t, dir, "bad.yaml", "tenant: root\ncolour: blue\n")
 	if _, errs, code := cli(t, map[string]string{}, "status", "--config", bad); code != 1 || !strings.Contains(errs, "bad.yaml:2") {
 		t.Fatalf("bad config: %d %s", code, errs)
+	}
+}
+
+// TestPlanJSONOfAnInvalidDocumentIsJSON: a script reading plan -o json reads
+// an invalid document's errors as JSON (validate -o json's list), with the
+// exit status and the refusal as before.
+func TestPlanJSONOfAnInvalidDocumentIsJSON(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "fleet.db")
+	for _, args := range [][]string{
+		{"plan", invalid + "unknown-field.json", "--offline", "-o", "json"},
+		{"plan", invalid + "unknown-field.json", "--offline", "-o", "json", "--policy", "../../testdata/policy/policy.yaml"},
+	} {
+		out, errs, code := cli(t, nil, append(args, "--state", state)...)
+		var list []fleet.Error
+		err := json.Unmarshal([]byte(out), &list)
+		colour := false
+		for _, e := range list {
+			colour = colour || e.Path == "/pools/0/colour" && e.Code == "INVALID_INPUT"
+		}
+		if err != nil || !colour {
+			t.Errorf("%v: stdout %q is not the errors' JSON list (%v)", args, out, err)
+		}
+		if code != 1 || !strings.Contains(errs, "INVALID_INPUT") {
+			t.Errorf("%v: exit %d, %s; want 1 with INVALID_INPUT", args, code, errs)
+		}
 	}
 }

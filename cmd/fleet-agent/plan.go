@@ -173,7 +173,7 @@ proposal's head does the same.`,
 				}
 				return agentPlanOutcome(resp, failOnDrift, resp.Commit)
 			case client != nil:
-				if _, err := a.readDocument(args[0]); err != nil {
+				if _, err := a.readDocumentAs(args[0], format); err != nil {
 					return err
 				}
 				data, _ := fleet.ReadFile(args[0])
@@ -187,7 +187,7 @@ proposal's head does the same.`,
 				fmt.Fprint(a.stdout, resp.Output)
 				return agentPlanOutcome(resp, failOnDrift, args[0])
 			}
-			doc, err := a.readDocument(args[0])
+			doc, err := a.readDocumentAs(args[0], format)
 			if err != nil {
 				return err
 			}

@@ -52,7 +52,7 @@ func (a *app) planWithPolicy(cmd *cobra.Command, cfg *config.Config, client *loc
 	if err != nil {
 		return err
 	}
-	doc, err := a.readDocument(file)
+	doc, err := a.readDocumentAs(file, format)
 	if err != nil {
 		return err
 	}
