@@ -518,8 +518,10 @@ func (p *parser) str() (string, bool) {
 						return "", false
 					}
 				}
-				b.WriteRune(utf8.RuneError)
-				break
+				// A lone half of a pair stands for no character: read as
+				// U+FFFD, as decoders do, the text would change unseen.
+				p.fail(i-5, "a lone UTF-16 surrogate \\u%04X at offset %d stands for no character: pair a high surrogate (D800-DBFF) with a low one (DC00-DFFF), or write the character itself", r, i-5)
+				return "", false
 			}
 			b.WriteRune(r)
 		default:
