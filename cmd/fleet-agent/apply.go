@@ -208,8 +208,8 @@ func (a *app) agentsStateFile(store *state.Store, cfg *config.Config, path strin
 		return refusal.New(refusal.InvalidState, "%s is the state file of an agent that follows a branch (%s): applying a file to it moves the fleet away from the branch, and the agent then refuses the tip of %s until the tip's document matches the fleet or is adopted by hand. Change the fleet through the repository (a pull request), or pass --force to apply it anyway",
 			path, why, branch)
 	}
-	fmt.Fprintf(a.stderr, "fleet-agent: warning: %s is the state file of an agent that follows a branch (%s): after this apply the agent refuses the tip of %s until the tip's document matches the fleet (fleet-agent status says so, with the commands that adopt it)\n",
-		path, why, branch)
+	fmt.Fprintln(a.stderr, textline.Plain(fmt.Sprintf("fleet-agent: warning: %s is the state file of an agent that follows a branch (%s): after this apply the agent refuses the tip of %s until the tip's document matches the fleet (fleet-agent status says so, with the commands that adopt it)",
+		path, why, branch)))
 	return nil
 }
 
@@ -233,6 +233,9 @@ func sameFile(p, q string) bool {
 // same program, file and flags that decide what is planned (state, config,
 // prune, offline; force, which it needs as well), and the hash.
 func (a *app) again(cmd *cobra.Command, file, hash string) string {
+	if strings.HasPrefix(file, "-") && file != "-" {
+		file = "./" + file // the same file, never read as a flag
+	}
 	parts := []string{a.prog, "apply", quote(file)}
 	for _, name := range []string{"config", "state", "prune", "offline", "force"} {
 		f := cmd.Flags().Lookup(name)
@@ -265,22 +268,24 @@ func quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// ansiQuote is s in bash's $'...': a backslash and a quote escaped, bytes
-// that are not UTF-8 and ASCII controls as \xHH, other characters
-// textline.Plain would blank as \uHHHH.
+// ansiQuote is s in bash's $'...': a backslash and a quote escaped, and
+// the bytes of each character textline.Plain would blank (controls, bytes
+// that are not UTF-8, separators, direction marks) as \xHH.
 func ansiQuote(s string) string {
 	var b strings.Builder
 	b.WriteString("$'")
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
-		case r == utf8.RuneError && n == 1, r < 0x20, r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case r == '\\' || r == '\'':
 			b.WriteByte('\\')
 			b.WriteRune(r)
 		case !textline.IsPlain(s[i : i+n]):
-			fmt.Fprintf(&b, `\u%04x`, r)
+			// Its bytes: bash reads \u as the character only in a
+			// UTF-8 locale, and \x the same in every one.
+			for _, c := range []byte(s[i : i+n]) {
+				fmt.Fprintf(&b, `\x%02x`, c)
+			}
 		default:
 			b.WriteString(s[i : i+n])
 		}

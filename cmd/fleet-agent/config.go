@@ -14,6 +14,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // loadConfig reads the agent config when one is named (--config,
@@ -87,7 +88,7 @@ func (a *app) snapshotForPlan(path string) (*inventory.Snapshot, error) {
 		return nil, err
 	}
 	if none {
-		fmt.Fprintf(a.stderr, "fleet-agent: note: no fleet is recorded at %s yet: planned against an empty fleet (name another state file with --state or --config)\n", path)
+		fmt.Fprintf(a.stderr, "fleet-agent: note: no fleet is recorded at %s yet: planned against an empty fleet (name another state file with --state or --config)\n", textline.Plain(path))
 		return inventory.NewSnapshot(nil), nil
 	}
 	s, err := state.Open(path, state.Options{ReadOnly: true})

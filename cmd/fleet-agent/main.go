@@ -72,8 +72,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookupEnv fun
 		fmt.Fprintf(stderr, "fleet-agent: %s: %s\n", r.Code, shownRefusal(r))
 		return 1
 	}
-	// Anything else comes from parsing the command line itself.
-	msg := err.Error()
+	// Anything else comes from parsing the command line itself, and may
+	// quote an argument: a file's name, handed over by a shell's glob.
+	msg := textline.Plain(err.Error())
 	if cmd == nil || cmd == root {
 		fmt.Fprintf(stderr, "fleet-agent: usage: %s%s\nRun 'fleet-agent --help' for the commands.\n", msg, didYouMean(root, msg))
 		return 2

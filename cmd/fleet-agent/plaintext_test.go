@@ -75,6 +75,23 @@ func TestWhatTheAuthorWroteIsShownAsText(t *testing.T) {
 		plainLines(t, "plan's stderr", errs, -1)
 	})
 
+	t.Run("usage errors", func(t *testing.T) {
+		// A shell glob hands a file's name to the command line as a flag
+		// when it starts with a dash.
+		for _, args := range [][]string{
+			{"validate", "--x" + forged + ".json"},
+			{"validate", "-x" + forged + ".json"},
+			{"plan", "--x" + forged},
+			{"nosuch" + forged},
+		} {
+			_, errs, code := cli(t, nil, args...)
+			if code != 2 {
+				t.Errorf("%q: exit %d, want 2", args, code)
+			}
+			plainLines(t, "a usage error", errs, 2)
+		}
+	})
+
 	t.Run("a policy's expression", func(t *testing.T) {
 		for i, expr := range []string{`1 """` + forged + `"""`, `'` + forged} {
 			pol := writeFile(t, dir, "policy.yaml", "version: 1\nrules:\n  - name: x\n    action: deny\n    expression: "+strconvQuote(expr)+"\n")
@@ -145,15 +162,30 @@ func TestWhatTheAuthorWroteIsShownAsText(t *testing.T) {
 		}
 	})
 
+	t.Run("a file named like a flag", func(t *testing.T) {
+		t.Chdir(dir)
+		writeFile(t, dir, "--prune", string(base))
+		out, errs, code := cli(t, nil, "apply", "--offline", "--state", filepath.Join(dir, "flag.db"), "--", "--prune")
+		if code != 0 || !strings.Contains(out, " apply ./--prune ") {
+			t.Errorf("apply of a file named --prune: exit %d, %s%s; want the command to apply ./--prune", code, out, errs)
+		}
+	})
+
 	t.Run("the apply command printed to paste", func(t *testing.T) {
 		for _, s := range []string{forged, "it's", "a b", "plain-name.json", "\xff\xfe bytes", `back\slash`} {
 			q := quote(s)
 			if !textline.IsPlain(q) {
 				t.Errorf("quote(%q) = %q, not one line of plain text", s, q)
 			}
-			got, err := exec.Command("bash", "-c", "printf %s "+q).Output()
-			if err != nil || string(got) != s {
-				t.Errorf("quote(%q) = %s, which bash reads as %q (%v)", s, q, got, err)
+			// In every locale: bash reads $'\u...' as the character only
+			// in a UTF-8 one.
+			for _, locale := range []string{"C.UTF-8", "C", "POSIX"} {
+				sh := exec.Command("bash", "-c", "printf %s "+q)
+				sh.Env = append(os.Environ(), "LC_ALL="+locale)
+				got, err := sh.Output()
+				if err != nil || string(got) != s {
+					t.Errorf("quote(%q) = %s, which bash in %s reads as %q (%v)", s, q, locale, got, err)
+				}
 			}
 		}
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
@@ -79,9 +80,10 @@ func (r Report) Codes() []string {
 // person.
 func WriteText(w io.Writer, r Report) {
 	for _, f := range r.Findings {
-		fmt.Fprintf(w, "%-4s %s: %s\n", f.Severity, f.Code, f.Found)
+		// A finding quotes paths and errors from outside: one plain line.
+		fmt.Fprintf(w, "%-4s %s: %s\n", f.Severity, f.Code, textline.Plain(f.Found))
 		if f.Do != "" {
-			fmt.Fprintf(w, "     do: %s\n", f.Do)
+			fmt.Fprintf(w, "     do: %s\n", textline.Plain(f.Do))
 		}
 	}
 	n := 0

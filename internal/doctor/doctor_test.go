@@ -9,6 +9,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/imagepin"
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
@@ -249,5 +250,24 @@ func TestUpgradeStuck(t *testing.T) {
 	}
 	if f := r2.Findings[0]; !strings.Contains(f.Found, "1.33 -> 1.34 (node pool fa-x-h100) has run for 7h0m0s (since 2026-06-01T05:00:00Z)") || !strings.Contains(f.Do, "PodDisruptionBudget") {
 		t.Fatalf("finding %+v", f)
+	}
+}
+
+// A finding quotes what it found (a path from the config, a provider's or
+// the repository's error): the text report keeps one line per finding and
+// one per advice, plain.
+func TestTextReportIsPlain(t *testing.T) {
+	var r Report
+	r.Add("state", "state-missing", Fail, "no state file at /tmp/n\n\x1b[31mok: nothing needs a person\u2028\u202e", "create it\r\nthen\u0085run")
+	var b strings.Builder
+	WriteText(&b, r)
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Errorf("%d lines, want the finding, its advice and the count: %q", len(lines), b.String())
+	}
+	for _, l := range lines {
+		if !textline.IsPlain(l) {
+			t.Errorf("%q is not one line of plain text", l)
+		}
 	}
 }

@@ -247,7 +247,11 @@ func (p *Policy) evaluate(in Input, m *meter) *plan.PolicyReport {
 			if !broke {
 				continue
 			}
-			hits[j] = append(hits[j], cv.hit(msg))
+			// Every message may quote the document: the rule's own, and
+			// CEL's error when the expression or the message fails (a
+			// missing key is quoted in it). In a terminal, a log line or
+			// the page it must not forge a line or turn text around.
+			hits[j] = append(hits[j], cv.hit(textline.Plain(msg)))
 		}
 	}
 	return report(p, hits)
@@ -317,10 +321,7 @@ func (r *Rule) judge(cv *changeVars, act interpreter.Activation, m *meter) (bool
 	if !ok || s == "" {
 		return true, def
 	}
-	// A message may quote the document, which a pull request author
-	// writes: in a terminal, a log line or the page it must not forge a
-	// line of its own or turn text around.
-	return true, textline.Plain(s)
+	return true, s
 }
 
 // world holds what every change's variables share: the document and the

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 	"strings"
 	"testing"
 
@@ -361,5 +362,31 @@ func TestRuleNamesArePlain(t *testing.T) {
 	}
 	if _, err := Load([]byte("rules:\n  - {name: \"gpu cap (prod) \u00e9\", expression: \"true\", action: warn}\n")); err != nil {
 		t.Errorf("a plain name with spaces and accents is refused: %v", err)
+	}
+}
+
+// TestFailedRulesAreOneLine: an expression or a message that fails at run
+// time names what failed, and CEL's error quotes the value (a map's missing
+// key may be the document's text): the verdict's message is as plain as a
+// message the rule wrote. Found from outside: `no such key: x\n...` forged a
+// passing policy summary under a failed lookup.
+func TestFailedRulesAreOneLine(t *testing.T) {
+	const key = `'k\\n\\u001b[1;32mpolicy: 0 deny\\r\\u0085\\u2028\\u202ex'`
+	for name, rule := range map[string]string{
+		"expression": "{name: r, match: {kinds: [flavor]}, expression: \"{'a': true}[" + key + "]\", action: warn}",
+		"message":    "{name: r, match: {kinds: [flavor]}, expression: \"true\", action: warn, message: \"'owner ' + {'a': 'b'}[" + key + "]\"}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			rep := judged(t, "rules:\n  - "+rule+"\n")
+			v := rep.Rules[0]
+			if len(v.Matched) == 0 {
+				t.Fatal("the rule matched nothing")
+			}
+			for _, h := range v.Matched {
+				if !textline.IsPlain(h.Message) || !strings.Contains(h.Message, "no such key") {
+					t.Errorf("message %q is not one plain line naming the failure", h.Message)
+				}
+			}
+		})
 	}
 }

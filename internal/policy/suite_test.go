@@ -63,3 +63,32 @@ cases:
 		t.Fatalf("a negative limit: %v", err)
 	}
 }
+
+// TestSuiteDirectoryIsAName: the directory given is read as named, never as
+// a pattern: brackets in its name find its own tests, and a "?" finds no
+// other directory's.
+func TestSuiteDirectoryIsAName(t *testing.T) {
+	root := t.TempDir()
+	test := "policy: policy.yaml\ncases:\n  - {name: c, document: fleet.json, expect: {r: pass}}\n"
+	for _, dir := range []string{"g[1]", "gplain"} {
+		d := filepath.Join(root, dir)
+		for name, text := range map[string]string{
+			"policy.yaml": "rules:\n  - {name: r, expression: \"false\", action: warn}\n",
+			"fleet.json":  `{"version":1}`,
+			"t.test.yaml": test,
+		} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(d, name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if res, err := RunSuite(filepath.Join(root, "g[1]")); err != nil || res.Passed() != 1 {
+		t.Errorf("a directory named g[1]: %v %+v", err, res)
+	}
+	if res, err := RunSuite(filepath.Join(root, "g?lain")); err == nil {
+		t.Errorf("g?lain ran %+v: a pattern, not a name", res)
+	}
+}

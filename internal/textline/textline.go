@@ -55,10 +55,10 @@ func unsafe(r rune) bool {
 }
 
 // EscapeJSON writes, in JSON text, each character Plain would blank that
-// is not ASCII (C1 controls, the line and paragraph separators, the bidi
-// controls and marks) as its \u escape. JSON's own encoders escape the
-// ASCII controls and leave these raw, as JSON allows; a log reader or
-// terminal showing the line would then obey them. Such characters can
+// JSON's encoders leave raw (DEL, C1 controls, the line and paragraph
+// separators, the bidi controls and marks) as its \u escape. The encoders
+// escape the other ASCII controls and leave these raw, as JSON allows; a
+// log reader or terminal showing the line would then obey them. Such characters can
 // stand only inside JSON strings, where the escape means the same
 // character, so the text parses to what it did. p is not modified; when
 // nothing needs escaping, p itself is returned.
@@ -71,7 +71,7 @@ func EscapeJSON(p []byte) []byte {
 	out = append(out, p[:i]...)
 	for i < len(p) {
 		r, n := utf8.DecodeRune(p[i:])
-		if r >= utf8.RuneSelf && r != utf8.RuneError && unsafe(r) {
+		if (r >= utf8.RuneSelf || r == 0x7f) && r != utf8.RuneError && unsafe(r) {
 			out = append(out, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
 		} else {
 			out = append(out, p[i:i+n]...)
@@ -87,6 +87,9 @@ const hex = "0123456789abcdef"
 // -1: most lines are ASCII and are passed on as they are.
 func firstEscape(p []byte) int {
 	for i := 0; i < len(p); {
+		if p[i] == 0x7f {
+			return i
+		}
 		if p[i] < utf8.RuneSelf {
 			i++
 			continue
