@@ -151,7 +151,7 @@ func (p *Plan) Markdown(o MarkdownOptions) string {
 	var blocked []string
 	for _, c := range p.Changes {
 		if c.Blocked != "" {
-			blocked = append(blocked, fmt.Sprintf("- `%s %s`: %s", c.Kind, c.Name, c.Blocked))
+			blocked = append(blocked, fmt.Sprintf("- `%s %s`: %s", c.Kind, c.Name, EscapeMarkdown(c.Blocked)))
 		}
 	}
 	var calls []string

@@ -104,3 +104,16 @@ func TestCallLinesArePlainText(t *testing.T) {
 		t.Errorf("the call line %q reads back as %q %v (%v)", c.CallLine(), method, back, err)
 	}
 }
+
+// A blocked change's reason quotes what the author wrote (a provider
+// refuses an account's config and names the key): in the comment's blocked
+// list it is text, escaped as a policy's message is.
+func TestBlockedReasonsAreMarkdownText(t *testing.T) {
+	p := &Plan{Changes: []Change{{Kind: "providerAccount", Name: "sim", Action: Create, Blocked: hostileText}}}
+	p.Summary.Blocked = 1
+	md := p.Markdown(MarkdownOptions{})
+	want := "- `providerAccount sim`: " + EscapeMarkdown(hostileText)
+	if !strings.Contains(md, want+"\n") {
+		t.Errorf("the blocked list does not hold the reason as text %q:\n%s", want, md)
+	}
+}
