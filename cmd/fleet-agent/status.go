@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/refs"
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 	"github.com/fleet-agent/fleet-agent/internal/webhooks"
 )
 
@@ -80,8 +82,31 @@ plans the applied document again now, so a break-glass edit shows at once.`,
 	return cmd
 }
 
+// statusText prints the status as text. Its lines quote the document, the
+// fleet and providers' errors (a drift's values, a refusal's reason): each
+// print is plain text ending at most in its own line break, so whatever
+// they hold stays inside its line.
 func (a *app) statusText(v localapi.StatusView) {
-	w := a.stdout
+	a.writeStatusText(plainWriter{a.stdout}, v)
+}
+
+// plainWriter writes each Write as textline.Plain gives it, keeping one
+// line break at its end: a print of one line, or a part of one, stays so.
+type plainWriter struct{ w io.Writer }
+
+func (p plainWriter) Write(b []byte) (int, error) {
+	s, nl := strings.CutSuffix(string(b), "\n")
+	s = textline.Plain(s)
+	if nl {
+		s += "\n"
+	}
+	if _, err := io.WriteString(p.w, s); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+func (a *app) writeStatusText(w io.Writer, v localapi.StatusView) {
 	fmt.Fprintf(w, "tenant: %s\n", v.TenantID)
 	for _, warn := range v.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)

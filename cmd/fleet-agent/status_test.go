@@ -10,6 +10,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
 	"github.com/fleet-agent/fleet-agent/internal/testutil/golden"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // status prints a refused tip with its reason and, when it can be adopted,
@@ -153,5 +154,26 @@ func TestStatusTextNodeDaemonImage(t *testing.T) {
 	(&app{stdout: &out}).statusText(localapi.StatusView{TenantID: "root", Proposals: []localapi.Proposal{}})
 	if strings.Contains(out.String(), "node daemon image") {
 		t.Errorf("an image line with nothing pinned: %s", out.String())
+	}
+}
+
+// status's text quotes the document and the fleet (a drift's values, a
+// proposal's reason): each line is one line of plain text whatever they
+// hold. Found from outside: a pool policy's value with C1 controls, line
+// separators and direction marks reached the terminal raw in `writes`.
+func TestStatusTextIsPlain(t *testing.T) {
+	const evil = "R\u0085NEL\u009bCSI\u2028LS\u2029PS\u202eRLO\u2066LRI\u200eLRM\u061cALM\x7fDEL\n\x1b[32mforged"
+	v := localapi.StatusView{TenantID: "root", Proposals: []localapi.Proposal{}, Drift: &localapi.DriftView{
+		Changes: json.RawMessage("[]"), Summary: json.RawMessage("{}"),
+		Proposal: &localapi.DriftProposal{State: "open", Branch: "fleet-agent/drift-3f9c0a1b2c4d", Fields: 1, Unwritten: 1,
+			Values:     []localapi.DriftValue{{Object: "pool gpu", Field: "policy.k", Document: `"` + evil + `"`, Fleet: `"x"`, Source: "`edit` by " + evil}},
+			NotWritten: []localapi.DriftNotWritten{{Object: "pool gpu", Reason: evil, Source: evil}},
+		}}}
+	var out bytes.Buffer
+	(&app{stdout: &out}).statusText(v)
+	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		if !textline.IsPlain(l) || strings.HasPrefix(l, " [32mforged") {
+			t.Errorf("status line %q is not one line of plain text", l)
+		}
 	}
 }
