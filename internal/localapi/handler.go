@@ -14,6 +14,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/refusal"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 	"github.com/fleet-agent/fleet-agent/internal/substrate"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // Loop is what the handler needs from the agent's loop: the plans and
@@ -300,13 +301,20 @@ func WriteError(w http.ResponseWriter, err error) {
 	WriteJSON(w, statusOf(code), apiError{Code: code, Message: refusal.Message(err)})
 }
 
-// WriteJSON answers v as JSON, without HTML escaping.
+// WriteJSON answers v as JSON, without HTML escaping, and with what a
+// terminal or a log reader would obey written as its escape
+// (textline.EscapeJSON): `curl .../status` shows the document's values.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		WriteError(w, refusal.Wrap(refusal.Internal, err, "cannot encode the answer"))
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
+	_, _ = w.Write(textline.EscapeJSON(b.Bytes()))
 }
 
 // readJSON is the one decoder of the local API: one size limit, unknown

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
+	"github.com/fleet-agent/fleet-agent/internal/textline"
 )
 
 // TestEveryRefusalIsJSON: a request the local API does not serve (a wrong
@@ -90,5 +91,22 @@ func TestEveryRefusalIsJSON(t *testing.T) {
 				t.Errorf("%s: message %q speaks Go (%q)", name, e.Message, leak)
 			}
 		}
+	}
+}
+
+// An answer's JSON quotes the document's values; read raw (curl of the ops
+// listener's /status), what a terminal would obey is written as its
+// escape, and the JSON still reads back the same.
+func TestAnswersEscapeWhatATerminalObeys(t *testing.T) {
+	const evil = "R\u0085NEL\u009bCSI\u2028LS\u202eRLO\u2066LRI\u200eLRM\x7fDEL"
+	rec := httptest.NewRecorder()
+	localapi.WriteJSON(rec, http.StatusOK, map[string]string{"document": evil})
+	body := rec.Body.String()
+	if !textline.IsPlain(strings.TrimSuffix(body, "\n")) {
+		t.Errorf("answer %q is not plain text", body)
+	}
+	var back map[string]string
+	if err := json.Unmarshal(rec.Body.Bytes(), &back); err != nil || back["document"] != evil {
+		t.Errorf("answer %q reads back as %q (%v)", body, back["document"], err)
 	}
 }
