@@ -98,6 +98,26 @@ func shownRefusal(r *refusal.Error) string {
 	return textline.Plain(r.Message)
 }
 
+// group makes cmd a command of subcommands that refuses an unknown one as
+// a usage error (exit 2), as the root does, naming the closest: without a
+// run of its own, cobra prints its help and exits 0, and a mistyped CI step
+// (policy tset) would pass.
+func group(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.SuggestionsMinimumDistance = 2 // cobra's own default, set at the root only
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return c.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if near := c.SuggestionsFor(args[0]); len(near) > 0 {
+			msg += "; did you mean " + strings.Join(near, " or ") + "?"
+		}
+		return errors.New(msg)
+	}
+	return cmd
+}
+
 // didYouMean names the flag of cmd closest to the unknown one in msg (a
 // flag parse error), or says nothing when none is close.
 func didYouMean(cmd *cobra.Command, msg string) string {

@@ -240,3 +240,27 @@ func TestPlanJSONOfAnInvalidDocumentIsJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownSubcommandIsAUsageError: a mistyped subcommand of a group
+// (policy, state) exits 2 naming the closest, as an unknown command does,
+// so a CI step with a typo fails; the group alone prints its help.
+func TestUnknownSubcommandIsAUsageError(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"policy", "tset", "dir"}, `unknown command "tset" for "fleet-agent policy"; did you mean test?`},
+		{[]string{"policy", "chek"}, "did you mean check?"},
+		{[]string{"state", "bogus"}, `unknown command "bogus" for "fleet-agent state"`},
+	} {
+		_, errs, code := cli(t, nil, c.args...)
+		if code != 2 || !strings.Contains(errs, c.says) {
+			t.Errorf("%v: exit %d, %s; want 2 saying %q", c.args, code, errs, c.says)
+		}
+	}
+	for _, g := range []string{"policy", "state"} {
+		if out, _, code := cli(t, nil, g); code != 0 || !strings.Contains(out, "Available Commands") {
+			t.Errorf("%s alone: exit %d, %s; want its help", g, code, out)
+		}
+	}
+}

@@ -124,10 +124,10 @@ func policyOutcome(r *plan.PolicyReport) error {
 }
 
 func (a *app) policyCommand() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := group(&cobra.Command{
 		Use:   "policy",
 		Short: "Check policy files and their test cases",
-	}
+	})
 	cmd.AddCommand(&cobra.Command{
 		Use:   "test DIR",
 		Short: "Run the policy test cases of DIR (exit 1 when one fails)",

@@ -17,11 +17,10 @@ import (
 )
 
 func (a *app) stateCommand() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := group(&cobra.Command{
 		Use:   "state",
 		Short: "Move the store between backends (a bbolt file, etcd)",
-		Args:  cobra.NoArgs,
-	}
+	})
 	cmd.AddCommand(a.stateCopyCommand())
 	return cmd
 }
