@@ -123,7 +123,10 @@ func commandsPageGaps(page string, root *cobra.Command, refusals, doctors []stri
 			if sub.Hidden || sub.Name() == "help" {
 				continue
 			}
-			if sub.Runnable() {
+			// A group (policy, state) runs only to print its help or
+			// refuse an unknown subcommand: its subcommands have the
+			// sections.
+			if sub.Runnable() && !sub.HasSubCommands() {
 				runnable = append(runnable, sub)
 			}
 			walk(sub)
