@@ -264,3 +264,21 @@ func TestUnknownSubcommandIsAUsageError(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentOnlyFlagsNameThemselves: with no agent answering, --commit and
+// --proposal each say that they need it, by their own name.
+func TestAgentOnlyFlagsNameThemselves(t *testing.T) {
+	cfg := writeFile(t, t.TempDir(), "agent.yaml", "socket: "+filepath.Join(t.TempDir(), "none.sock")+"\n")
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"plan", "--proposal", "feat"}, "--proposal needs the running agent"},
+		{[]string{"plan", "--commit", "abc123"}, "--commit needs the running agent"},
+	} {
+		_, errs, code := cli(t, nil, append(c.args, "--config", cfg)...)
+		if code != 1 || !strings.Contains(errs, c.says) {
+			t.Errorf("%v: exit %d, %s; want 1 saying %q", c.args, code, errs, c.says)
+		}
+	}
+}

@@ -35,7 +35,11 @@ func (a *app) begin(cmd *cobra.Command, args []string, commit string, prune *boo
 	}
 	client := a.agentClient(cmd.Context(), cfg)
 	if commit != "" && client == nil {
-		return nil, nil, refusal.New(refusal.Unavailable, "--commit needs the running agent (it reads the commit of %s from its repository); none answers on %s", cfg.Git.Branch, cfg.Socket)
+		flag := "--commit"
+		if f := cmd.Flags().Lookup("proposal"); f != nil && f.Changed {
+			flag = "--proposal"
+		}
+		return nil, nil, refusal.New(refusal.Unavailable, "%s needs the running agent (it reads the commit of %s from its repository); none answers on %s", flag, cfg.Git.Branch, cfg.Socket)
 	}
 	return cfg, client, nil
 }
