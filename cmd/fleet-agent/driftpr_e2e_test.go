@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -17,7 +16,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/outbox"
-	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/state/statetest"
 )
 
 // oddDoc is formatted as a person might: the drift proposal must keep it.
@@ -265,24 +264,7 @@ func TestDriftPullRequestClosedWhenNothingCanBeWritten(t *testing.T) {
 	// A field that never changes once created, changed outside any plan:
 	// edit refuses that now, but a state file written by an agent from
 	// before may hold one, so it is written to the state directly.
-	if err := w.store.Update(func(tx *state.Tx) error {
-		snap, err := tx.Snapshot()
-		if err != nil {
-			return err
-		}
-		o, ok := snap.ByName(inventory.Pool, "gpu-fra")
-		if !ok {
-			return fmt.Errorf("no pool gpu-fra")
-		}
-		o.Spec["sharing"] = "exclusive"
-		name := ""
-		if o.Name != o.ID {
-			name = o.Name
-		}
-		return tx.PutObject(o, name)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	statetest.SetSpec(t, w.store, inventory.Pool, "gpu-fra", map[string]any{"sharing": "exclusive"})
 	w.editVcpu(16)
 	rec2 := w.driftCheck()
 	if pr := w.gh.Pull(rec.PR); rec2.State != "none" || pr.State != "closed" || pr.Merged {

@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/fleet-agent/fleet-agent/internal/localapi"
 	"github.com/fleet-agent/fleet-agent/internal/plan"
 	"github.com/fleet-agent/fleet-agent/internal/state"
+	"github.com/fleet-agent/fleet-agent/internal/state/statetest"
 )
 
 // driftWorld is a world whose applied document is the odd-looking file of
@@ -57,24 +57,7 @@ func (w *world) edit(t *testing.T, kind inventory.Kind, name string, set map[str
 // file from an agent before may hold it.
 func (w *world) drift(t *testing.T, kind inventory.Kind, name, field string, v any) {
 	t.Helper()
-	if err := w.store.Update(func(tx *state.Tx) error {
-		snap, err := tx.Snapshot()
-		if err != nil {
-			return err
-		}
-		o, ok := snap.ByName(kind, name)
-		if !ok {
-			return fmt.Errorf("no %s %s", kind, name)
-		}
-		o.Spec[field] = v
-		stored := ""
-		if o.Name != o.ID {
-			stored = o.Name
-		}
-		return tx.PutObject(o, stored)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	statetest.SetSpec(t, w.store, kind, name, map[string]any{field: v})
 }
 
 func (w *world) driftCheck(t *testing.T) *localapi.DriftProposal {

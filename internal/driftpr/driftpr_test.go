@@ -2,8 +2,6 @@ package driftpr_test
 
 import (
 	"bytes"
-	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -64,24 +62,7 @@ func drifted(t *testing.T, edits ...apply.Edit) (*driftpr.Rewrite, []byte) {
 		if fixedEdit(e) {
 			// edit refuses a field a plan never lets change, but a state
 			// file from an agent before may hold one: written directly.
-			if err := s.Update(func(tx *state.Tx) error {
-				snap, err := tx.Snapshot()
-				if err != nil {
-					return err
-				}
-				o, ok := snap.ByName(e.Kind, e.Name)
-				if !ok {
-					return fmt.Errorf("no %s %s", e.Kind, e.Name)
-				}
-				maps.Copy(o.Spec, e.Set)
-				stored := ""
-				if o.Name != o.ID {
-					stored = o.Name
-				}
-				return tx.PutObject(o, stored)
-			}); err != nil {
-				t.Fatal(err)
-			}
+			statetest.SetSpec(t, s, e.Kind, e.Name, e.Set)
 			continue
 		}
 		if err := apply.ApplyEdit(s, e); err != nil {

@@ -7,10 +7,13 @@ package statetest
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/fleet-agent/fleet-agent/internal/inventory"
 	"github.com/fleet-agent/fleet-agent/internal/state"
 )
 
@@ -82,4 +85,29 @@ func OpenEtcd(t testing.TB) *state.Store {
 		}
 	})
 	return s
+}
+
+// SetSpec writes set into the spec of the object kind/name straight to the
+// store, past apply's edit: for the fields edit refuses (a plan never lets
+// them change) that a state file written by an agent from before may hold.
+func SetSpec(t testing.TB, s *state.Store, kind inventory.Kind, name string, set map[string]any) {
+	t.Helper()
+	if err := s.Update(func(tx *state.Tx) error {
+		snap, err := tx.Snapshot()
+		if err != nil {
+			return err
+		}
+		o, ok := snap.ByName(kind, name)
+		if !ok {
+			return fmt.Errorf("no %s %s", kind, name)
+		}
+		maps.Copy(o.Spec, set)
+		stored := ""
+		if o.Name != o.ID {
+			stored = o.Name
+		}
+		return tx.PutObject(o, stored)
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
